@@ -1,0 +1,343 @@
+"""Every error acp-client raises, in one tree.
+
+Catch :class:`ACPError` to catch everything the SDK raises on purpose. Lower-layer errors
+(``OSError``, ``websockets`` exceptions, ``ssl.SSLError``, ``json`` errors) are translated into this
+tree exactly once, at the transport seam, so no caller ever needs to import ``websockets``.
+
+::
+
+    ACPError
+    ├── TransportError                   the link to the agent failed
+    │   ├── ConnectError                 could not open a connection (refused, DNS, timeout, spawn)
+    │   │   ├── HandshakeRejected        the WebSocket upgrade got an HTTP status (401, 404, 429, 503 ...)
+    │   │   └── TLSError                 the TLS handshake failed (certificate not trusted, ...)
+    │   ├── ConnectionLost               an open connection died; ``request_sent`` says if the request
+    │   │                                had been written before the loss
+    │   └── NotConnected                 there is no usable connection right now (reconnecting)
+    ├── ACPTimeoutError (TimeoutError)   a request or handshake ran out of time
+    ├── RPCError                         the agent answered with a JSON-RPC error object
+    │   ├── ParseError                   -32700
+    │   ├── InvalidRequest               -32600
+    │   ├── MethodNotFound               -32601
+    │   ├── InvalidParams                -32602
+    │   ├── InternalError                -32603
+    │   ├── AuthRequired                 -32000
+    │   ├── SessionNotFound              -32002 (carries ``session_id`` from ``data.sessionId``)
+    │   └── RequestCancelled             -32800
+    ├── ProtocolError                    the agent broke the protocol (bad frame, wrong shape, lie)
+    │   └── UnsupportedProtocolVersion   the agent only speaks a version we do not
+    ├── UsageError                       the caller misused the SDK
+    │   ├── CapabilityNotSupported       the agent did not advertise what this call needs
+    │   ├── ClientClosed                 the client or connection was closed by its owner
+    │   └── BufferFull                   a bounded queue is full (documented overflow policy)
+    └── RecoveryError                    the reconnect manager could not keep a session or a link
+        ├── SessionLost                  the agent no longer knows the session; it was forgotten
+        ├── RecoveryFailed               recovering a session failed for another reason (retried)
+        └── ReconnectFailed              the manager stopped reconnecting (fatal error or breaker)
+
+``ACPTimeoutError`` also derives from the builtin ``TimeoutError`` so ``except TimeoutError`` and
+``asyncio.timeout()`` users are served too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+__all__ = [
+    "ACPError",
+    "ACPTimeoutError",
+    "AuthRequired",
+    "BufferFull",
+    "CapabilityNotSupported",
+    "ClientClosed",
+    "ConnectError",
+    "ConnectionLost",
+    "HandshakeRejected",
+    "InternalError",
+    "InvalidParams",
+    "InvalidRequest",
+    "MethodNotFound",
+    "NotConnected",
+    "ParseError",
+    "ProtocolError",
+    "RPCError",
+    "ReconnectFailed",
+    "RecoveryError",
+    "RecoveryFailed",
+    "RequestCancelled",
+    "SessionLost",
+    "SessionNotFound",
+    "TLSError",
+    "TransportError",
+    "UnsupportedProtocolVersion",
+    "UsageError",
+    "rpc_error_from_object",
+]
+
+
+class ACPError(Exception):
+    """Root of every error acp-client raises on purpose."""
+
+
+# --------------------------------------------------------------------------- transport
+
+
+class TransportError(ACPError):
+    """The link to the agent failed (connect, I/O, or close)."""
+
+
+class ConnectError(TransportError):
+    """A connection could not be opened: refused, unresolvable, timed out, or the agent would not start."""
+
+
+class HandshakeRejected(ConnectError):
+    """The WebSocket upgrade was answered with an HTTP status instead of ``101``.
+
+    ``status_code`` is the HTTP status; ``retry_after`` holds the parsed ``Retry-After`` header in seconds
+    when the server sent one (429 and 503 usually do). Header values are kept only for the names that are
+    safe to show (never ``Authorization`` or cookies).
+    """
+
+    def __init__(
+        self,
+        status_code: int,
+        *,
+        retry_after: float | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.status_code = status_code
+        self.retry_after = retry_after
+        self.headers: dict[str, str] = dict(headers or {})
+        hint = f", retry after {retry_after:g} s" if retry_after is not None else ""
+        super().__init__(f"the agent rejected the WebSocket handshake with HTTP {status_code}{hint}")
+
+
+class TLSError(ConnectError):
+    """The TLS handshake failed, for example because the certificate is not trusted."""
+
+
+class ConnectionLost(TransportError):
+    """An open connection died.
+
+    ``request_sent`` is ``True`` when the request this error fails had already been written to the wire:
+    the agent may have executed it, so the outcome is unknown. ``False`` means it never left the client.
+    ``close_code`` and ``reason`` carry what the transport knew about the loss (WebSocket close code,
+    process exit status, ...).
+    """
+
+    def __init__(
+        self,
+        message: str = "the connection to the agent was lost",
+        *,
+        request_sent: bool = False,
+        close_code: int | None = None,
+        reason: str | None = None,
+    ) -> None:
+        self.request_sent = request_sent
+        self.close_code = close_code
+        self.reason = reason
+        super().__init__(message)
+
+    def with_request_sent(self, request_sent: bool) -> ConnectionLost:
+        """Return a copy of this error that says whether one particular request had been written."""
+        return type(self)(str(self), request_sent=request_sent, close_code=self.close_code, reason=self.reason)
+
+
+class NotConnected(TransportError):
+    """No usable connection exists right now (the client is reconnecting or was never connected)."""
+
+
+# --------------------------------------------------------------------------- timeouts
+
+
+class ACPTimeoutError(ACPError, TimeoutError):
+    """A request, handshake or recovery step ran out of time."""
+
+
+# --------------------------------------------------------------------------- peer errors
+
+
+class RPCError(ACPError):
+    """The agent answered a request with a JSON-RPC error object.
+
+    ``code``, ``message`` and ``data`` are exactly what the agent sent. Use :func:`rpc_error_from_object`
+    to get the most specific subclass for a code.
+    """
+
+    default_code: ClassVar[int | None] = None
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        self.code = code
+        self.message = message
+        self.data = data
+        super().__init__(f"[{code}] {message}")
+
+    def to_object(self) -> dict[str, Any]:
+        """The JSON-RPC error object (``code``, ``message`` and ``data`` when present)."""
+        obj: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            obj["data"] = self.data
+        return obj
+
+
+class ParseError(RPCError):
+    """-32700: the peer could not parse what it received."""
+
+    default_code = -32700
+
+
+class InvalidRequest(RPCError):
+    """-32600: the peer received something that is not a valid JSON-RPC request."""
+
+    default_code = -32600
+
+
+class MethodNotFound(RPCError):
+    """-32601: the agent does not implement the method (even if it advertised it)."""
+
+    default_code = -32601
+
+
+class InvalidParams(RPCError):
+    """-32602: the agent rejected the request's parameters."""
+
+    default_code = -32602
+
+
+class InternalError(RPCError):
+    """-32603: the agent failed internally."""
+
+    default_code = -32603
+
+
+class AuthRequired(RPCError):
+    """-32000: the agent needs ``authenticate`` (v1) or ``auth/login`` (v2) first."""
+
+    default_code = -32000
+
+
+class SessionNotFound(RPCError):
+    """-32002: the agent does not know the resource, here a session.
+
+    ``session_id`` comes from ``data.sessionId`` when the agent sent it, else it is ``None``. Whether a
+    ``-32002`` means "forget this session" depends on which method answered it: only ``session/status``,
+    ``session/resume`` and ``session/load`` say so (a ``session/prompt`` on a not-yet-attached session may
+    answer it too).
+    """
+
+    default_code = -32002
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(code, message, data)
+        sid = data.get("sessionId") if isinstance(data, dict) else None
+        self.session_id: str | None = sid if isinstance(sid, str) else None
+
+
+class RequestCancelled(RPCError):
+    """-32800: the request was cancelled (after ``$/cancel_request`` or an internal cancellation)."""
+
+    default_code = -32800
+
+
+_BY_CODE: dict[int, type[RPCError]] = {
+    cls.default_code: cls
+    for cls in (
+        ParseError,
+        InvalidRequest,
+        MethodNotFound,
+        InvalidParams,
+        InternalError,
+        AuthRequired,
+        SessionNotFound,
+        RequestCancelled,
+    )
+    if cls.default_code is not None
+}
+
+
+def rpc_error_from_object(code: int, message: str, data: Any = None) -> RPCError:
+    """Build the most specific :class:`RPCError` subclass for a JSON-RPC error object."""
+    return _BY_CODE.get(code, RPCError)(code, message, data)
+
+
+# --------------------------------------------------------------------------- protocol violations
+
+
+class ProtocolError(ACPError):
+    """The agent broke the protocol: a malformed frame or message, a wrong shape, an impossible answer."""
+
+
+class UnsupportedProtocolVersion(ProtocolError):
+    """The agent answered ``initialize`` with a protocol version this client does not speak."""
+
+    def __init__(self, offered: int, answered: object) -> None:
+        self.offered = offered
+        self.answered = answered
+        super().__init__(f"the agent answered protocol version {answered!r}; this client speaks 1 and 2")
+
+
+# --------------------------------------------------------------------------- usage
+
+
+class UsageError(ACPError):
+    """The SDK was used in a way it does not support; the message says what to do instead."""
+
+
+class CapabilityNotSupported(UsageError):
+    """The agent did not advertise the capability a call needs, so nothing was sent."""
+
+    def __init__(self, method: str, capability: str, protocol_version: int | None = None) -> None:
+        self.method = method
+        self.capability = capability
+        self.protocol_version = protocol_version
+        version = f" (protocol v{protocol_version})" if protocol_version is not None else ""
+        super().__init__(f"{method} needs the agent capability {capability}, which it did not advertise{version}")
+
+
+class ClientClosed(UsageError):
+    """The client or connection was closed by its owner; it cannot be used or reopened."""
+
+
+class BufferFull(UsageError):
+    """A bounded buffer is full and its overflow policy is to refuse new items."""
+
+
+# --------------------------------------------------------------------------- recovery
+
+
+class RecoveryError(ACPError):
+    """The reconnect manager could not keep a session or a connection."""
+
+
+class SessionLost(RecoveryError):
+    """The agent does not know the session any more (``-32002``); the client forgot it.
+
+    ``reason`` names why (``"unknown"`` for -32002 from status, resume or load; ``"forgotten"`` when the
+    application forgot it).
+    """
+
+    def __init__(self, session_id: str, reason: str = "unknown") -> None:
+        self.session_id = session_id
+        self.reason = reason
+        super().__init__(f"session {session_id} is lost ({reason})")
+
+
+class RecoveryFailed(RecoveryError):
+    """Recovering a session failed for a reason other than -32002; the manager retries it with backoff."""
+
+    def __init__(self, session_id: str, cause: BaseException | None = None) -> None:
+        self.session_id = session_id
+        self.cause = cause
+        detail = f": {cause}" if cause is not None else ""
+        super().__init__(f"recovery of session {session_id} failed{detail}")
+
+
+class ReconnectFailed(RecoveryError):
+    """The manager gave up reconnecting: a fatal error, an exhausted budget, or the crash-loop breaker."""
+
+    def __init__(self, reason: str, cause: BaseException | None = None) -> None:
+        self.reason = reason
+        self.cause = cause
+        detail = f": {cause}" if cause is not None else ""
+        super().__init__(f"reconnecting failed ({reason}){detail}")

@@ -1,0 +1,31 @@
+"""Sans-I/O JSON-RPC 2.0 core: no asyncio, no pydantic models, no websockets. Strings in, events out."""
+
+from acp_client.jsonrpc._core import (
+    DEFAULT_MAX_FRAME_CHARS,
+    ErrorResponse,
+    Event,
+    Invalid,
+    InvalidKind,
+    JsonRpcCore,
+    Notification,
+    Pending,
+    Request,
+    RequestId,
+    Response,
+    encode,
+)
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_CHARS",
+    "ErrorResponse",
+    "Event",
+    "Invalid",
+    "InvalidKind",
+    "JsonRpcCore",
+    "Notification",
+    "Pending",
+    "Request",
+    "RequestId",
+    "Response",
+    "encode",
+]

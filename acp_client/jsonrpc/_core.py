@@ -1,0 +1,307 @@
+"""Sans-I/O JSON-RPC 2.0: text frames in, events out; calls in, text frames out.
+
+Nothing here does I/O, awaits, or raises on bad input: a malformed frame is an :class:`Invalid` event
+that a driver can count, log, and answer with the frame in ``Invalid.reply`` when JSON-RPC asks for one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from pydantic_core import from_json
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_CHARS",
+    "ErrorResponse",
+    "Event",
+    "Invalid",
+    "InvalidKind",
+    "JsonRpcCore",
+    "Notification",
+    "Pending",
+    "Request",
+    "RequestId",
+    "Response",
+    "encode",
+]
+
+RequestId: TypeAlias = int | str | None
+
+#: Default bound on one inbound text frame, in characters (16 MiB of ASCII).
+DEFAULT_MAX_FRAME_CHARS = 16 * 1024 * 1024
+
+InvalidKind = Literal[
+    "parse_error",  # not JSON at all (answered with -32700, id null)
+    "invalid_request",  # JSON, but not a JSON-RPC message (answered with -32600 when it could be a request)
+    "empty_batch",  # "[]" (answered with -32600, id null)
+    "unknown_id",  # a response to an id we never sent or already settled (counted, not answered)
+    "oversize",  # longer than the configured bound (counted; answered with -32600, id null)
+]
+
+_JSONRPC = "2.0"
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """The peer asks us something and expects a response with the same ``id``."""
+
+    id: int | str
+    method: str
+    params: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """The peer tells us something; it expects no response."""
+
+    method: str
+    params: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """What the core remembers of a request we sent, until its response arrives or it is dropped."""
+
+    id: int
+    method: str
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """A successful answer to one of our requests; ``request`` is the pending entry it settled."""
+
+    id: int
+    result: Any
+    request: Pending
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorResponse:
+    """An error answer to one of our requests.
+
+    ``request`` is ``None`` when the error carries ``id: null`` (the peer could not read our frame), so it
+    settles nothing.
+    """
+
+    id: RequestId
+    code: int
+    message: str
+    data: Any
+    request: Pending | None
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """A frame or batch entry that could not be used.
+
+    ``reply`` is the error frame JSON-RPC says to send back, or ``None`` when nothing must be answered.
+    ``excerpt`` is at most 200 characters of the offending input, for debug logs.
+    """
+
+    kind: InvalidKind
+    detail: str
+    excerpt: str = ""
+    reply: str | None = None
+    id: RequestId = None
+
+
+Event: TypeAlias = Request | Notification | Response | ErrorResponse | Invalid
+
+
+def encode(message: dict[str, Any]) -> str:
+    """Serialise one message to a compact single-line JSON text (valid for newline-delimited stdio)."""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _error_frame(id_: RequestId, code: int, message: str, data: Any = None) -> str:
+    err: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return encode({"jsonrpc": _JSONRPC, "id": id_, "error": err})
+
+
+def _excerpt(text: str) -> str:
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def _valid_id(value: Any) -> bool:
+    # bool is an int subclass but not a valid id
+    return value is None or (isinstance(value, int | str) and not isinstance(value, bool))
+
+
+@dataclass(slots=True)
+class JsonRpcCore:
+    """One connection's JSON-RPC state: outbound id allocation and the table of our pending requests.
+
+    The two id spaces of a bidirectional connection are kept apart: ids we allocate live in the pending
+    table; ids the peer sends us are only echoed back by :meth:`respond` / :meth:`respond_error`.
+    """
+
+    max_frame_chars: int = DEFAULT_MAX_FRAME_CHARS
+    accept_batches: bool = True
+    _next_id: int = 0
+    _pending: dict[int, Pending] = field(default_factory=dict)
+    _loads: Callable[[str], Any] = field(default=from_json)
+
+    # ------------------------------------------------------------------ outbound
+
+    def request(self, method: str, params: Any = None) -> tuple[int, str]:
+        """Allocate an id for a request, remember it as pending, and return ``(id, frame)``."""
+        id_ = self._next_id
+        self._next_id += 1
+        self._pending[id_] = Pending(id_, method)
+        msg: dict[str, Any] = {"jsonrpc": _JSONRPC, "id": id_, "method": method}
+        if params is not None:
+            msg["params"] = params
+        return id_, encode(msg)
+
+    def notification(self, method: str, params: Any = None) -> str:
+        """A notification frame (no id, no response expected)."""
+        msg: dict[str, Any] = {"jsonrpc": _JSONRPC, "method": method}
+        if params is not None:
+            msg["params"] = params
+        return encode(msg)
+
+    def respond(self, id_: int | str, result: Any) -> str:
+        """A success response to a request the peer sent us."""
+        return encode({"jsonrpc": _JSONRPC, "id": id_, "result": result})
+
+    def respond_error(self, id_: RequestId, code: int, message: str, data: Any = None) -> str:
+        """An error response to a request the peer sent us."""
+        return _error_frame(id_, code, message, data)
+
+    # ------------------------------------------------------------------ pending table
+
+    @property
+    def pending(self) -> dict[int, Pending]:
+        """A copy of the pending table (id → what we asked)."""
+        return dict(self._pending)
+
+    def forget(self, id_: int) -> Pending | None:
+        """Drop a pending request (its caller gave up); a late response for it becomes ``unknown_id``."""
+        return self._pending.pop(id_, None)
+
+    def drop_all(self) -> list[Pending]:
+        """Drop every pending request (the connection died) and return them so their callers can fail."""
+        dropped = list(self._pending.values())
+        self._pending.clear()
+        return dropped
+
+    # ------------------------------------------------------------------ inbound
+
+    def receive(self, text: str) -> list[Event]:
+        """Turn one inbound text frame into events. Never raises for any input string."""
+        return list(self.iter_receive(text))
+
+    def iter_receive(self, text: str) -> Iterator[Event]:
+        """Like :meth:`receive`, yielding events one at a time."""
+        if len(text) > self.max_frame_chars:
+            yield Invalid(
+                "oversize",
+                f"frame of {len(text)} characters exceeds the bound of {self.max_frame_chars}",
+                _excerpt(text),
+                _error_frame(None, -32600, "Invalid request", {"reason": "frame too large"}),
+            )
+            return
+        try:
+            obj = self._loads(text)
+        except ValueError as exc:
+            yield Invalid("parse_error", str(exc), _excerpt(text), _error_frame(None, -32700, "Parse error"))
+            return
+        except RecursionError:
+            yield Invalid("parse_error", "nesting too deep", _excerpt(text), _error_frame(None, -32700, "Parse error"))
+            return
+        if isinstance(obj, list):
+            if not self.accept_batches:
+                yield Invalid("invalid_request", "batches are not accepted", _excerpt(text))
+                return
+            if not obj:
+                yield Invalid(
+                    "empty_batch", "empty batch", _excerpt(text), _error_frame(None, -32600, "Invalid request")
+                )
+                return
+            for entry in obj:
+                yield self._message(entry)
+            return
+        yield self._message(obj)
+
+    def _message(self, obj: Any) -> Event:
+        if not isinstance(obj, dict):
+            return Invalid(
+                "invalid_request",
+                f"a message must be an object, got {type(obj).__name__}",
+                _excerpt(repr(obj)),
+                _error_frame(None, -32600, "Invalid request"),
+            )
+        if obj.get("jsonrpc") != _JSONRPC:
+            return self._invalid_envelope(obj, "missing or wrong 'jsonrpc' member")
+        method = obj.get("method")
+        has_id = "id" in obj
+        id_ = obj.get("id")
+        if method is not None:
+            if not isinstance(method, str):
+                return self._invalid_envelope(obj, "'method' must be a string")
+            params = obj.get("params")
+            if params is not None and not isinstance(params, dict | list):
+                return self._invalid_envelope(obj, "'params' must be an object or array")
+            if not has_id:
+                return Notification(method, params)
+            if id_ is None or not _valid_id(id_):
+                return self._invalid_envelope(obj, "a request id must be an integer or a string")
+            return Request(id_, method, params)
+        # a response
+        if not has_id or not _valid_id(id_):
+            return Invalid("invalid_request", "neither a request nor a response", _excerpt(encode_safe(obj)))
+        has_result = "result" in obj
+        has_error = "error" in obj
+        if has_result == has_error:
+            return Invalid(
+                "invalid_request",
+                "a response needs exactly one of 'result' and 'error'",
+                _excerpt(encode_safe(obj)),
+                id=id_,
+            )
+        if has_error:
+            err = obj["error"]
+            if not isinstance(err, dict):
+                return Invalid("invalid_request", "'error' must be an object", _excerpt(encode_safe(obj)), id=id_)
+            code = err.get("code")
+            message = err.get("message")
+            if not isinstance(code, int) or isinstance(code, bool):
+                return Invalid("invalid_request", "error 'code' must be an integer", _excerpt(encode_safe(obj)), id=id_)
+            if not isinstance(message, str):
+                message = "" if message is None else str(message)
+            pending = self._settle(id_)
+            if pending is None and id_ is not None:
+                return Invalid(
+                    "unknown_id", f"error response for unknown id {id_!r}", _excerpt(encode_safe(obj)), id=id_
+                )
+            return ErrorResponse(id_, code, message, err.get("data"), pending)
+        pending = self._settle(id_)
+        if pending is None:
+            return Invalid("unknown_id", f"response for unknown id {id_!r}", _excerpt(encode_safe(obj)), id=id_)
+        return Response(pending.id, obj["result"], pending)
+
+    def _settle(self, id_: RequestId) -> Pending | None:
+        if isinstance(id_, int) and not isinstance(id_, bool):
+            return self._pending.pop(id_, None)
+        return None
+
+    def _invalid_envelope(self, obj: dict[str, Any], detail: str) -> Invalid:
+        id_ = obj.get("id")
+        reply_id = id_ if _valid_id(id_) else None
+        # Only something that looks like a request deserves an answer; never answer a broken response.
+        looks_like_request = "method" in obj
+        reply = _error_frame(reply_id, -32600, "Invalid request") if looks_like_request else None
+        return Invalid("invalid_request", detail, _excerpt(encode_safe(obj)), reply, reply_id)
+
+
+def encode_safe(obj: Any) -> str:
+    """Best-effort JSON text of an already-parsed value, for excerpts in logs."""
+    try:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        return repr(obj)[:200]
