@@ -1,0 +1,83 @@
+"""ACP message models for protocol v1 and v2, and the parse functions the client layers call.
+
+* :mod:`v1`, :mod:`v2` -- models generated from the official JSON schemas (``scripts/generate_schema.py``;
+  never hand-edited). Classes are named after the schema ``$defs`` (``v1.InitializeResponse``,
+  ``v2.UpdateSessionNotification``); union variants are ``<Union><Tag>`` (``v2.SessionUpdateAgentMessageChunk``,
+  ``v1.ContentBlockText``); an unknown tag gives ``<Union>Other``.
+* :mod:`acp_client.schema.status` -- hand-written ``session/status`` models and the v2 ``StateSnapshot``.
+* parse functions -- validate already-decoded JSON once and raise :class:`~acp_client.exceptions.ProtocolError`
+  on malformed input.
+
+Conventions of every model: snake_case attributes with camelCase aliases (both accepted on input); unknown
+fields kept and dumped again; enum-like fields are plain ``str`` so unknown values survive (compare with the
+``StrEnum`` constants, e.g. ``v2.ToolKind.EXECUTE``); default-on-error fields degrade to *unset*; invalid items
+of skip-invalid lists are dropped. Write a model back with ``model.to_wire()`` (``model_dump(by_alias=True,
+exclude_unset=True, mode="json")``).
+
+Patch fields (v2 ``tool_call_update``, ``user_message``/``agent_message``/``agent_thought`` content,
+``session_info_update``, ...): a field the update omitted is *unset*, ``null`` is set to ``None``, a value is set.
+Tell them apart with :func:`patch_state` (``"omitted"``/``"null"``/``"value"``) or :func:`patch_value`
+(:data:`OMITTED` / ``None`` / value), both reading ``model.model_fields_set``. A malformed value of a
+default-on-error patch field reads as omitted (leave unchanged), never as a clear.
+"""
+
+from acp_client.schema._base import (
+    OMITTED,
+    AcpModel,
+    MethodSpec,
+    PatchState,
+    patch_state,
+    patch_value,
+)
+from acp_client.schema._generated import v1, v2
+from acp_client.schema._parse import (
+    STATUS_CAPABILITY_PATH,
+    SessionUpdateEvent,
+    UnknownUpdate,
+    capability_present,
+    models_for,
+    parse_initialize_response,
+    parse_params,
+    parse_result,
+    parse_session_update,
+    parse_state_update,
+    parse_status_response,
+    status_supported,
+    supports_status,
+)
+from acp_client.schema.status import (
+    SessionStatus,
+    SessionStatusRequest,
+    SessionStatusResponse,
+    StateSnapshot,
+    StateValue,
+)
+
+__all__ = [
+    "OMITTED",
+    "STATUS_CAPABILITY_PATH",
+    "AcpModel",
+    "MethodSpec",
+    "PatchState",
+    "SessionStatus",
+    "SessionStatusRequest",
+    "SessionStatusResponse",
+    "SessionUpdateEvent",
+    "StateSnapshot",
+    "StateValue",
+    "UnknownUpdate",
+    "capability_present",
+    "models_for",
+    "parse_initialize_response",
+    "parse_params",
+    "parse_result",
+    "parse_session_update",
+    "parse_state_update",
+    "parse_status_response",
+    "patch_state",
+    "patch_value",
+    "status_supported",
+    "supports_status",
+    "v1",
+    "v2",
+]

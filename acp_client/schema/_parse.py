@@ -1,0 +1,298 @@
+"""Parsing entry points the connection and client layers call: validate once, translate errors once.
+
+Every function takes objects already decoded from JSON (``dict``/``list``/``str``...) and validates them once
+with a model or a cached ``TypeAdapter``, by wire name only (``by_name=False``: a wire key that happens to equal
+a Python attribute name, like ``session_id``, stays an unknown field). Malformed input raises
+:class:`~acp_client.exceptions.ProtocolError` carrying the pydantic error text; no ``ValidationError`` leaks out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from types import ModuleType
+from typing import Any, Final
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from acp_client.exceptions import ProtocolError, UsageError
+from acp_client.schema._base import OTHER_TAG, MethodSpec
+from acp_client.schema._generated import v1, v2
+from acp_client.schema.status import SessionStatusResponse, StateSnapshot
+
+__all__ = [
+    "STATUS_CAPABILITY_PATH",
+    "SessionUpdateEvent",
+    "UnknownUpdate",
+    "capability_present",
+    "models_for",
+    "parse_initialize_response",
+    "parse_params",
+    "parse_result",
+    "parse_session_update",
+    "parse_state_update",
+    "parse_status_response",
+    "status_supported",
+    "supports_status",
+]
+
+_MODULES: Final[dict[int, ModuleType]] = {1: v1, 2: v2}
+
+
+def models_for(version: int) -> ModuleType:
+    """The generated module for a protocol version (``1`` -> :mod:`v1`, ``2`` -> :mod:`v2`)."""
+    try:
+        return _MODULES[version]
+    except KeyError:
+        raise UsageError(f"protocol version {version!r} has no models; this SDK speaks 1 and 2") from None
+
+
+def _fail(what: str, exc: ValidationError) -> ProtocolError:
+    """The :class:`ProtocolError` for a failed validation (raise it ``from exc``)."""
+    return ProtocolError(f"malformed {what}: {exc}")
+
+
+# --------------------------------------------------------------------------- session/update
+
+
+@dataclass(frozen=True, slots=True)
+class UnknownUpdate:
+    """A ``session/update`` whose ``sessionUpdate`` kind this protocol version does not know.
+
+    Kept raw, never rejected: ``raw`` is the ``update`` object exactly as received.
+    """
+
+    kind: str
+    raw: dict[str, Any]
+
+    def to_wire(self) -> dict[str, Any]:
+        """The update object as received."""
+        return self.raw
+
+
+@dataclass(slots=True)
+class SessionUpdateEvent:
+    """One parsed ``session/update`` notification.
+
+    ``kind`` is the raw ``sessionUpdate`` string; ``update`` is the typed variant model for a known kind
+    (e.g. ``v2.SessionUpdateAgentMessageChunk``) or an :class:`UnknownUpdate`; ``raw`` is the ``params``
+    object as received.
+    """
+
+    session_id: str
+    kind: str
+    update: Any
+    raw: dict[str, Any]
+
+    @property
+    def is_known(self) -> bool:
+        """Whether ``kind`` is a kind this protocol version defines."""
+        return not isinstance(self.update, UnknownUpdate)
+
+    @property
+    def meta(self) -> dict[str, Any] | None:
+        """The notification's ``_meta`` object, if it sent a valid one."""
+        meta = self.raw.get("_meta")
+        return meta if isinstance(meta, dict) else None
+
+
+def _update_validators(module: ModuleType) -> dict[str, Callable[[Any], Any]]:
+    """Per ``sessionUpdate`` kind, the validator of that variant alone (no trial of union members)."""
+    table: dict[str, Callable[[Any], Any]] = {}
+    for kind, member in module.UNION_VARIANTS["SessionUpdate"].items():
+        if kind == OTHER_TAG:
+            continue
+        if isinstance(member, type) and issubclass(member, BaseModel):
+            table[kind] = partial(member.model_validate, by_name=False)
+        else:  # a nested union (v2 state_update -> StateUpdate variants)
+            table[kind] = partial(TypeAdapter(member).validate_python, by_name=False)
+    return table
+
+
+_UPDATE_VALIDATORS: Final[dict[int, dict[str, Callable[[Any], Any]]]] = {
+    version: _update_validators(module) for version, module in _MODULES.items()
+}
+
+
+def parse_session_update(params: Any, version: int) -> SessionUpdateEvent:
+    """Parse the ``params`` of a ``session/update`` notification.
+
+    Dispatches on the ``sessionUpdate`` string to that kind's cached validator. An unknown kind gives an
+    :class:`UnknownUpdate`; a known kind with a malformed required field, or a missing ``sessionId`` /
+    ``update`` / ``sessionUpdate``, raises :class:`ProtocolError`.
+    """
+    validators = _UPDATE_VALIDATORS.get(version)
+    if validators is None:
+        raise UsageError(f"protocol version {version!r} has no models; this SDK speaks 1 and 2")
+    if not isinstance(params, dict):
+        raise ProtocolError(f"session/update params must be an object, got {type(params).__name__}")
+    session_id = params.get("sessionId")
+    if not isinstance(session_id, str):
+        raise ProtocolError("session/update params need a string sessionId")
+    update = params.get("update")
+    if not isinstance(update, dict):
+        raise ProtocolError("session/update params need an update object")
+    kind = update.get("sessionUpdate")
+    if not isinstance(kind, str):
+        raise ProtocolError("session/update update needs a string sessionUpdate")
+    validate = validators.get(kind)
+    if validate is None:
+        return SessionUpdateEvent(session_id, kind, UnknownUpdate(kind, update), params)
+    try:
+        model = validate(update)
+    except ValidationError as exc:
+        raise _fail(f"session/update {kind!r}", exc) from exc
+    return SessionUpdateEvent(session_id, kind, model, params)
+
+
+def parse_state_update(update: Any) -> StateSnapshot | None:
+    """The foreground state of a v2 ``state_update`` session update, or ``None`` if it is malformed.
+
+    Takes the flattened update object (``{"sessionUpdate": "state_update", "state": "idle", ...}``, the
+    ``sessionUpdate`` key is optional), the whole ``session/update`` params object around it
+    (``{"sessionId": ..., "update": {...}}``, i.e. :attr:`SessionUpdateEvent.raw`), or an already parsed
+    ``v2.SessionUpdateStateUpdate*`` model.
+    """
+    if isinstance(update, BaseModel):
+        update = update.model_dump(by_alias=True, exclude_unset=True)
+    if not isinstance(update, dict):
+        return None
+    if "state" not in update and isinstance(update.get("update"), dict):
+        update = update["update"]
+    body = {k: v for k, v in update.items() if k != "sessionUpdate"}
+    try:
+        return StateSnapshot.model_validate(body, by_name=False)
+    except ValidationError:
+        return None
+
+
+# --------------------------------------------------------------------------- responses
+
+
+def parse_status_response(result: Any, version: int) -> SessionStatusResponse:
+    """Parse a ``session/status`` result.
+
+    ``status`` is kept raw (any string). On v2 ``state`` is a :class:`StateSnapshot` or ``None`` (missing,
+    null or malformed = not reported, never idle); on v1 ``state`` is not part of the protocol: it stays an
+    unknown field (``model_extra``) and ``.state`` is ``None``. Raises :class:`ProtocolError` when the result is
+    not an object or ``status`` is missing or not a string.
+    """
+    models_for(version)
+    if not isinstance(result, dict):
+        raise ProtocolError(f"session/status result must be an object, got {type(result).__name__}")
+    if version == 1 and "state" in result:
+        body = dict(result)
+        ignored = body.pop("state")
+        try:
+            model = SessionStatusResponse.model_validate(body, by_name=False)
+        except ValidationError as exc:
+            raise _fail("session/status result", exc) from exc
+        if model.__pydantic_extra__ is not None:
+            model.__pydantic_extra__["state"] = ignored
+        return model
+    try:
+        return SessionStatusResponse.model_validate(result, by_name=False)
+    except ValidationError as exc:
+        raise _fail("session/status result", exc) from exc
+
+
+def parse_initialize_response(result: Any, version: int) -> v1.InitializeResponse | v2.InitializeResponse:
+    """Parse an ``initialize`` result as the ``version`` the agent answered (``v1``/``v2.InitializeResponse``)."""
+    module = models_for(version)
+    if not isinstance(result, dict):
+        raise ProtocolError(f"initialize result must be an object, got {type(result).__name__}")
+    model_cls: type[v1.InitializeResponse] | type[v2.InitializeResponse] = module.InitializeResponse
+    try:
+        return model_cls.model_validate(result, by_name=False)
+    except ValidationError as exc:
+        raise _fail("initialize result", exc) from exc
+
+
+def _spec(method: str, version: int) -> MethodSpec:
+    spec: MethodSpec | None = models_for(version).METHODS.get(method)
+    if spec is None:
+        raise UsageError(f"{method!r} is not a protocol v{version} method")
+    return spec
+
+
+def parse_result(method: str, result: Any, version: int) -> BaseModel:
+    """Parse the result of request ``method`` with its schema model. ``null`` reads as ``{}``.
+
+    (The stable v1 docs show ``"result": null`` for ``session/load``; accept it like ``{}``.)
+    """
+    spec = _spec(method, version)
+    if spec.result is None:
+        raise UsageError(f"{method!r} has no result model in protocol v{version}")
+    if result is None:
+        result = {}
+    if not isinstance(result, dict):
+        raise ProtocolError(f"{method} result must be an object, got {type(result).__name__}")
+    try:
+        return spec.result.model_validate(result, by_name=False)
+    except ValidationError as exc:
+        raise _fail(f"{method} result", exc) from exc
+
+
+def parse_params(method: str, params: Any, version: int) -> BaseModel:
+    """Parse the params of an incoming request or notification ``method`` with its schema model."""
+    spec = _spec(method, version)
+    if spec.params is None:
+        raise UsageError(f"{method!r} has no params model in protocol v{version}")
+    if not isinstance(params, dict):
+        raise ProtocolError(f"{method} params must be an object, got {type(params).__name__}")
+    try:
+        return spec.params.model_validate(params, by_name=False)
+    except ValidationError as exc:
+        raise _fail(f"{method} params", exc) from exc
+
+
+# --------------------------------------------------------------------------- capabilities
+
+#: Where the ``session/status`` marker lives inside the agent capabilities object, per version.
+STATUS_CAPABILITY_PATH: Final[Mapping[int, tuple[str, ...]]] = {
+    1: ("sessionCapabilities", "status"),
+    2: ("session", "status"),
+}
+
+
+def capability_present(raw: Any, path: tuple[str, ...]) -> bool:
+    """The presence rule on a raw capabilities object: is the marker at ``path`` advertised?
+
+    An object marker counts when present and non-null; a boolean (v1 ``loadSession``) counts when ``true``.
+    Anything else -- missing, ``null``, ``false``, a malformed value, or a non-object on the way -- is
+    "not supported" (capabilities omitted in ``initialize`` MUST be treated as unsupported).
+    """
+    node: Any = raw
+    for key in path:
+        if not isinstance(node, dict):
+            return False
+        node = node.get(key)
+    return node is True or isinstance(node, dict)
+
+
+def status_supported(agent_capabilities_raw: Any, version: int) -> bool:
+    """Whether the agent advertised ``session/status``.
+
+    ``agent_capabilities_raw`` is the raw ``agentCapabilities`` object (v1) or ``capabilities`` object (v2)
+    of the ``initialize`` result.
+    """
+    path = STATUS_CAPABILITY_PATH.get(version)
+    if path is None:
+        models_for(version)
+        return False
+    return capability_present(agent_capabilities_raw, path)
+
+
+def supports_status(caps: v1.AgentCapabilities | v2.AgentCapabilities | Mapping[str, Any] | None) -> bool:
+    """Whether typed (or raw v1-or-v2) agent capabilities advertise ``session/status``."""
+    if caps is None:
+        return False
+    if isinstance(caps, v1.AgentCapabilities):
+        session1 = caps.session_capabilities
+        return session1 is not None and session1.status is not None
+    if isinstance(caps, v2.AgentCapabilities):
+        session2 = caps.session
+        return session2 is not None and session2.status is not None
+    raw = dict(caps)
+    return capability_present(raw, STATUS_CAPABILITY_PATH[1]) or capability_present(raw, STATUS_CAPABILITY_PATH[2])

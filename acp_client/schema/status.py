@@ -1,0 +1,154 @@
+"""Hand-written models for ``session/status`` and the v2 foreground-state snapshot.
+
+The vendored schemas predate the reworked session/status RFD (``rfd/session-status.txt``, 2026-10-26), which
+plans these types behind the ``unstable_session_status`` feature flag in both versions. Until the upstream
+schema carries them they are modelled here, with the same conventions as the generated models (camelCase
+aliases, unknown fields kept, default-on-error where the RFD says so). The capability marker
+(``SessionStatusCapabilities`` and ``SessionCapabilities.status``) *is* generated, through a documented overlay
+in ``scripts/generate_schema.py``.
+
+Rules the models encode:
+
+* ``status`` is an open set: ``"active"``, ``"inactive"`` and any other string, kept as-is (for example the
+  TypeScript SDK's older ``"open"``/``"saved"``, or a future ``"hibernating"``). Mapping unknown values to a
+  recovery action is the recovery layer's job, never this one's.
+* v2 only: ``state`` is a :class:`StateSnapshot`, parsed default-on-error. Missing, ``null`` and malformed all
+  read as ``None`` = "the agent is not reporting foreground state" -- never as idle.
+* v1 has no foreground state: a ``state`` key in a v1 response is an unknown field, kept raw in
+  ``model_extra`` (so it dumps again) and never interpreted; ``.state`` is ``None``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from acp_client.schema._base import DROP, LenientModel
+from acp_client.schema._generated.v2 import Usage
+
+__all__ = [
+    "SessionStatus",
+    "SessionStatusRequest",
+    "SessionStatusResponse",
+    "StateSnapshot",
+    "StateValue",
+]
+
+
+class SessionStatus(StrEnum):
+    """Known ``session/status`` values. Open set: a response may carry any other string, kept raw."""
+
+    ACTIVE = "active"
+    """The agent has the session in memory, for some connection (not necessarily this one)."""
+    INACTIVE = "inactive"
+    """The agent knows the session and can resume it, but it is not in memory."""
+
+
+class StateValue(StrEnum):
+    """Known foreground states (v2 ``StateUpdate.state``). Open set: other strings are kept raw."""
+
+    RUNNING = "running"
+    """Foreground work is in progress."""
+    IDLE = "idle"
+    """No foreground work; the agent is ready for a prompt."""
+    REQUIRES_ACTION = "requires_action"
+    """Foreground work is blocked on user action (permission, elicitation)."""
+
+
+class StateSnapshot(LenientModel):
+    """A v2 foreground-state report: the ``state_update`` session update, or the ``state`` of a status result.
+
+    ``state`` is the raw string (``running``, ``idle``, ``requires_action`` or anything else, kept as-is);
+    ``stop_reason`` and ``usage`` are optional and default-on-error. A snapshot is a report, not a transition:
+    whether it counts as a completion is decided by whoever tracks transitions (see protocol.md §4.3).
+    """
+
+    __acp_lenient__: ClassVar[Mapping[str, Any]] = {
+        "stopReason": DROP,
+        "stop_reason": DROP,
+        "usage": DROP,
+        "_meta": DROP,
+        "field_meta": DROP,
+    }
+
+    state: str
+    """The foreground state, raw (compare with :class:`StateValue`)."""
+    stop_reason: str | None = Field(default=None, alias="stopReason")
+    """Why foreground work stopped (idle only; optional). Raw string, e.g. ``"end_turn"``."""
+    usage: Usage | None = None
+    """**UNSTABLE** token usage for completed foreground work (idle only; optional)."""
+    field_meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+    """Extension metadata."""
+
+    @property
+    def is_running(self) -> bool:
+        """``state == "running"``."""
+        return self.state == StateValue.RUNNING
+
+    @property
+    def is_idle(self) -> bool:
+        """``state == "idle"``."""
+        return self.state == StateValue.IDLE
+
+    @property
+    def requires_action(self) -> bool:
+        """``state == "requires_action"``."""
+        return self.state == StateValue.REQUIRES_ACTION
+
+    @property
+    def is_known(self) -> bool:
+        """Whether ``state`` is one of the values this SDK knows."""
+        return self.state in _KNOWN_STATES
+
+
+_KNOWN_STATES = frozenset(s.value for s in StateValue)
+
+
+class SessionStatusRequest(LenientModel):
+    """Params of ``session/status`` (v1 and v2): ``{"sessionId": ..., "_meta"?: ...}``."""
+
+    __acp_lenient__: ClassVar[Mapping[str, Any]] = {"_meta": DROP, "field_meta": DROP}
+
+    session_id: str = Field(alias="sessionId")
+    """The session to ask about."""
+    field_meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+    """Extension metadata."""
+
+
+class SessionStatusResponse(LenientModel):
+    """Result of ``session/status``: ``status`` (open set), ``_meta``, and on v2 an optional ``state``.
+
+    ``state`` is ``None`` when the agent did not report foreground state -- omitted, ``null`` or malformed
+    alike -- and always on v1. ``None`` never means idle. Use ``"state" in resp.model_fields_set`` to tell
+    an explicit ``null`` from an omitted key if you care (a malformed value counts as omitted).
+    """
+
+    __acp_lenient__: ClassVar[Mapping[str, Any]] = {"state": DROP, "_meta": DROP, "field_meta": DROP}
+
+    status: str
+    """``"active"``, ``"inactive"`` or any other string, raw (compare with :class:`SessionStatus`)."""
+    state: StateSnapshot | None = None
+    """v2 only: the foreground-state snapshot, or ``None`` = not reported (never "idle")."""
+    field_meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+    """Extension metadata."""
+
+    @property
+    def is_active(self) -> bool:
+        """``status == "active"``: the agent has the session in memory (resume it on this connection anyway)."""
+        return self.status == SessionStatus.ACTIVE
+
+    @property
+    def is_inactive(self) -> bool:
+        """``status == "inactive"``: known and resumable, not in memory."""
+        return self.status == SessionStatus.INACTIVE
+
+    @property
+    def is_known_status(self) -> bool:
+        """Whether ``status`` is ``active`` or ``inactive`` (anything else is kept raw)."""
+        return self.status in _KNOWN_STATUSES
+
+
+_KNOWN_STATUSES = frozenset(s.value for s in SessionStatus)
