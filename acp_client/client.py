@@ -1,0 +1,667 @@
+"""The typed ACP client over one connection: negotiation, capabilities, and every client→agent call.
+
+``connect()`` opens a transport, starts a :class:`~acp_client.connection.Connection`, sends ``initialize``
+and returns an :class:`ACPClient`. It works as ``client = await connect(url)`` and as
+``async with connect(url) as client:``. For a connection that survives drops, use
+:class:`acp_client.ReconnectingClient`, which runs one ``ACPClient`` per connection underneath.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from acp_client._logging import get_logger
+from acp_client._version import __version__
+from acp_client.connection import Connection
+from acp_client.exceptions import (
+    CapabilityNotSupported,
+    ConnectionLost,
+    ProtocolError,
+    UnsupportedProtocolVersion,
+    UsageError,
+)
+from acp_client.handlers import ClientHandlers, dispatch_request
+from acp_client.schema import (
+    SessionStatusResponse,
+    capability_present,
+    parse_session_update,
+    parse_status_response,
+)
+from acp_client.sessions import Session, SessionLink, SessionRecord
+from acp_client.transports.base import Transport
+
+__all__ = [
+    "SUPPORTED_PROTOCOL_VERSIONS",
+    "ACPClient",
+    "Connector",
+    "ProtocolVersionOption",
+    "SessionInfo",
+    "Target",
+    "connect",
+    "open_transport",
+]
+
+log = get_logger(__name__)
+
+#: Protocol versions this client speaks.
+SUPPORTED_PROTOCOL_VERSIONS = (1, 2)
+
+ProtocolVersionOption: TypeAlias = Literal[1, 2, "auto"]
+#: What to connect to: a ``ws://``/``wss://`` URL, a command (string or argv list) to spawn over stdio, an
+#: open :class:`~acp_client.transports.Transport`, or a zero-argument coroutine function returning one.
+Target: TypeAlias = str | Sequence[str] | Transport | Callable[[], Awaitable[Transport]]
+
+# what each gated call needs, per protocol version: (capability path, human name)
+_GATES: dict[tuple[str, int], tuple[tuple[str, ...], str]] = {
+    ("load", 1): (("loadSession",), "agentCapabilities.loadSession"),
+    ("resume", 1): (("sessionCapabilities", "resume"), "agentCapabilities.sessionCapabilities.resume"),
+    ("list", 1): (("sessionCapabilities", "list"), "agentCapabilities.sessionCapabilities.list"),
+    ("close", 1): (("sessionCapabilities", "close"), "agentCapabilities.sessionCapabilities.close"),
+    ("delete", 1): (("sessionCapabilities", "delete"), "agentCapabilities.sessionCapabilities.delete"),
+    ("status", 1): (("sessionCapabilities", "status"), "agentCapabilities.sessionCapabilities.status"),
+    ("additional_directories", 1): (
+        ("sessionCapabilities", "additionalDirectories"),
+        "agentCapabilities.sessionCapabilities.additionalDirectories",
+    ),
+    ("logout", 1): (("auth", "logout"), "agentCapabilities.auth.logout"),
+    ("session", 2): (("session",), "capabilities.session"),
+    ("resume", 2): (("session",), "capabilities.session"),
+    ("list", 2): (("session",), "capabilities.session"),
+    ("close", 2): (("session",), "capabilities.session"),
+    ("delete", 2): (("session", "delete"), "capabilities.session.delete"),
+    ("status", 2): (("session", "status"), "capabilities.session.status"),
+    ("additional_directories", 2): (
+        ("session", "additionalDirectories"),
+        "capabilities.session.additionalDirectories",
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """One entry of ``session/list``: ``raw`` keeps every field the agent sent."""
+
+    session_id: str
+    cwd: str
+    title: str | None
+    updated_at: str | None
+    raw: dict[str, Any]
+
+
+class ACPClient:
+    """A typed ACP client over one :class:`~acp_client.connection.Connection`.
+
+    Usually made by :func:`connect`. After ``initialize`` it exposes the negotiated ``protocol_version``,
+    the agent's capabilities (``agent_capabilities``, the raw JSON object: peers drop capability flags they
+    do not know, this keeps them), ``agent_info`` and ``auth_methods``.
+    """
+
+    def __init__(
+        self,
+        connection: Connection,
+        *,
+        handlers: ClientHandlers | None = None,
+        sessions: dict[str, Session] | None = None,
+        client_info: Mapping[str, str] | None = None,
+        session_owner: Any = None,
+    ) -> None:
+        self.connection = connection
+        self.handlers = handlers or ClientHandlers()
+        #: Sessions known to this client by id (shared with a reconnecting client when it owns this one).
+        self.sessions: dict[str, Session] = sessions if sessions is not None else {}
+        self.client_info = dict(client_info or {"name": "acp-client", "version": __version__})
+        self.protocol_version: int = 0
+        self.agent_capabilities: dict[str, Any] = {}
+        self.agent_info: dict[str, Any] = {}
+        self.auth_methods: list[dict[str, Any]] = []
+        self.initialize_result: dict[str, Any] = {}
+        # sessions made here answer to this client, or to the reconnecting client that owns it
+        self._session_owner: Any = session_owner if session_owner is not None else self
+        connection._on_request = self._on_request
+        connection._on_notification = self._on_notification
+        connection._on_close = self._on_connection_lost
+
+    def __repr__(self) -> str:
+        return f"<ACPClient v{self.protocol_version or '?'} {self.connection!r}>"
+
+    async def __aenter__(self) -> ACPClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection; sessions attached to it become detached."""
+        await self.connection.close()
+        self._detach_all()
+
+    close = aclose
+
+    # ------------------------------------------------------------------ negotiation
+
+    def initialize_params(self, version: int) -> dict[str, Any]:
+        """The ``initialize`` params this client sends for a protocol version (v1- or v2-shaped)."""
+        caps = self.handlers.client_capabilities(version)
+        if version >= 2:
+            return {"protocolVersion": version, "capabilities": caps, "info": self.client_info}
+        return {"protocolVersion": version, "clientCapabilities": caps, "clientInfo": self.client_info}
+
+    async def initialize(self, version: int = 2, *, timeout: float | None = 10.0) -> int:
+        """Send ``initialize`` offering ``version`` and record what the agent answered.
+
+        Returns the negotiated version. Raises :class:`UnsupportedProtocolVersion` if the agent answers a
+        version this client does not speak, or ``ProtocolError`` if the answer is malformed.
+        """
+        result = await self.connection.request("initialize", self.initialize_params(version), timeout=timeout)
+        if not isinstance(result, dict):
+            raise ProtocolError(f"initialize answered {type(result).__name__}, expected an object")
+        answered = result.get("protocolVersion")
+        if not isinstance(answered, int) or isinstance(answered, bool) or answered not in SUPPORTED_PROTOCOL_VERSIONS:
+            raise UnsupportedProtocolVersion(version, answered)
+        if answered > version:
+            raise UnsupportedProtocolVersion(version, answered)
+        self.protocol_version = answered
+        self.initialize_result = result
+        caps = result.get("capabilities" if answered >= 2 else "agentCapabilities")
+        self.agent_capabilities = caps if isinstance(caps, dict) else {}
+        info = result.get("info" if answered >= 2 else "agentInfo")
+        self.agent_info = info if isinstance(info, dict) else {}
+        methods = result.get("authMethods")
+        self.auth_methods = [m for m in methods if isinstance(m, dict)] if isinstance(methods, list) else []
+        log.info(
+            "initialized",
+            connection_id=self.connection.id,
+            protocol_version=answered,
+            agent=self.agent_info.get("name"),
+        )
+        return answered
+
+    def supports(self, feature: str) -> bool:
+        """Whether the agent advertised ``feature`` on this connection.
+
+        Features: ``load``, ``resume``, ``list``, ``close``, ``delete``, ``status``,
+        ``additional_directories``, ``logout`` (v1) and ``session`` (v2 baseline).
+        """
+        gate = _GATES.get((feature, self.protocol_version))
+        if gate is None:
+            return False
+        return capability_present(self.agent_capabilities, gate[0])
+
+    def _require(self, method: str, feature: str) -> None:
+        if self.protocol_version == 0:
+            raise UsageError(f"{method}: call initialize() first")
+        gate = _GATES.get((feature, self.protocol_version))
+        if gate is None:
+            raise CapabilityNotSupported(
+                method, f"(none: {method} does not exist in v{self.protocol_version})", self.protocol_version
+            )
+        if not capability_present(self.agent_capabilities, gate[0]):
+            raise CapabilityNotSupported(method, gate[1], self.protocol_version)
+
+    # ------------------------------------------------------------------ escape hatch
+
+    async def request(self, method: str, params: Any = None, *, timeout: float | None = 30.0) -> Any:
+        """Send any request (custom ``_`` methods, unstable ones) and return its raw result."""
+        return await self.connection.request(method, params, timeout=timeout)
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send any notification."""
+        await self.connection.notify(method, params)
+
+    # ------------------------------------------------------------------ auth
+
+    async def authenticate(self, method_id: str) -> None:
+        """Authenticate with one of ``auth_methods`` (``authenticate`` in v1, ``auth/login`` in v2)."""
+        method = "auth/login" if self.protocol_version >= 2 else "authenticate"
+        if self.protocol_version >= 2 and not self.auth_methods:
+            raise CapabilityNotSupported(method, "authMethods (the agent listed none)", self.protocol_version)
+        await self.connection.request(method, {"methodId": method_id})
+
+    login = authenticate
+
+    async def logout(self) -> None:
+        """Log out (``logout`` in v1, gated on ``auth.logout``; ``auth/logout`` in v2)."""
+        if self.protocol_version >= 2:
+            if not self.auth_methods:
+                raise CapabilityNotSupported("auth/logout", "authMethods (the agent listed none)", 2)
+            await self.connection.request("auth/logout", {})
+        else:
+            self._require("logout", "logout")
+            await self.connection.request("logout", {})
+
+    # ------------------------------------------------------------------ sessions
+
+    def _session_params(
+        self,
+        cwd: str,
+        mcp_servers: Sequence[Mapping[str, Any]] | None,
+        additional_directories: Sequence[str] | None,
+        method: str,
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"cwd": cwd, "mcpServers": [dict(s) for s in mcp_servers or ()]}
+        if additional_directories is not None:
+            self._require(method, "additional_directories")
+            params["additionalDirectories"] = list(additional_directories)
+        return params
+
+    async def new_session(
+        self,
+        cwd: str,
+        *,
+        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
+        additional_directories: Sequence[str] | None = None,
+        timeout: float | None = 30.0,
+    ) -> Session:
+        """Create a session (``session/new``) attached to this connection and return its handle."""
+        if self.protocol_version >= 2:
+            self._require("session/new", "session")
+        params = self._session_params(cwd, mcp_servers, additional_directories, "session/new")
+        result = await self.connection.request("session/new", params, timeout=timeout)
+        session_id = result.get("sessionId") if isinstance(result, dict) else None
+        if not isinstance(session_id, str):
+            raise ProtocolError("session/new answered without a string sessionId")
+        record = SessionRecord(
+            session_id=session_id,
+            cwd=cwd,
+            mcp_servers=params["mcpServers"],
+            additional_directories=params.get("additionalDirectories"),
+            protocol_version=self.protocol_version,
+        )
+        session = Session(self._owner(), record)
+        if self.protocol_version >= 2:
+            session._apply_snapshot("idle")  # "a new session defaults to idle"
+        session._attached(self.connection.id)
+        self.sessions[session_id] = session
+        return session
+
+    def _owner(self) -> Any:
+        return self._session_owner
+
+    def _session_for(self, record: SessionRecord) -> Session:
+        session = self.sessions.get(record.session_id)
+        if session is None:
+            session = Session(self._owner(), record)
+            self.sessions[record.session_id] = session
+        return session
+
+    async def load_session(
+        self,
+        session_id: str,
+        cwd: str,
+        *,
+        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
+        additional_directories: Sequence[str] | None = None,
+        timeout: float | None = 60.0,
+    ) -> Session:
+        """v1 ``session/load``: attach an existing session here; the agent replays its whole history first.
+
+        In v2 use :meth:`resume_session` with ``replay=True``.
+        """
+        record = SessionRecord(
+            session_id,
+            cwd,
+            [dict(s) for s in mcp_servers or ()],
+            list(additional_directories) if additional_directories is not None else None,
+            self.protocol_version,
+        )
+        session = self._session_for(record)
+        await self.attach(session, mode="load", replay=True, timeout=timeout)
+        return session
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        *,
+        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
+        additional_directories: Sequence[str] | None = None,
+        replay: bool = False,
+        timeout: float | None = 60.0,
+    ) -> Session:
+        """``session/resume``: attach an existing session here. ``replay=True`` (v2 only) asks for the whole
+        history first (``replayFrom: {"type": "start"}``); v1 resume never replays."""
+        record = SessionRecord(
+            session_id,
+            cwd,
+            [dict(s) for s in mcp_servers or ()],
+            list(additional_directories) if additional_directories is not None else None,
+            self.protocol_version,
+        )
+        session = self._session_for(record)
+        await self.attach(session, mode="resume", replay=replay, timeout=timeout)
+        return session
+
+    async def attach(
+        self, session: Session, *, mode: Literal["resume", "load"], replay: bool, timeout: float | None = 60.0
+    ) -> None:
+        """Attach a known session on this connection with ``session/resume`` or (v1) ``session/load``.
+
+        Updates that arrive until the answer are flagged as replay; with a replay the transcript is rebuilt
+        from empty and swapped in when the answer arrives. In v2 the state snapshot that precedes the answer
+        becomes the current state; without one the state is unknown. Raises ``SessionNotFound`` (-32002)
+        when the agent does not know the session; the caller decides whether to forget it.
+        """
+        record = session.record
+        if mode == "load":
+            if self.protocol_version >= 2:
+                raise CapabilityNotSupported("session/load", "(none: removed in v2; use resume with replay)", 2)
+            self._require("session/load", "load")
+            method = "session/load"
+        else:
+            self._require("session/resume", "resume")
+            method = "session/resume"
+            if replay and self.protocol_version < 2:
+                raise UsageError("v1 session/resume never replays; use mode='load' for a replay")
+        params: dict[str, Any] = {"sessionId": record.session_id, "cwd": record.cwd, "mcpServers": record.mcp_servers}
+        if record.additional_directories is not None and self.supports("additional_directories"):
+            params["additionalDirectories"] = list(record.additional_directories)
+        if mode == "resume" and replay:
+            params["replayFrom"] = {"type": "start"}
+        record.protocol_version = self.protocol_version
+        self.sessions[record.session_id] = session
+        session._begin_replay(rebuild=replay)
+        ok = False
+        try:
+            await self.connection.request(method, params, timeout=timeout)
+            ok = True
+        finally:
+            session._end_replay(success=ok)
+        session._attached(self.connection.id)
+
+    def list_sessions(self, cwd: str | None = None, *, timeout: float | None = 30.0) -> AsyncIterator[SessionInfo]:
+        """``session/list``: iterate over every session the agent reports, fetching page after page."""
+        self._require("session/list", "list")
+        return self._list_pages(cwd, timeout)
+
+    async def _list_pages(self, cwd: str | None, timeout: float | None) -> AsyncIterator[SessionInfo]:
+        cursor: str | None = None
+        while True:
+            params: dict[str, Any] = {}
+            if cwd is not None:
+                params["cwd"] = cwd
+            if cursor is not None:
+                params["cursor"] = cursor
+            result = await self.connection.request("session/list", params, timeout=timeout)
+            if not isinstance(result, dict):
+                raise ProtocolError("session/list answered something other than an object")
+            for item in result.get("sessions") or ():
+                if (
+                    isinstance(item, dict)
+                    and isinstance(item.get("sessionId"), str)
+                    and isinstance(item.get("cwd"), str)
+                ):
+                    title = item.get("title")
+                    updated = item.get("updatedAt")
+                    yield SessionInfo(
+                        item["sessionId"],
+                        item["cwd"],
+                        title if isinstance(title, str) else None,
+                        updated if isinstance(updated, str) else None,
+                        item,
+                    )
+            cursor = result.get("nextCursor")
+            if not isinstance(cursor, str) or not cursor:
+                return
+
+    async def close_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
+        """``session/close``: the agent cancels the session's work and frees it; the handle becomes closed."""
+        self._require("session/close", "close")
+        await self.connection.request("session/close", {"sessionId": session_id}, timeout=timeout)
+        self._end_session(session_id)
+
+    async def delete_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
+        """``session/delete``: remove the session from the agent's list; the handle becomes closed."""
+        self._require("session/delete", "delete")
+        await self.connection.request("session/delete", {"sessionId": session_id}, timeout=timeout)
+        self._end_session(session_id)
+
+    def _end_session(self, session_id: str) -> None:
+        session = self.sessions.pop(session_id, None)
+        if session is not None:
+            session._terminate(SessionLink.CLOSED, None)
+
+    async def session_status(self, session_id: str, *, timeout: float | None = 10.0) -> SessionStatusResponse:
+        """``session/status``: is the session ``active``, ``inactive`` (or a newer value)? Side-effect free.
+
+        Raises ``SessionNotFound`` (-32002) when the agent does not know it. In v2, ``.state`` is the
+        foreground snapshot or ``None`` when not reported (never read as idle). v1 answers carry no state.
+        """
+        self._require("session/status", "status")
+        result = await self.connection.request("session/status", {"sessionId": session_id}, timeout=timeout)
+        return parse_status_response(result, self.protocol_version)
+
+    async def set_mode(self, session_id: str, mode_id: str, *, timeout: float | None = 30.0) -> Any:
+        """v1 ``session/set_mode`` (v2 uses config options instead)."""
+        if self.protocol_version >= 2:
+            raise CapabilityNotSupported("session/set_mode", "(none: removed in v2; use set_config_option)", 2)
+        return await self.connection.request(
+            "session/set_mode", {"sessionId": session_id, "modeId": mode_id}, timeout=timeout
+        )
+
+    async def set_config_option(
+        self, session_id: str, config_id: str, value: str | bool, *, timeout: float | None = 30.0
+    ) -> Any:
+        """``session/set_config_option``; returns the agent's full ``configOptions`` list."""
+        params: dict[str, Any] = {"sessionId": session_id, "configId": config_id, "value": value}
+        if isinstance(value, bool):
+            params["type"] = "boolean"
+        elif self.protocol_version >= 2:
+            params["type"] = "id"
+        result = await self.connection.request("session/set_config_option", params, timeout=timeout)
+        return result.get("configOptions") if isinstance(result, dict) else result
+
+    async def cancel(self, session_id: str) -> None:
+        """``session/cancel`` (a notification): stop the session's current turn."""
+        await self.connection.notify("session/cancel", {"sessionId": session_id})
+
+    # ------------------------------------------------------------------ SessionOwner
+
+    async def _session_request(
+        self, session: Session, method: str, params: dict[str, Any], *, timeout: float | None
+    ) -> Any:
+        if session.link is not SessionLink.ATTACHED:
+            raise UsageError(f"session {session.id} is not attached to this connection ({session.link.value})")
+        return await self.connection.request(method, params, timeout=timeout)
+
+    async def _session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
+        await self.connection.notify(method, params)
+
+    # ------------------------------------------------------------------ inbound
+
+    async def _on_request(self, method: str, params: Any) -> Any:
+        return await dispatch_request(self.handlers, method, params)
+
+    def _on_notification(self, method: str, params: Any) -> None:
+        if method != "session/update":
+            # unknown notifications SHOULD be ignored (custom `_` ones and `elicitation/complete` included)
+            self.connection.stats["notifications_ignored"] += 1
+            return
+        if not isinstance(params, dict):
+            self.connection.stats["updates_malformed"] += 1
+            return
+        session = self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+        if session is None:
+            self.connection.stats["updates_unknown_session"] += 1
+            return
+        try:
+            event = parse_session_update(params, self.protocol_version)
+        except ProtocolError as exc:
+            self.connection.stats["updates_malformed"] += 1
+            log.warning("update_discarded", session_id=session.id, error=str(exc))
+            return
+        session._handle_update(event)
+
+    def _detach_all(self) -> None:
+        self._on_connection_lost(self.connection.loss or ConnectionLost(reason="closed"))
+
+    def _on_connection_lost(self, loss: ConnectionLost) -> None:
+        for session in self.sessions.values():
+            if session.link is SessionLink.ATTACHED and session._connection_id in (None, self.connection.id):
+                session._detach(loss)
+
+
+# ---------------------------------------------------------------------- connect()
+
+
+async def open_transport(
+    target: Target,
+    *,
+    headers: Mapping[str, str] | Callable[[], Any] | None = None,
+    cookies: Any = None,
+    ssl: Any = None,
+    open_timeout: float | None = 10.0,
+    ping_interval: float | None = 20.0,
+    ping_timeout: float | None = 20.0,
+    close_timeout: float = 10.0,
+    max_frame_bytes: int = 16 * 1024 * 1024,
+) -> Transport:
+    """Open a transport for ``target`` (see :data:`Target`)."""
+    if isinstance(target, Transport):
+        return target
+    if callable(target):
+        return await target()
+    if isinstance(target, str) and target.startswith(("ws://", "wss://")):
+        from acp_client.transports.websocket import connect_websocket
+
+        return await connect_websocket(
+            target,
+            headers=headers,
+            cookies=cookies,
+            ssl=ssl,
+            open_timeout=open_timeout,
+            ping_interval=ping_interval,
+            ping_timeout=ping_timeout,
+            close_timeout=close_timeout,
+            max_frame_bytes=max_frame_bytes,
+        )
+    if isinstance(target, str) and "://" in target:
+        raise UsageError(f"unsupported URL scheme in {target.split('://', 1)[0]!r}: use ws://, wss:// or a command")
+    from acp_client.transports.stdio import spawn_stdio
+
+    argv = shlex.split(target) if isinstance(target, str) else list(target)
+    if not argv:
+        raise UsageError("an empty command cannot be spawned")
+    return await spawn_stdio(argv, max_frame_bytes=max_frame_bytes)
+
+
+class Connector:
+    """What :func:`connect` returns: await it for an :class:`ACPClient`, or use it with ``async with``."""
+
+    def __init__(self, target: Target, **options: Any) -> None:
+        self._target = target
+        self._options = options
+        self._client: ACPClient | None = None
+        self._client_options: dict[str, Any] = {}
+
+    def __await__(self) -> Generator[Any, None, ACPClient]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> ACPClient:
+        self._client = await self._open()
+        return self._client
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+
+    async def _open(self) -> ACPClient:
+        opts = dict(self._options)
+        handlers: ClientHandlers | None = opts.pop("handlers", None)
+        protocol_version: ProtocolVersionOption = opts.pop("protocol_version", "auto")
+        request_timeout: float | None = opts.pop("request_timeout", 30.0)
+        client_info = opts.pop("client_info", None)
+        initialize_timeout: float | None = opts.pop("initialize_timeout", 10.0)
+        self._client_options = {
+            "sessions": opts.pop("sessions", None),
+            "session_owner": opts.pop("session_owner", None),
+            "generation": opts.pop("generation", None),
+        }
+        reopenable = not isinstance(self._target, Transport)
+        offer = 1 if protocol_version == 1 else 2
+        client = await self._attempt(offer, handlers, request_timeout, client_info, initialize_timeout, opts)
+        if protocol_version == "auto" and client.protocol_version == 1 and client.handlers.needs_v1_only_capabilities():
+            if reopenable:
+                # a v2-shaped initialize cannot carry fs/terminal: introduce ourselves again, v1-shaped
+                log.info("reinitializing_v1_shaped", reason="handlers offer v1-only capabilities")
+                await client.aclose()
+                client = await self._attempt(1, handlers, request_timeout, client_info, initialize_timeout, opts)
+            else:
+                log.warning("v1_capabilities_not_advertised", reason="the transport cannot be reopened")
+        if protocol_version == 2 and client.protocol_version != 2:
+            answered = client.protocol_version
+            await client.aclose()
+            raise UnsupportedProtocolVersion(2, answered)
+        return client
+
+    async def _attempt(
+        self,
+        offer: int,
+        handlers: ClientHandlers | None,
+        request_timeout: float | None,
+        client_info: Mapping[str, str] | None,
+        initialize_timeout: float | None,
+        transport_options: dict[str, Any],
+    ) -> ACPClient:
+        transport = await open_transport(self._target, **transport_options)
+        extra = self._client_options
+        connection = Connection(transport, request_timeout=request_timeout, generation=extra["generation"])
+        client = ACPClient(
+            connection,
+            handlers=handlers,
+            client_info=client_info,
+            sessions=extra["sessions"],
+            session_owner=extra["session_owner"],
+        )
+        try:
+            await connection.start()
+            await client.initialize(offer, timeout=initialize_timeout)
+        except BaseException:
+            await client.aclose()
+            raise
+        return client
+
+
+def connect(
+    target: Target,
+    *,
+    handlers: ClientHandlers | None = None,
+    protocol_version: ProtocolVersionOption = "auto",
+    headers: Mapping[str, str] | Callable[[], Any] | None = None,
+    cookies: Any = None,
+    ssl: Any = None,
+    request_timeout: float | None = 30.0,
+    open_timeout: float | None = 10.0,
+    initialize_timeout: float | None = 10.0,
+    ping_interval: float | None = 20.0,
+    ping_timeout: float | None = 20.0,
+    close_timeout: float = 10.0,
+    max_frame_bytes: int = 16 * 1024 * 1024,
+    client_info: Mapping[str, str] | None = None,
+) -> Connector:
+    """Connect to an agent and initialize; returns a :class:`Connector` (await it or ``async with`` it).
+
+    ``protocol_version``: ``1``, ``2`` or ``"auto"`` (offer v2 v2-shaped, accept an answer of 1; when the
+    handlers implement v1-only capabilities such as ``fs`` or ``terminal``, initialize again v1-shaped on a
+    fresh connection so the agent learns them). ``headers`` may be a mapping or a zero-argument callable
+    (sync or async) called before every connection attempt, e.g. to fetch a fresh token. Timeouts are float
+    seconds; ``None`` disables one.
+    """
+    return Connector(
+        target,
+        handlers=handlers,
+        protocol_version=protocol_version,
+        headers=headers,
+        cookies=cookies,
+        ssl=ssl,
+        request_timeout=request_timeout,
+        open_timeout=open_timeout,
+        initialize_timeout=initialize_timeout,
+        ping_interval=ping_interval,
+        ping_timeout=ping_timeout,
+        close_timeout=close_timeout,
+        max_frame_bytes=max_frame_bytes,
+        client_info=client_info,
+    )

@@ -1,0 +1,66 @@
+"""Is an error worth another connection attempt? A pure, replaceable function."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from acp_client.exceptions import (
+    AuthRequired,
+    ConnectionLost,
+    HandshakeRejected,
+    TLSError,
+    UnsupportedProtocolVersion,
+    UsageError,
+)
+
+__all__ = ["Classifier", "Verdict", "classify_error"]
+
+# WebSocket close codes after which reconnecting cannot help (protocol error, unsupported data, bad
+# payload, policy violation, too big, missing extension); 4000-4099 are application "do not retry" codes.
+_FATAL_CLOSE_CODES = frozenset({1002, 1003, 1007, 1008, 1009, 1010})
+_RETRYABLE_STATUS = frozenset({408, 425, 429})
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What to do after an error: ``retry`` or stop; ``reason`` is a stable snake_case name for events.
+
+    ``retry_after`` is a server hint in seconds; ``auth`` marks authentication failures, which a
+    configured header/token provider gets one chance to fix before the manager gives up.
+    """
+
+    retry: bool
+    reason: str
+    retry_after: float | None = None
+    auth: bool = False
+
+
+Classifier = Callable[[BaseException], Verdict]
+
+
+def classify_error(exc: BaseException) -> Verdict:
+    """The default classifier (see ``docs/topics/reconnect.md`` for the table)."""
+    if isinstance(exc, HandshakeRejected):
+        status = exc.status_code
+        if status in (401, 403):
+            return Verdict(False, f"http_{status}", auth=True)
+        if status == 503 or status in _RETRYABLE_STATUS or status >= 500:
+            return Verdict(True, f"http_{status}", retry_after=exc.retry_after)
+        return Verdict(False, f"http_{status}")
+    if isinstance(exc, TLSError):
+        return Verdict(False, "tls")
+    if isinstance(exc, UnsupportedProtocolVersion):
+        return Verdict(False, "unsupported_protocol_version")
+    if isinstance(exc, AuthRequired):
+        return Verdict(False, "auth_required", auth=True)
+    if isinstance(exc, UsageError):
+        return Verdict(False, "usage")
+    if isinstance(exc, ConnectionLost):
+        code = exc.close_code
+        if code is not None and (code in _FATAL_CLOSE_CODES or 4000 <= code <= 4099):
+            return Verdict(False, f"close_{code}", auth=code in (1008, 4001, 4003))
+        if code == 1013:  # try again later
+            return Verdict(True, "close_1013", retry_after=5.0)
+        return Verdict(True, "connection_lost" if code is None else f"close_{code}")
+    return Verdict(True, type(exc).__name__)

@@ -1,0 +1,160 @@
+"""Recovery strategies: what to do with each known session after a (re)connect.
+
+After every (re)connect the reconnect manager probes each session with ``session/status`` (when the new
+connection advertises it) and asks a :class:`RecoveryStrategy` what to do with the answer. The strategy is
+a small, replaceable mapping from (session, probe, capabilities) to an :class:`Action`; the default one,
+:class:`DefaultStrategy`, implements the ACP recovery rules:
+
+========================================  ===============================================================
+probe                                     action
+========================================  ===============================================================
+``-32002`` (status, resume or load)       forget the session and say why
+``active`` (or the older ``open``)        re-attach: ``session/resume`` (v1: resume if advertised, else
+                                          ``session/load``) — reported as *reattached*
+``inactive`` (``saved``), any other       restore: v2 ``session/resume`` with replay; v1 ``session/load``
+string                                    when advertised, else ``session/resume`` — reported as *restored*
+not advertised, ``-32601``, other error   go straight to resume/load and let its answer decide
+========================================  ===============================================================
+
+Override per client (``ReconnectingClient(strategy=...)``) or per session
+(``client.set_strategy(session_id, ...)``). A strategy's ``decide`` may be a coroutine, so a notebook can
+ask its user before a session is forgotten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from acp_client.schema import StateSnapshot
+from acp_client.sessions import SessionRecord
+
+__all__ = [
+    "ACTIVE_STATUSES",
+    "Action",
+    "Capabilities",
+    "DefaultStrategy",
+    "Forget",
+    "Keep",
+    "Reattach",
+    "RecoveryStrategy",
+    "StatusProbe",
+    "strategy_from_callable",
+]
+
+#: Status strings meaning "the agent holds it in memory" (``open`` is an earlier revision's name).
+ACTIVE_STATUSES = frozenset({"active", "open"})
+
+
+@dataclass(frozen=True, slots=True)
+class StatusProbe:
+    """What ``session/status`` said about one session on the new connection.
+
+    ``status`` is the raw status string (open set) or ``None`` when no probe was made or it failed
+    (``skipped_reason`` says why: ``"not_advertised"``, ``"method_not_found"``, ``"error"``).
+    ``not_found`` is ``True`` for a ``-32002`` answer. ``state`` is the v2 foreground snapshot, if reported.
+    """
+
+    status: str | None
+    state: StateSnapshot | None = None
+    not_found: bool = False
+    skipped_reason: str | None = None
+    error: BaseException | None = None
+
+    @property
+    def active(self) -> bool:
+        """``True`` when the agent reported the session in memory."""
+        return self.status in ACTIVE_STATUSES
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What the *new* connection offers, as a strategy needs it."""
+
+    protocol_version: int
+    load: bool
+    resume: bool
+    status: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Reattach:
+    """Attach the session on the new connection with ``session/resume`` or ``session/load``.
+
+    ``replay`` asks for the history first (v2 ``replayFrom: start``; implied by a v1 load). ``outcome`` is
+    what the recovery is reported as: ``"reattached"`` (it was live) or ``"restored"``.
+    """
+
+    mode: Literal["resume", "load"]
+    replay: bool
+    outcome: Literal["reattached", "restored"] = "restored"
+
+
+@dataclass(frozen=True, slots=True)
+class Forget:
+    """Forget the session: drop it from the client and the store and end its handle with ``SessionLost``."""
+
+    reason: str = "unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """Leave the session detached for now (for example until the user decides); nothing is sent."""
+
+    reason: str = "kept"
+
+
+Action = Reattach | Forget | Keep
+
+
+class RecoveryStrategy(Protocol):
+    """Maps one session's probe on a new connection to an :class:`Action` (may be a coroutine)."""
+
+    def decide(
+        self, record: SessionRecord, probe: StatusProbe, capabilities: Capabilities
+    ) -> Action | Awaitable[Action]:
+        """Choose what to do with the session described by ``record``."""
+        ...
+
+
+class DefaultStrategy:
+    """The ACP recovery rules (see the module docstring).
+
+    ``replay``: ``True`` (default) aims at a consistent transcript — v2 resumes with
+    ``replayFrom: {"type": "start"}``, and a v1 session that is not live is restored with ``session/load``
+    when advertised. ``False`` never asks for a replay (v2 plain resume; v1 resume when advertised), for a
+    chat frontend that keeps its own history. ``forget_unknown=False`` turns -32002 into :class:`Keep`
+    (the application then calls ``client.forget()`` itself).
+    """
+
+    def __init__(self, *, replay: bool = True, forget_unknown: bool = True) -> None:
+        self.replay = replay
+        self.forget_unknown = forget_unknown
+
+    def __repr__(self) -> str:
+        return f"DefaultStrategy(replay={self.replay}, forget_unknown={self.forget_unknown})"
+
+    def decide(self, record: SessionRecord, probe: StatusProbe, capabilities: Capabilities) -> Action:
+        """Apply the default mapping."""
+        if probe.not_found:
+            return Forget("unknown") if self.forget_unknown else Keep("unknown")
+        outcome: Literal["reattached", "restored"] = "reattached" if probe.active else "restored"
+        if capabilities.protocol_version >= 2:
+            return Reattach("resume", replay=self.replay, outcome=outcome)
+        prefer_load = self.replay and not probe.active
+        if capabilities.load and (prefer_load or not capabilities.resume):
+            return Reattach("load", replay=True, outcome=outcome)
+        if capabilities.resume:
+            return Reattach("resume", replay=False, outcome=outcome)
+        return Keep("the agent advertises neither session/resume nor session/load")
+
+
+def strategy_from_callable(fn: Callable[[SessionRecord, StatusProbe, Capabilities], Any]) -> RecoveryStrategy:
+    """Wrap a plain function ``(record, probe, capabilities) -> Action`` as a strategy."""
+
+    class _FnStrategy:
+        def decide(self, record: SessionRecord, probe: StatusProbe, capabilities: Capabilities) -> Any:
+            return fn(record, probe, capabilities)
+
+    return _FnStrategy()

@@ -1,0 +1,36 @@
+"""Session handles that survive reconnects, their transcripts, and the stores that keep them."""
+
+from acp_client.sessions._session import (
+    DEFAULT_UPDATES_BUFFER,
+    PromptResult,
+    RecoveryMarker,
+    Session,
+    SessionLink,
+    SessionOwner,
+    SessionUpdate,
+    StreamItem,
+    UpdatesDropped,
+    text_blocks,
+)
+from acp_client.sessions._store import MemorySessionStore, SessionRecord, SessionStore, SQLiteSessionStore
+from acp_client.sessions._transcript import Message, ToolCall, Transcript
+
+__all__ = [
+    "DEFAULT_UPDATES_BUFFER",
+    "MemorySessionStore",
+    "Message",
+    "PromptResult",
+    "RecoveryMarker",
+    "SQLiteSessionStore",
+    "Session",
+    "SessionLink",
+    "SessionOwner",
+    "SessionRecord",
+    "SessionStore",
+    "SessionUpdate",
+    "StreamItem",
+    "ToolCall",
+    "Transcript",
+    "UpdatesDropped",
+    "text_blocks",
+]

@@ -1,0 +1,367 @@
+"""The session handle: stable across reconnects, with its update stream, transcript and foreground state."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from acp_client._logging import get_logger
+from acp_client.exceptions import ConnectionLost, SessionLost, UsageError
+from acp_client.schema import SessionUpdateEvent, parse_state_update
+from acp_client.sessions._store import SessionRecord
+from acp_client.sessions._transcript import Transcript
+
+__all__ = [
+    "PromptResult",
+    "RecoveryMarker",
+    "Session",
+    "SessionLink",
+    "SessionOwner",
+    "SessionUpdate",
+    "StreamItem",
+    "UpdatesDropped",
+    "text_blocks",
+]
+
+log = get_logger(__name__)
+
+#: Default bound of each ``session.updates()`` subscription (items); see :meth:`Session.updates`.
+DEFAULT_UPDATES_BUFFER = 1024
+
+
+class SessionLink(enum.Enum):
+    """Where a session stands with respect to the current connection."""
+
+    ATTACHED = "attached"  #: created or re-attached on the current connection; prompts go out
+    DETACHED = "detached"  #: the connection it was attached to is gone; recovery has not started
+    RECOVERING = "recovering"  #: status probe / resume / load in progress on a new connection
+    FAILED = "failed"  #: the last recovery failed for a reason other than -32002; it will be retried
+    LOST = "lost"  #: the agent does not know it any more (-32002) or it was forgotten; final
+    CLOSED = "closed"  #: closed or deleted by the application; final
+
+
+@dataclass(frozen=True, slots=True)
+class SessionUpdate:
+    """One ``session/update`` for this session.
+
+    ``kind`` is the raw ``sessionUpdate`` string; ``update`` the typed model (or the schema's unknown-kind
+    wrapper, keeping the raw dictionary); ``raw`` the ``update`` object as received. ``replay`` is ``True``
+    for updates that arrived while a ``session/resume`` or ``session/load`` was outstanding: history, not
+    live activity — they never finish a turn nor count usage.
+    """
+
+    session_id: str
+    kind: str
+    update: Any
+    raw: dict[str, Any]
+    replay: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryMarker:
+    """Marks, inside a session's update stream, where a reconnect happened and how it ended.
+
+    ``outcome`` is ``"reattached"`` (the agent still had it in memory), ``"restored"`` (loaded back from the
+    agent's storage), ``"lost"`` (forgotten; the stream ends after this marker) or ``"failed"`` (will be
+    retried). ``mode`` is the call used (``"resume"`` or ``"load"``). ``may_have_missed_updates`` is ``True``
+    when updates sent while the link was down cannot have been replayed.
+    """
+
+    session_id: str
+    outcome: str
+    mode: str | None = None
+    replayed: bool = False
+    may_have_missed_updates: bool = False
+    status: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class UpdatesDropped:
+    """A slow consumer fell behind: ``count`` of the oldest items were dropped from this subscription.
+
+    The transcript and state are still complete; only this subscription's buffer overflowed.
+    """
+
+    count: int
+
+
+StreamItem = SessionUpdate | RecoveryMarker | UpdatesDropped
+
+
+@dataclass(frozen=True, slots=True)
+class PromptResult:
+    """How a turn ended: the ``stop_reason`` (open set: ``end_turn``, ``cancelled``, ...; ``None`` if the agent
+    did not say) and the raw prompt response."""
+
+    stop_reason: str | None
+    raw: Any = field(default=None)
+
+
+class SessionOwner(Protocol):
+    """What a :class:`Session` needs from the client that owns it (a plain or a reconnecting client)."""
+
+    @property
+    def protocol_version(self) -> int:
+        """The protocol version of the current connection."""
+        ...
+
+    async def _session_request(
+        self, session: Session, method: str, params: dict[str, Any], *, timeout: float | None
+    ) -> Any: ...
+
+    async def _session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None: ...
+
+
+def text_blocks(content: str | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Prompt content as ACP content blocks: a string becomes one text block."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [dict(block) for block in content]
+
+
+class _Subscription:
+    __slots__ = ("buffer", "dropped", "maxsize", "waiter")
+
+    def __init__(self, maxsize: int) -> None:
+        self.maxsize = maxsize
+        self.buffer: collections.deque[StreamItem | None] = collections.deque()
+        self.dropped = 0
+        self.waiter: asyncio.Event = asyncio.Event()
+
+    def push(self, item: StreamItem | None) -> None:
+        if item is not None and len(self.buffer) >= self.maxsize:
+            self.buffer.popleft()
+            self.dropped += 1
+        self.buffer.append(item)
+        self.waiter.set()
+
+
+class Session:
+    """A handle on one ACP session. It stays valid across reconnects: code holding it never re-fetches it.
+
+    Created by ``client.new_session()`` (or load/resume); do not construct it yourself.
+    """
+
+    def __init__(self, owner: SessionOwner, record: SessionRecord) -> None:
+        self._owner = owner
+        self.record = record
+        self.link = SessionLink.DETACHED
+        #: The conversation as this client knows it (rebuilt from empty on a replay).
+        self.transcript = Transcript()
+        # Unknown until the agent says; ``new_session`` sets v2 sessions to idle (the protocol's default).
+        self._state: str | None = None
+        self._snapshot_seen = False
+        self._subs: list[_Subscription] = []
+        self._turn_waiters: list[asyncio.Future[str | None]] = []
+        self._turn_callbacks: list[Callable[[Session, str | None], None]] = []
+        self._replaying = 0
+        self._shadow: Transcript | None = None
+        self._lost: SessionLost | None = None
+        self._connection_id: int | None = None
+        #: The last ``usage_update`` received live (raw dict), if any.
+        self.usage: dict[str, Any] | None = None
+        self.stats: collections.Counter[str] = collections.Counter()
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id} {self.link.value} state={self.state or 'unknown'}>"
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def id(self) -> str:
+        """The agent's session id."""
+        return self.record.session_id
+
+    @property
+    def cwd(self) -> str:
+        """The session's working directory."""
+        return self.record.cwd
+
+    @property
+    def state(self) -> str | None:
+        """v2 foreground state (``idle``, ``running``, ``requires_action`` or a newer value), ``None`` if unknown.
+
+        Always ``None`` in v1, which has no foreground state.
+        """
+        return self._state
+
+    @property
+    def replaying(self) -> bool:
+        """``True`` while a resume or load for this session is outstanding."""
+        return self._replaying > 0
+
+    # ------------------------------------------------------------------ user API
+
+    async def prompt(self, content: str | Sequence[dict[str, Any]], *, timeout: float | None = None) -> PromptResult:
+        """Send a prompt and wait until the turn ends (v1: the response; v2: the idle ``state_update``).
+
+        A prompt is never re-sent automatically: if the link drops, this raises ``ConnectionLost`` (with
+        ``request_sent=True`` when the agent may have received it) and the caller decides after recovery.
+        """
+        self._check_usable()
+        params = {"sessionId": self.id, "prompt": text_blocks(content)}
+        if self._owner.protocol_version < 2:
+            result = await self._owner._session_request(self, "session/prompt", params, timeout=timeout)
+            stop = result.get("stopReason") if isinstance(result, dict) else None
+            stop = stop if isinstance(stop, str) else None
+            self._fire_turn_finished(stop)
+            return PromptResult(stop, result)
+        waiter: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        self._turn_waiters.append(waiter)
+        try:
+            async with asyncio.timeout(timeout):
+                result = await self._owner._session_request(self, "session/prompt", params, timeout=None)
+                stop = await waiter
+            return PromptResult(stop, result)
+        finally:
+            if waiter in self._turn_waiters:
+                self._turn_waiters.remove(waiter)
+            if not waiter.done():
+                waiter.cancel()
+
+    async def cancel(self) -> None:
+        """Ask the agent to stop the current turn (``session/cancel``); the turn still ends normally."""
+        self._check_usable()
+        await self._owner._session_notify(self, "session/cancel", {"sessionId": self.id})
+
+    def updates(self, *, maxsize: int = DEFAULT_UPDATES_BUFFER) -> AsyncIterator[StreamItem]:
+        """Subscribe to this session's stream: updates, recovery markers, and overflow notices.
+
+        Each call makes an independent subscription starting now, bounded to ``maxsize`` items: a consumer
+        that falls behind loses the *oldest* items and then receives one :class:`UpdatesDropped` saying how
+        many (the transcript is never affected). The iterator ends when the session is lost or closed.
+        """
+        sub = _Subscription(maxsize)
+        self._subs.append(sub)
+        return self._iterate(sub)
+
+    async def _iterate(self, sub: _Subscription) -> AsyncIterator[StreamItem]:
+        try:
+            while True:
+                if not sub.buffer:
+                    sub.waiter.clear()
+                    await sub.waiter.wait()
+                    continue
+                if sub.dropped:
+                    count, sub.dropped = sub.dropped, 0
+                    yield UpdatesDropped(count)
+                item = sub.buffer.popleft()
+                if item is None:
+                    return
+                yield item
+        finally:
+            if sub in self._subs:
+                self._subs.remove(sub)
+
+    def on_turn_finished(self, callback: Callable[[Session, str | None], None]) -> Callable[[], None]:
+        """Call ``callback(session, stop_reason)`` when a turn ends live (never for replayed history or
+        snapshots). Returns a function that unregisters it."""
+        self._turn_callbacks.append(callback)
+        return lambda: self._turn_callbacks.remove(callback) if callback in self._turn_callbacks else None
+
+    # ------------------------------------------------------------------ owner-facing hooks
+
+    def _check_usable(self) -> None:
+        if self._lost is not None:
+            raise self._lost
+        if self.link is SessionLink.CLOSED:
+            raise UsageError(f"session {self.id} was closed")
+
+    def _publish(self, item: StreamItem | None) -> None:
+        for sub in self._subs:
+            sub.push(item)
+
+    def _begin_replay(self, *, rebuild: bool) -> None:
+        """A resume/load is about to be sent: what arrives until :meth:`_end_replay` is history."""
+        self._replaying += 1
+        self._snapshot_seen = False
+        if rebuild:
+            self._shadow = Transcript()
+
+    def _end_replay(self, *, success: bool) -> None:
+        """The resume/load answered (``success``) or failed; swap in the rebuilt transcript on success."""
+        self._replaying = max(0, self._replaying - 1)
+        if self._shadow is not None:
+            if success:
+                self.transcript = self._shadow
+            self._shadow = None
+        if success and not self._snapshot_seen and self._owner.protocol_version >= 2:
+            self._state = None  # the response alone does not imply idle
+
+    def _handle_update(self, event: SessionUpdateEvent) -> None:
+        """Apply one update from the agent (live, or history while a resume/load is outstanding)."""
+        replay = self._replaying > 0
+        raw: dict[str, Any] = event.raw["update"]  # the ``update`` object (parsing checked it is one)
+        kind = event.kind
+        (self._shadow if self._shadow is not None and replay else self.transcript).apply(raw)
+        if kind == "state_update":
+            new = parse_state_update(raw)
+            old = self._state
+            if new is None:
+                self._state = None  # malformed: not reported, never idle
+            else:
+                self._state = new.state
+                self.record.last_state = new.state
+                if replay:
+                    self._snapshot_seen = True  # applied as current state, never as a transition
+                elif new.state == "idle" and (old in ("running", "requires_action") or self._turn_waiters):
+                    self._fire_turn_finished(new.stop_reason)
+        elif kind == "usage_update" and not replay:
+            self.usage = raw
+        self.stats["replayed" if replay else "live"] += 1
+        self._publish(SessionUpdate(self.id, kind, event.update, raw, replay))
+
+    def _fire_turn_finished(self, stop_reason: str | None) -> None:
+        for waiter in self._turn_waiters:
+            if not waiter.done():
+                waiter.set_result(stop_reason)
+        self._turn_waiters.clear()
+        for callback in list(self._turn_callbacks):
+            try:
+                callback(self, stop_reason)
+            except Exception:
+                log.exception("turn_finished_callback_failed", session_id=self.id)
+
+    def _apply_snapshot(self, state: str | None) -> None:
+        """Apply a status or resume snapshot as current state (never a transition)."""
+        self._state = state
+        if state is not None:
+            self.record.last_state = state
+
+    def _detach(self, loss: ConnectionLost) -> None:
+        """The connection this session was attached to died."""
+        if self.link in (SessionLink.LOST, SessionLink.CLOSED):
+            return
+        self.link = SessionLink.DETACHED
+        if self._owner.protocol_version >= 2:
+            self._state = None  # unknown until the agent reports again
+        for waiter in self._turn_waiters:
+            if not waiter.done():
+                waiter.set_exception(loss.with_request_sent(True))
+                waiter.exception()  # the prompt() caller may already be gone; never "never retrieved"
+        self._turn_waiters.clear()
+
+    def _attached(self, connection_id: int) -> None:
+        """The session is now attached on connection ``connection_id``."""
+        self.link = SessionLink.ATTACHED
+        self._connection_id = connection_id
+
+    def _mark(self, marker: RecoveryMarker) -> None:
+        self._publish(marker)
+
+    def _terminate(self, link: SessionLink, error: SessionLost | None) -> None:
+        """The session is lost or closed: end every subscription, fail waiters."""
+        self.link = link
+        self._lost = error
+        exc: BaseException = error or UsageError(f"session {self.id} was closed")
+        for waiter in self._turn_waiters:
+            if not waiter.done():
+                waiter.set_exception(exc)
+                waiter.exception()
+        self._turn_waiters.clear()
+        self._publish(None)
