@@ -1,9 +1,12 @@
 """acp-client: a client SDK for the Agent Client Protocol with a reconnect manager.
 
-The public surface is exactly :data:`__all__`; everything else is private.
+Start with :func:`connect` for one connection, or :class:`ReconnectingClient` for a connection that
+survives drops and recovers its sessions. The public surface is exactly :data:`__all__` (documented in
+``docs/reference/api.md``); everything else is private.
 """
 
 from acp_client._version import __version__
+from acp_client.client import ACPClient, SessionInfo, connect
 from acp_client.exceptions import (
     ACPError,
     ACPTimeoutError,
@@ -33,34 +36,91 @@ from acp_client.exceptions import (
     UnsupportedProtocolVersion,
     UsageError,
 )
+from acp_client.handlers import ClientHandlers, ElicitationRequest, PermissionOption, PermissionRequest
+from acp_client.reconnect import (
+    Backoff,
+    ClientState,
+    ConnectionDropped,
+    CrashLoopBreaker,
+    ReconnectingClient,
+    SessionForgotten,
+    SessionRecovered,
+    SessionRecoveryFailed,
+    StateChanged,
+)
+from acp_client.recovery import DefaultStrategy, Forget, Keep, Reattach, RecoveryStrategy, StatusProbe
+from acp_client.sessions import (
+    MemorySessionStore,
+    PromptResult,
+    RecoveryMarker,
+    Session,
+    SessionLink,
+    SessionRecord,
+    SessionStore,
+    SessionUpdate,
+    SQLiteSessionStore,
+    UpdatesDropped,
+)
 
 __all__ = [
+    "ACPClient",
     "ACPError",
     "ACPTimeoutError",
     "AuthRequired",
+    "Backoff",
     "BufferFull",
     "CapabilityNotSupported",
     "ClientClosed",
+    "ClientHandlers",
+    "ClientState",
     "ConnectError",
+    "ConnectionDropped",
     "ConnectionLost",
+    "CrashLoopBreaker",
+    "DefaultStrategy",
+    "ElicitationRequest",
+    "Forget",
     "HandshakeRejected",
     "InternalError",
     "InvalidParams",
     "InvalidRequest",
+    "Keep",
+    "MemorySessionStore",
     "MethodNotFound",
     "NotConnected",
     "ParseError",
+    "PermissionOption",
+    "PermissionRequest",
+    "PromptResult",
     "ProtocolError",
     "RPCError",
+    "Reattach",
     "ReconnectFailed",
+    "ReconnectingClient",
     "RecoveryError",
     "RecoveryFailed",
+    "RecoveryMarker",
+    "RecoveryStrategy",
     "RequestCancelled",
+    "SQLiteSessionStore",
+    "Session",
+    "SessionForgotten",
+    "SessionInfo",
+    "SessionLink",
     "SessionLost",
     "SessionNotFound",
+    "SessionRecord",
+    "SessionRecovered",
+    "SessionRecoveryFailed",
+    "SessionStore",
+    "SessionUpdate",
+    "StateChanged",
+    "StatusProbe",
     "TLSError",
     "TransportError",
     "UnsupportedProtocolVersion",
+    "UpdatesDropped",
     "UsageError",
     "__version__",
+    "connect",
 ]

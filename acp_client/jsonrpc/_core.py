@@ -214,6 +214,16 @@ class JsonRpcCore:
         except RecursionError:
             yield Invalid("parse_error", "nesting too deep", _excerpt(text), _error_frame(None, -32700, "Parse error"))
             return
+        except TypeError:
+            # pydantic_core raises TypeError (not ValueError) for a str it cannot encode as UTF-8, i.e. one
+            # holding a lone surrogate (a transport decoding with errors="surrogateescape" produces them).
+            yield Invalid(
+                "parse_error",
+                "text is not valid Unicode (lone surrogate)",
+                _excerpt(text.encode("utf-8", "backslashreplace").decode("utf-8")),
+                _error_frame(None, -32700, "Parse error"),
+            )
+            return
         if isinstance(obj, list):
             if not self.accept_batches:
                 yield Invalid("invalid_request", "batches are not accepted", _excerpt(text))
@@ -254,7 +264,7 @@ class JsonRpcCore:
             return Request(id_, method, params)
         # a response
         if not has_id or not _valid_id(id_):
-            return Invalid("invalid_request", "neither a request nor a response", _excerpt(encode_safe(obj)))
+            return self._invalid_envelope(obj, "neither a request nor a response")
         has_result = "result" in obj
         has_error = "error" in obj
         if has_result == has_error:
@@ -293,9 +303,11 @@ class JsonRpcCore:
     def _invalid_envelope(self, obj: dict[str, Any], detail: str) -> Invalid:
         id_ = obj.get("id")
         reply_id = id_ if _valid_id(id_) else None
-        # Only something that looks like a request deserves an answer; never answer a broken response.
-        looks_like_request = "method" in obj
-        reply = _error_frame(reply_id, -32600, "Invalid request") if looks_like_request else None
+        # Never answer a broken response (anything with an id, result or error but no method): an answer
+        # echoing its id could settle an unrelated request of the peer. Everything else is an invalid
+        # request and gets -32600, e.g. {"foo": "boo"} in the JSON-RPC 2.0 spec's batch example.
+        looks_like_response = "method" not in obj and ("id" in obj or "result" in obj or "error" in obj)
+        reply = None if looks_like_response else _error_frame(reply_id, -32600, "Invalid request")
         return Invalid("invalid_request", detail, _excerpt(encode_safe(obj)), reply, reply_id)
 
 

@@ -3,13 +3,20 @@
 Transports know nothing of JSON-RPC. They translate their library's errors into :mod:`acp_client.exceptions`
 exactly once, here at the seam: ``send`` and ``recv`` raise :class:`~acp_client.exceptions.ConnectionLost`
 when the link is gone, and opening raises :class:`~acp_client.exceptions.ConnectError` (or a subclass).
+
+Every transport in this package also exposes ``stats``, a live :class:`TransportStats`: counters that let
+tests and operators see what was moved and what was discarded (never silently).
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Transport"]
+__all__ = ["DEFAULT_MAX_FRAME_BYTES", "Transport", "TransportStats"]
+
+#: Default limit on one inbound frame (WebSocket message or stdio line): 16 MiB.
+DEFAULT_MAX_FRAME_BYTES = 16 * 2**20
 
 
 @runtime_checkable
@@ -24,6 +31,7 @@ class Transport(Protocol):
         """Wait for the next text frame. Raises ``ConnectionLost`` once the link is closed or dead.
 
         Binary frames and other non-text input are discarded (and counted) by the transport itself.
+        Only one task may wait in ``recv`` at a time; cancelling a ``recv`` is safe (no frame is lost).
         """
         ...
 
@@ -40,3 +48,24 @@ class Transport(Protocol):
     def description(self) -> str:
         """A short human description for logs (``ws://127.0.0.1:8765/acp``, ``stdio:my-agent``); no secrets."""
         ...
+
+
+@dataclass
+class TransportStats:
+    """Live counters of one transport. Every frame that is not delivered is counted in one of them.
+
+    ``frames_in``/``frames_out`` count text frames delivered by ``recv`` and written by ``send``;
+    ``bytes_in``/``bytes_out`` their UTF-8 size. ``binary_discarded`` counts WebSocket binary frames (the
+    ACP WebSocket transport ignores them); ``empty_discarded`` counts blank stdio lines.
+    """
+
+    frames_in: int = 0
+    frames_out: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    binary_discarded: int = 0
+    empty_discarded: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        """The counters as a plain ``dict`` (for logs and metrics)."""
+        return asdict(self)

@@ -1,0 +1,350 @@
+"""The stdio transport: the client spawns the agent and talks newline-delimited JSON over its stdin/stdout.
+
+One line is one frame (ACP: "one JSON-RPC message per line, messages MUST NOT contain embedded newlines").
+Nothing is split or joined: the transport hands each line to the caller as it is, minus the line ending.
+
+Decisions, each mirrored on the WebSocket transport so that both behave alike:
+
+* **An over-long line** (more than ``max_frame_bytes`` before its newline) is not skipped: the link is
+  declared dead and ``recv`` raises :class:`~acp_client.exceptions.ConnectionLost` (the WebSocket transport
+  does the same with close code 1009). Skipping would leave the request it answered waiting forever.
+* **A line that is not valid UTF-8** kills the link the same way (WebSocket: close code 1007).
+* **Blank lines** carry no message; they are skipped and counted in ``stats.empty_discarded``. A trailing
+  ``\\r`` is removed, so agents that write ``\\r\\n`` work.
+* **stderr** is read by a background task owned by the transport (started by :func:`spawn_stdio`, never by
+  a constructor) and every line is logged as the structlog event ``agent_stderr`` at info level; the last
+  lines are kept in :attr:`StdioTransport.stderr_tail` for diagnostics. With ``stderr_to_log=False`` the
+  agent's stderr is inherited from this process instead.
+* **End of stdout** means the agent is gone: ``recv`` raises ``ConnectionLost`` whose ``reason`` is
+  ``"process exited with code N"`` (N negative: killed by signal -N).
+* ``close()`` closes the agent's stdin, gives it ``close_timeout / 2`` seconds to exit, then sends SIGTERM,
+  waits another ``close_timeout / 2``, then SIGKILL, and always reaps the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import shlex
+from collections.abc import Mapping, Sequence
+
+from acp_client._logging import get_logger
+from acp_client.exceptions import ConnectError, ConnectionLost, UsageError
+from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES, TransportStats
+
+__all__ = ["StdioTransport", "spawn_stdio"]
+
+_log = get_logger(__name__)
+
+#: How many stderr lines :attr:`StdioTransport.stderr_tail` keeps.
+STDERR_TAIL_LINES = 20
+#: How long ``recv`` waits, after stdout ended, for the exit status before reporting without it.
+_EXIT_STATUS_GRACE = 1.0
+#: How long ``close`` lets the stderr pump drain after the agent exited.
+_STDERR_DRAIN_TIMEOUT = 1.0
+
+
+class StdioTransport:
+    """Newline-delimited text frames over a pair of byte streams, usually an agent subprocess's stdio.
+
+    Build one with :func:`spawn_stdio` (client side: spawns the agent) or :meth:`from_streams` (any pair
+    of asyncio streams, e.g. an agent's own stdin/stdout). Implements :class:`~acp_client.transports.Transport`.
+    """
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        process: asyncio.subprocess.Process | None = None,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        close_timeout: float = 5.0,
+        description: str = "stdio",
+    ) -> None:
+        """Wrap streams; starts nothing. Prefer :func:`spawn_stdio` or :meth:`from_streams`."""
+        self._reader = reader
+        self._writer = writer
+        self._process = process
+        self._max_frame_bytes = max_frame_bytes
+        self._close_timeout = close_timeout
+        self._description = description
+        self._lost: ConnectionLost | None = None
+        self._closing = False
+        self._close_task: asyncio.Task[None] | None = None
+        self._stderr_task: asyncio.Task[None] | None = None
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        """The last lines the agent wrote to stderr (when captured), oldest first."""
+        self.stats = TransportStats()
+        """Live counters of frames moved and discarded (see :class:`TransportStats`)."""
+
+    @classmethod
+    def from_streams(
+        cls,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        description: str = "stdio",
+    ) -> StdioTransport:
+        """A transport over existing streams (no subprocess), e.g. for the agent side of a stdio link.
+
+        The reader's own ``limit`` also bounds a line; create it with ``limit >= max_frame_bytes``.
+        ``close()`` closes ``writer`` only.
+        """
+        return cls(reader, writer, max_frame_bytes=max_frame_bytes, description=description)
+
+    def _start_stderr_pump(self, stderr: asyncio.StreamReader) -> None:
+        self._stderr_task = asyncio.get_running_loop().create_task(
+            self._pump_stderr(stderr), name=f"acp-client stderr {self._description}"
+        )
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def description(self) -> str:
+        """``stdio:<program name>`` (arguments are left out: they may hold secrets)."""
+        return self._description
+
+    @property
+    def closed(self) -> bool:
+        """``True`` once ``close()`` was called or the agent's output ended."""
+        return self._closing or self._lost is not None
+
+    @property
+    def pid(self) -> int | None:
+        """The agent's process id, or ``None`` when there is no subprocess."""
+        return self._process.pid if self._process is not None else None
+
+    @property
+    def returncode(self) -> int | None:
+        """The agent's exit status once it has exited (negative: killed by that signal), else ``None``."""
+        return self._process.returncode if self._process is not None else None
+
+    # ------------------------------------------------------------------ I/O
+
+    async def send(self, frame: str) -> None:
+        """Write ``frame`` as one line. Raises ``ConnectionLost`` if the agent is gone.
+
+        A frame that contains a newline would be two frames on the wire: that raises ``UsageError``.
+        """
+        if "\n" in frame:
+            raise UsageError("a stdio frame must not contain a newline (serialize JSON without indentation)")
+        if self._lost is not None:
+            raise self._copy_lost()
+        if self._closing:
+            raise ConnectionLost("the stdio transport was closed", reason="closed by the client")
+        if self._process is not None and self._process.returncode is not None:
+            raise self._set_lost(self._exit_reason(self._process.returncode))
+        data = frame.encode() + b"\n"
+        try:
+            self._writer.write(data)
+            await self._writer.drain()
+        except (ConnectionError, OSError) as exc:
+            raise self._set_lost(await self._eof_reason()) from exc
+        self.stats.frames_out += 1
+        self.stats.bytes_out += len(data) - 1
+
+    async def recv(self) -> str:
+        """Next line from the agent, without its line ending. Raises ``ConnectionLost`` at end of output."""
+        while True:
+            if self._lost is not None:
+                raise self._copy_lost()
+            if self._closing:
+                raise ConnectionLost("the stdio transport was closed", reason="closed by the client")
+            try:
+                raw = await self._reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as exc:
+                if self._closing:
+                    raise ConnectionLost("the stdio transport was closed", reason="closed by the client") from None
+                if not exc.partial:
+                    raise self._set_lost(await self._eof_reason()) from None
+                raw = exc.partial  # the last line had no newline; it is still a frame
+            except asyncio.LimitOverrunError:
+                raise self._set_lost(
+                    f"the agent wrote a line longer than max_frame_bytes ({self._max_frame_bytes} bytes)"
+                ) from None
+            except (ConnectionError, OSError) as exc:
+                raise self._set_lost(f"reading from the agent failed: {exc}") from exc
+            line = raw.rstrip(b"\n").rstrip(b"\r")
+            if len(line) > self._max_frame_bytes:
+                raise self._set_lost(
+                    f"the agent wrote a line longer than max_frame_bytes ({self._max_frame_bytes} bytes)"
+                )
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise self._set_lost("the agent wrote a line that is not valid UTF-8") from exc
+            if not text.strip():
+                self.stats.empty_discarded += 1
+                continue
+            self.stats.frames_in += 1
+            self.stats.bytes_in += len(line)
+            return text
+
+    async def close(self) -> None:
+        """Close stdin, let the agent exit, then terminate, kill and reap it. Idempotent and bounded."""
+        if self._close_task is None:
+            self._closing = True
+            self._close_task = asyncio.get_running_loop().create_task(
+                self._close_impl(), name=f"acp-client close {self._description}"
+            )
+        await asyncio.shield(self._close_task)
+
+    # ------------------------------------------------------------------ internals
+
+    async def _close_impl(self) -> None:
+        half = self._close_timeout / 2
+        self._writer.close()
+        # the pipe may already be broken (agent dead) or stuck (agent not reading): neither matters here
+        with contextlib.suppress(OSError, TimeoutError):
+            async with asyncio.timeout(half):
+                await self._writer.wait_closed()
+        proc = self._process
+        if proc is not None:
+            # Stop reading stdout: asyncio's Process.wait() only returns once every pipe is disconnected, and
+            # an agent whose unread output filled the pipe (or the stream buffer) would never get there.
+            stdout_pipe = _pipe_transport(proc, 1)
+            if stdout_pipe is not None:
+                stdout_pipe.close()
+            if not await self._wait_exit(half):
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+                if not await self._wait_exit(half):
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                    if not await self._wait_exit(max(half, 1.0)):
+                        _log.error("agent_not_reaped", transport=self._description, pid=proc.pid)
+            _log.debug("agent_exited", transport=self._description, pid=proc.pid, returncode=proc.returncode)
+        if self._stderr_task is not None:
+            # let the pump log what the agent wrote before it exited, then stop it
+            await asyncio.wait([self._stderr_task], timeout=_STDERR_DRAIN_TIMEOUT)
+            self._stderr_task.cancel()
+            await asyncio.wait([self._stderr_task])
+        if proc is not None:
+            # pipes the agent left undrained keep asyncio's subprocess transport open; close it explicitly
+            subprocess_transport = _subprocess_transport(proc)
+            if subprocess_transport is not None:
+                subprocess_transport.close()
+        _log.debug("transport_closed", transport=self._description, stats=self.stats.as_dict())
+
+    async def _wait_exit(self, timeout: float) -> bool:
+        assert self._process is not None
+        try:
+            async with asyncio.timeout(timeout):
+                await self._process.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def _eof_reason(self) -> str:
+        proc = self._process
+        if proc is None:
+            return "end of input"
+        if proc.returncode is None and not await self._wait_exit(_EXIT_STATUS_GRACE):
+            return "the agent closed its stdout"
+        assert proc.returncode is not None
+        _log.info("agent_exited", transport=self._description, pid=proc.pid, returncode=proc.returncode)
+        return self._exit_reason(proc.returncode)
+
+    @staticmethod
+    def _exit_reason(returncode: int) -> str:
+        return f"process exited with code {returncode}"
+
+    def _set_lost(self, reason: str) -> ConnectionLost:
+        if self._lost is None:
+            self._lost = ConnectionLost(f"the stdio link to the agent was lost: {reason}", reason=reason)
+            _log.info("transport_lost", transport=self._description, reason=reason)
+        return self._copy_lost()
+
+    def _copy_lost(self) -> ConnectionLost:
+        assert self._lost is not None
+        return ConnectionLost(str(self._lost), close_code=self._lost.close_code, reason=self._lost.reason)
+
+    async def _pump_stderr(self, stderr: asyncio.StreamReader) -> None:
+        pid = self.pid
+        while True:
+            try:
+                raw = await stderr.readline()
+            except ValueError:
+                # longer than the stream limit: asyncio dropped it; say so rather than hide it
+                _log.warning("agent_stderr_line_too_long", transport=self._description, pid=pid)
+                continue
+            except OSError as exc:
+                _log.debug("agent_stderr_failed", transport=self._description, pid=pid, error=str(exc))
+                return
+            if not raw:
+                return
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            self.stderr_tail.append(line)
+            _log.info("agent_stderr", transport=self._description, pid=pid, line=line)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        pid = f" pid={self.pid}" if self._process is not None else ""
+        return f"<StdioTransport {self._description}{pid} {state}>"
+
+
+def _subprocess_transport(proc: asyncio.subprocess.Process) -> asyncio.SubprocessTransport | None:
+    # asyncio.subprocess.Process keeps its SubprocessTransport private; it is the only handle on the pipes
+    transport = getattr(proc, "_transport", None)
+    return transport if isinstance(transport, asyncio.SubprocessTransport) else None
+
+
+def _pipe_transport(proc: asyncio.subprocess.Process, fd: int) -> asyncio.BaseTransport | None:
+    transport = _subprocess_transport(proc)
+    return transport.get_pipe_transport(fd) if transport is not None else None
+
+
+async def spawn_stdio(
+    command: Sequence[str] | str,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | os.PathLike[str] | None = None,
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    stderr_to_log: bool = True,
+    close_timeout: float = 5.0,
+) -> StdioTransport:
+    """Start the agent ``command`` and return a transport over its stdin/stdout.
+
+    ``command`` is an argument list (``[sys.executable, "agent.py"]``) or a string split with
+    :func:`shlex.split` (use a list for paths with spaces); no shell is involved. ``env`` replaces the
+    environment like :mod:`subprocess` does (pass ``{**os.environ, "KEY": "v"}`` to add to it); ``None``
+    inherits it. ``max_frame_bytes`` bounds one line from the agent. With ``stderr_to_log`` the agent's
+    stderr lines become ``agent_stderr`` log events, else stderr is inherited. ``close_timeout`` bounds
+    ``close()`` (see the module docstring).
+
+    Raises :class:`~acp_client.exceptions.ConnectError` if the program cannot be started.
+    """
+    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    if not argv:
+        raise UsageError("spawn_stdio() needs a command to run")
+    if max_frame_bytes < 1:
+        raise UsageError(f"max_frame_bytes must be positive, not {max_frame_bytes}")
+    description = f"stdio:{os.path.basename(argv[0])}"
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE if stderr_to_log else None,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            limit=max_frame_bytes,
+        )
+    except OSError as exc:
+        raise ConnectError(f"could not start the agent {argv[0]!r}: {exc}") from exc
+    assert process.stdin is not None and process.stdout is not None
+    transport = StdioTransport(
+        process.stdout,
+        process.stdin,
+        process=process,
+        max_frame_bytes=max_frame_bytes,
+        close_timeout=close_timeout,
+        description=description,
+    )
+    if process.stderr is not None:
+        transport._start_stderr_pump(process.stderr)
+    _log.debug("agent_spawned", transport=description, pid=process.pid)
+    return transport

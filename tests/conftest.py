@@ -1,0 +1,39 @@
+"""Shared fixtures: the reference agent in each protocol version, and a time scale for slow machines."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator
+
+import pytest
+
+from acp_client.testing import ReferenceAgent
+
+#: Multiply every bound on waiting by this factor on slow machines (``ACP_TESTS_TIMEOUT_FACTOR=3``).
+TIMEOUT_FACTOR = float(os.environ.get("ACP_TESTS_TIMEOUT_FACTOR", "1"))
+
+
+def bound(seconds: float) -> float:
+    """A waiting bound scaled for slow machines."""
+    return seconds * TIMEOUT_FACTOR
+
+
+@pytest.fixture(params=[1, 2], ids=["v1", "v2"])
+def version(request: pytest.FixtureRequest) -> int:
+    """The protocol version under test."""
+    return int(request.param)
+
+
+@pytest.fixture
+async def agent(version: int) -> AsyncIterator[ReferenceAgent]:
+    """A reference agent speaking ``version`` on 127.0.0.1, stopped afterwards."""
+    async with ReferenceAgent(version) as running:
+        yield running
+
+
+async def wait_until(predicate: object, timeout: float = 5.0) -> None:
+    """Wait (event-loop turns, bounded) until ``predicate()`` is true; for state owned by other tasks."""
+    async with asyncio.timeout(bound(timeout)):
+        while not predicate():  # type: ignore[operator]
+            await asyncio.sleep(0)

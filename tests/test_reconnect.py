@@ -1,0 +1,363 @@
+"""The reconnect manager against the reference agent over real loopback WebSockets, v1 and v2."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acp_client import (
+    Backoff,
+    ClientState,
+    ConnectionDropped,
+    ConnectionLost,
+    MemorySessionStore,
+    ReconnectingClient,
+    RecoveryMarker,
+    SessionForgotten,
+    SessionLost,
+    SessionRecovered,
+    SQLiteSessionStore,
+    StateChanged,
+)
+from acp_client.reconnect import Event
+from acp_client.testing import ReferenceAgent
+from tests.conftest import bound
+
+#: Test settings: no recovery start jitter, short backoff (the delays stay random, just smaller).
+FAST: dict[str, Any] = {"recovery_start_jitter": 0.0, "stable_after": 0.0, "backoff": Backoff(base=0.02, cap=0.2)}
+
+
+class Recorder:
+    """Collects a client's events from the moment it is created; waits on them with bounds."""
+
+    def __init__(self, client: ReconnectingClient) -> None:
+        self.events: list[Event] = []
+        self._stream: AsyncIterator[Event] = client.events()
+        self._changed = asyncio.Event()
+        self._task = asyncio.create_task(self._pump())
+
+    async def _pump(self) -> None:
+        async for event in self._stream:
+            self.events.append(event)
+            self._changed.set()
+
+    async def wait(self, predicate: Any, timeout: float = 5.0) -> list[Event]:
+        async with asyncio.timeout(bound(timeout)):
+            while True:
+                found = [e for e in self.events if predicate(e)]
+                if found:
+                    return found
+                self._changed.clear()
+                await self._changed.wait()
+
+    async def ready_count(self, n: int, timeout: float = 5.0) -> None:
+        """Wait until the client became READY ``n`` times."""
+        async with asyncio.timeout(bound(timeout)):
+            while sum(isinstance(e, StateChanged) and e.new is ClientState.READY for e in self.events) < n:
+                self._changed.clear()
+                await self._changed.wait()
+
+    def of(self, kind: type) -> list[Any]:
+        return [e for e in self.events if isinstance(e, kind)]
+
+    async def close(self) -> None:
+        self._task.cancel()
+        await asyncio.wait({self._task})
+
+
+async def started(agent: ReferenceAgent, **options: Any) -> tuple[ReconnectingClient, Recorder]:
+    client = ReconnectingClient(agent.url, **{**FAST, **options})
+    recorder = Recorder(client)
+    await client.start()
+    await client.wait_ready(timeout=bound(5))
+    return client, recorder
+
+
+async def test_drop_with_active_sessions_reattaches_with_resume(agent: ReferenceAgent, version: int) -> None:
+    client, rec = await started(agent)
+    try:
+        sessions = [await client.new_session(f"/w/{i}") for i in range(3)]
+        await agent.drop_all_connections()
+        await rec.ready_count(2)
+        recovered = rec.of(SessionRecovered)
+        assert {e.session_id for e in recovered} == {s.id for s in sessions}
+        assert all(e.outcome == "reattached" and e.mode == "resume" and e.status == "active" for e in recovered)
+        for session in sessions:
+            assert agent.count("session/resume", session.id) == 1
+            assert agent.count("session/status", session.id) == 1
+            result = await asyncio.wait_for(session.prompt("echo: still here"), bound(5))
+            assert result.stop_reason == "end_turn"
+            assert session.transcript.messages[-1].text == "still here"
+        assert client.sessions.keys() == {s.id for s in sessions}
+    finally:
+        await rec.close()
+        await client.aclose()
+
+
+async def test_restart_restores_forgets_unknown_and_keeps_odd_statuses(agent: ReferenceAgent, version: int) -> None:
+    store = MemorySessionStore()
+    client, rec = await started(agent, store=store)
+    try:
+        kept, gone, odd = [await client.new_session("/w") for _ in range(3)]
+        markers = gone.updates()
+        await agent.restart(keep_sessions=True)
+        agent.forget_session(gone.id)
+        agent.status_override[odd.id] = "hibernating"
+        await rec.ready_count(2)
+        forgotten = rec.of(SessionForgotten)
+        assert [(e.session_id, e.reason, e.via) for e in forgotten] == [(gone.id, "unknown", "session/status")]
+        assert gone.id not in client.sessions
+        assert gone.id not in {r.session_id for r in await store.load_all()}
+        with pytest.raises(SessionLost):
+            await gone.prompt("hello")
+        lost_marker = await asyncio.wait_for(anext(markers), bound(5))
+        assert isinstance(lost_marker, RecoveryMarker) and lost_marker.outcome == "lost"
+        expected_mode = "resume" if version == 2 else "load"
+        recovered = {e.session_id: e for e in rec.of(SessionRecovered)}
+        assert recovered[kept.id].outcome == "restored" and recovered[kept.id].mode == expected_mode
+        assert recovered[odd.id].status == "hibernating" and recovered[odd.id].outcome == "restored"
+        assert odd.id in client.sessions
+        assert await asyncio.wait_for(odd.prompt("echo: odd"), bound(5))
+    finally:
+        await rec.close()
+        await client.aclose()
+
+
+@pytest.mark.parametrize("variant", ["not_advertised", "method_not_found"])
+async def test_without_status_goes_straight_to_reattach(version: int, variant: str) -> None:
+    options: dict[str, Any] = {}
+    if variant == "not_advertised":
+        options["capabilities"] = {"sessionCapabilities.status" if version == 1 else "session.status": False}
+    else:
+        options["status_answers_method_not_found"] = True
+    async with ReferenceAgent(version, **options) as agent:
+        client, rec = await started(agent)
+        try:
+            session = await client.new_session("/w")
+            await agent.drop_all_connections()
+            await rec.ready_count(2)
+            (event,) = rec.of(SessionRecovered)
+            # without a probe nothing says the session is live: v1 restores it with a replaying load
+            method = "resume" if version == 2 else "load"
+            assert event.status is None and event.mode == method
+            assert agent.count("session/status") == (0 if variant == "not_advertised" else 1)
+            assert agent.count(f"session/{method}", session.id) == 1
+            await asyncio.wait_for(session.prompt("echo: ok"), bound(5))
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
+async def test_v1_resume_method_not_found_falls_back_to_load() -> None:
+    async with ReferenceAgent(1, resume_answers_method_not_found=True) as agent:
+        client, rec = await started(agent)
+        try:
+            session = await client.new_session("/w")
+            await session.prompt("echo: history")
+            await agent.drop_all_connections()
+            await rec.ready_count(2)
+            (event,) = rec.of(SessionRecovered)
+            assert event.mode == "load" and event.replayed and not event.may_have_missed_updates
+            assert agent.count("session/resume") == 1 and agent.count("session/load") == 1
+            assert [m.text for m in session.transcript.messages if m.role == "agent"] == ["history"]
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
+async def test_replay_over_existing_transcript_has_no_duplicates(agent: ReferenceAgent, version: int) -> None:
+    client, rec = await started(agent)
+    try:
+        session = await client.new_session("/w")
+        finished: list[str | None] = []
+        session.on_turn_finished(lambda _s, stop: finished.append(stop))
+        await session.prompt("echo: one")
+        await session.prompt("stream 3")
+        assert finished == ["end_turn", "end_turn"]
+        def agent_texts() -> list[str]:
+            return [m.text for m in session.transcript.messages if m.role == "agent"]
+
+        before = agent_texts()
+        assert before == ["one", "chunk 1 chunk 2 chunk 3 "]
+        stream = session.updates()
+        await agent.restart(keep_sessions=True)  # inactive -> v2 resume with replay, v1 load
+        await rec.ready_count(2)
+        (event,) = rec.of(SessionRecovered)
+        assert event.replayed and not event.may_have_missed_updates
+        assert agent_texts() == before  # rebuilt from the replay, not appended to
+        assert finished == ["end_turn", "end_turn"]  # replayed history fires no turn-finished callback
+        replayed: list[Any] = []
+        async with asyncio.timeout(bound(5)):
+            async for item in stream:
+                if isinstance(item, RecoveryMarker):
+                    break
+                replayed.append(item)
+        assert replayed and all(u.replay for u in replayed)
+        if version == 2:
+            assert session.state == "idle"  # the snapshot, applied as state
+        await session.prompt("echo: three")
+        assert finished == ["end_turn", "end_turn", "end_turn"]
+    finally:
+        await rec.close()
+        await client.aclose()
+
+
+async def test_v2_state_after_resume_without_snapshot_is_unknown() -> None:
+    async with ReferenceAgent(2, resume_snapshot=False) as agent:
+        client, rec = await started(agent)
+        try:
+            session = await client.new_session("/w")
+            await agent.drop_all_connections()
+            await rec.ready_count(2)
+            assert session.state is None  # never idle without a snapshot
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
+async def test_v2_state_snapshot_reports_running_turn() -> None:
+    async with ReferenceAgent(2) as agent:
+        client, rec = await started(agent)
+        try:
+            session = await client.new_session("/w")
+            turn = asyncio.create_task(session.prompt("sleep 30"))
+            await agent.wait_for_method("session/prompt", timeout=bound(5))
+            await agent.drop_all_connections()
+            with pytest.raises(ConnectionLost):
+                await asyncio.wait_for(turn, bound(5))
+            await rec.ready_count(2)
+            (event,) = rec.of(SessionRecovered)
+            assert event.state == "running" and session.state == "running"
+            await session.cancel()
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
+async def test_prompt_in_flight_raises_connection_lost_and_runs_once(agent: ReferenceAgent, version: int) -> None:
+    client, rec = await started(agent)
+    try:
+        session = await client.new_session("/w")
+        ended = asyncio.Event()
+        session.on_turn_finished(lambda _s, _stop: ended.set())
+        turn = asyncio.create_task(session.prompt("sleep 0.5; echo: done"))
+        await agent.wait_for_method("session/prompt", timeout=bound(5))
+        await agent.drop_all_connections(abort=True)
+        with pytest.raises(ConnectionLost) as info:
+            await asyncio.wait_for(turn, bound(5))
+        assert info.value.request_sent is True
+        await rec.ready_count(2)
+        assert agent.count("session/prompt", session.id) == 1  # never re-sent
+        if version == 2:
+            # the interrupted turn kept running on the agent: its live idle ends it on the new connection
+            await asyncio.wait_for(ended.wait(), bound(5))
+        await asyncio.wait_for(session.prompt("echo: next"), bound(5))
+        assert agent.count("session/prompt", session.id) == 2
+    finally:
+        await rec.close()
+        await client.aclose()
+
+
+async def test_call_on_recovering_session_waits_for_reattach(agent: ReferenceAgent) -> None:
+    client, rec = await started(agent, wait_for_ready=True)
+    try:
+        session = await client.new_session("/w")
+        await agent.drop_all_connections(abort=True)
+        await rec.wait(lambda e: isinstance(e, ConnectionDropped))
+        # issued while disconnected: waits through backoff, reconnect and recovery, then goes out attached
+        result = await asyncio.wait_for(session.prompt("echo: after"), bound(10))
+        assert result.stop_reason == "end_turn"
+        resumes = [r for r in agent.received if r.method == "session/resume"]
+        prompts = [r for r in agent.received if r.method == "session/prompt"]
+        assert agent.received.index(resumes[-1]) < agent.received.index(prompts[-1])
+    finally:
+        await rec.close()
+        await client.aclose()
+
+
+async def test_half_open_link_is_detected_by_ping(agent: ReferenceAgent) -> None:
+    interval, timeout = 0.2, 0.2
+    client, rec = await started(agent, ping_interval=interval, ping_timeout=timeout, close_timeout=0.2)
+    try:
+        await client.new_session("/w")
+        loop = asyncio.get_running_loop()
+        agent.stall()
+        stalled_at = loop.time()
+        await rec.wait(lambda e: isinstance(e, ConnectionDropped), timeout=5)
+        detected = loop.time() - stalled_at
+        assert detected <= bound(interval + timeout + 0.5)
+        agent.unstall()
+        await rec.ready_count(2)
+    finally:
+        await rec.close()
+        await client.aclose()
+
+
+async def test_sqlite_store_recovers_in_a_new_process(tmp_path: Path, version: int) -> None:
+    db = tmp_path / "sessions.db"
+    async with ReferenceAgent(version) as agent:
+        async with ReconnectingClient(agent.url, store=SQLiteSessionStore(db), **FAST) as client:
+            ids = sorted([(await client.new_session(f"/w/{i}")).id for i in range(2)])
+        await agent.restart(keep_sessions=True)
+        script = textwrap.dedent(
+            f"""
+            import asyncio, json, structlog, logging
+            structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+            from acp_client import ReconnectingClient, SQLiteSessionStore
+            async def main():
+                store = SQLiteSessionStore({str(db)!r})
+                async with ReconnectingClient({agent.url!r}, store=store, recovery_start_jitter=0) as client:
+                    out = {{sid: s.link.value for sid, s in client.sessions.items()}}
+                    session = client.sessions[sorted(out)[0]]
+                    result = await session.prompt("echo: from the new process")
+                    out["stop"] = result.stop_reason
+                print(json.dumps(out))
+            asyncio.run(main())
+            """
+        )
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", script, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), bound(30))
+        assert proc.returncode == 0, err.decode()
+        result = json.loads(out.decode().strip().splitlines()[-1])
+        assert result == {ids[0]: "attached", ids[1]: "attached", "stop": "end_turn"}
+        method = "session/resume" if version == 2 else "session/load"
+        assert all(agent.count(method, sid) == 1 for sid in ids)
+
+
+async def test_forget_removes_from_client_and_store(agent: ReferenceAgent) -> None:
+    store = MemorySessionStore()
+    client, rec = await started(agent, store=store)
+    try:
+        session = await client.new_session("/w")
+        await client.forget(session.id)
+        assert session.id not in client.sessions and await store.load_all() == []
+        (event,) = await rec.wait(lambda e: isinstance(e, SessionForgotten))
+        assert event.reason == "application"
+    finally:
+        await rec.close()
+        await client.aclose()
+    assert client.state is ClientState.CLOSED
+
+
+async def test_session_not_found_from_prompt_never_forgets(agent: ReferenceAgent) -> None:
+    client, rec = await started(agent)
+    try:
+        session = await client.new_session("/w")
+        agent.forget_session(session.id)
+        with pytest.raises(Exception) as info:
+            await session.prompt("echo: x")
+        assert getattr(info.value, "code", None) == -32002
+        assert session.id in client.sessions and not rec.of(SessionForgotten)
+    finally:
+        await rec.close()
+        await client.aclose()
