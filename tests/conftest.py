@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator
 
@@ -30,10 +29,3 @@ async def agent(version: int) -> AsyncIterator[ReferenceAgent]:
     """A reference agent speaking ``version`` on 127.0.0.1, stopped afterwards."""
     async with ReferenceAgent(version) as running:
         yield running
-
-
-async def wait_until(predicate: object, timeout: float = 5.0) -> None:
-    """Wait (event-loop turns, bounded) until ``predicate()`` is true; for state owned by other tasks."""
-    async with asyncio.timeout(bound(timeout)):
-        while not predicate():  # type: ignore[operator]
-            await asyncio.sleep(0)

@@ -1,0 +1,40 @@
+"""The shipped test kit: an in-process ACP reference agent (and, later, fault-injection helpers).
+
+Nothing else in :mod:`acp_client` imports this package. Exports are resolved lazily, so that
+``python -m acp_client.testing.reference_agent`` does not import its own module twice.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from acp_client.testing._agent_errors import AgentError
+    from acp_client.testing._agent_turns import PromptTurn
+    from acp_client.testing.reference_agent import Received, ReferenceAgent
+
+__all__ = ["AgentError", "PromptTurn", "Received", "ReferenceAgent"]
+
+#: public name → the module defining it
+_EXPORTS = {
+    "AgentError": "acp_client.testing._agent_errors",
+    "PromptTurn": "acp_client.testing._agent_turns",
+    "Received": "acp_client.testing.reference_agent",
+    "ReferenceAgent": "acp_client.testing.reference_agent",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import an exported name on first use."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """Module attributes, including the lazily imported exports."""
+    return sorted(set(globals()) | set(__all__))

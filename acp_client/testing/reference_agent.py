@@ -1,0 +1,657 @@
+"""A real ACP agent for tests, demos and integration checks, served over WebSocket on loopback (or stdio).
+
+::
+
+    async with ReferenceAgent(protocol_version=2) as agent:
+        ...  # connect a client to agent.url ("ws://127.0.0.1:PORT/acp")
+        await agent.wait_for_method("session/prompt")
+        await agent.drop_all_connections()
+
+Prompts are scripts in a small language (see :mod:`acp_client.testing._agent_turns`: ``echo: hi``,
+``stream 50``, ``sleep 2.5``, ``permission``, ``fail``, …), or ``agent.on_prompt`` runs your own coroutine.
+
+Standalone: ``python -m acp_client.testing.reference_agent --port 8765 --protocol 2`` prints the URL as its
+only line on stdout and serves until SIGINT/SIGTERM; ``--stdio`` serves one connection on stdin/stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, NamedTuple
+
+import structlog
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.http11 import Request, Response
+
+from acp_client._logging import get_logger
+from acp_client.jsonrpc import Invalid
+from acp_client.testing import _agent_methods
+from acp_client.testing._agent_capabilities import CAPABILITY_NAMES, capability_name
+from acp_client.testing._agent_connection import AgentConnection, Reply
+from acp_client.testing._agent_errors import AgentError
+from acp_client.testing._agent_sessions import SessionRecord
+from acp_client.testing._agent_turns import PromptHook, PromptTurn, emit_update
+from acp_client.testing._channel import FrameChannel, StreamChannel, WebSocketChannel, stdio_line_limit
+
+__all__ = ["AgentError", "Handshake", "PromptTurn", "Received", "ReferenceAgent", "main", "serve_forever"]
+
+_log = get_logger(__name__)
+
+SUPPORTED_PROTOCOL_VERSIONS = (1, 2)
+
+
+class Received(NamedTuple):
+    """One inbound request or notification, as recorded in :attr:`ReferenceAgent.received`."""
+
+    connection_id: str
+    method: str
+    params: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Handshake:
+    """One WebSocket opening handshake the agent saw (accepted or not)."""
+
+    path: str
+    headers: dict[str, str]
+    status: int
+
+
+@dataclass(slots=True)
+class _Rejection:
+    status: int
+    retry_after: float | None
+    remaining: int | None
+
+
+class ReferenceAgent:
+    """An in-process ACP agent (v1 and/or v2) with observability and fault controls for tests.
+
+    Sessions belong to the agent, not to a connection; each is attached to the connection that last sent
+    ``session/new``/``session/load``/``session/resume`` for it, and its updates go only there. A session whose
+    connection died stays *active* (in memory). Nothing starts before ``async with``.
+
+    Constructor options (all but ``protocol_version`` keyword-only; most are also plain mutable attributes):
+
+    - ``protocol_version``: the agent's latest version (1 or 2); ``supported_versions`` (default: just that
+      one) lists every version it answers — a client offering an unsupported one gets ``protocol_version``.
+    - ``capabilities``: ``{name: bool}`` overrides; names in :data:`CAPABILITY_NAMES` (dotted wire paths such
+      as ``"sessionCapabilities.resume"`` are accepted). All default to present. A hidden capability is not
+      advertised and its method answers -32601.
+    - ``require_auth``: session methods answer -32000 until ``authenticate``/``auth/login`` with method id
+      ``"agent-login"`` on the same connection.
+    - ``replay_as``: ``"messages"`` (v2 whole ``user_message``/``agent_message``) or ``"chunks"``.
+    - ``resume_snapshot``: v2 ``session/resume`` sends the current-state ``state_update`` after replay and
+      before the response (``False`` emulates a non-compliant agent).
+    - ``load_result_null``: v1 ``session/load`` answers ``null`` instead of ``{}``.
+    - ``list_page_size``: ``session/list`` page size.
+    - ``status_answers_method_not_found`` / ``resume_answers_method_not_found``: advertised but -32601.
+    - ``reissue_permission_on_reattach``: a permission request lost with its connection is sent again to the
+      next connection attaching the session (else the outcome is ``cancelled``).
+    - ``ping_interval``: the server's own keepalive pings (default off); ``close_timeout``: closing handshake
+      bound in seconds.
+    - ``listen``: ``False`` starts no WebSocket server (serve streams with :meth:`serve_stream`).
+    """
+
+    def __init__(
+        self,
+        protocol_version: int = 2,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        path: str = "/acp",
+        supported_versions: Iterable[int] | None = None,
+        capabilities: Mapping[str, bool] | None = None,
+        require_auth: bool = False,
+        replay_as: Literal["messages", "chunks"] = "messages",
+        resume_snapshot: bool = True,
+        load_result_null: bool = False,
+        list_page_size: int = 50,
+        status_answers_method_not_found: bool = False,
+        resume_answers_method_not_found: bool = False,
+        reissue_permission_on_reattach: bool = True,
+        on_prompt: PromptHook | None = None,
+        set_cookie: str | None = None,
+        ping_interval: float | None = None,
+        close_timeout: float = 1.0,
+        listen: bool = True,
+    ) -> None:
+        """Configure the agent; see the class docstring for the options. Nothing runs until ``async with``."""
+        versions = tuple(sorted(set(supported_versions))) if supported_versions is not None else (protocol_version,)
+        for v in (protocol_version, *versions):
+            if v not in SUPPORTED_PROTOCOL_VERSIONS:
+                raise ValueError(f"protocol version {v!r} is not one of {SUPPORTED_PROTOCOL_VERSIONS}")
+        if protocol_version not in versions:
+            raise ValueError("protocol_version must be one of supported_versions")
+        if replay_as not in ("messages", "chunks"):
+            raise ValueError("replay_as must be 'messages' or 'chunks'")
+        if list_page_size < 1:
+            raise ValueError("list_page_size must be at least 1")
+        self.protocol_version = protocol_version
+        self.supported_versions: tuple[int, ...] = versions
+        self.host = host
+        self.path = path
+        self._requested_port = port
+        self._capabilities = dict.fromkeys(CAPABILITY_NAMES, True)
+        for name, present in (capabilities or {}).items():
+            self._capabilities[capability_name(name)] = bool(present)
+        self.require_auth = require_auth
+        self.replay_as: Literal["messages", "chunks"] = replay_as
+        self.resume_snapshot = resume_snapshot
+        self.load_result_null = load_result_null
+        self.list_page_size = list_page_size
+        self.status_answers_method_not_found = status_answers_method_not_found
+        self.resume_answers_method_not_found = resume_answers_method_not_found
+        self.reissue_permission_on_reattach = reissue_permission_on_reattach
+        #: ``async def hook(turn: PromptTurn) -> str | None`` replacing the prompt mini-language
+        self.on_prompt: PromptHook | None = on_prompt
+        #: session id → a status string to answer instead (``"hibernating"``…) or an :class:`AgentError` to raise
+        self.status_override: dict[str, str | AgentError] = {}
+        #: ``Set-Cookie`` value sent in every 101 response (load-balancer affinity emulation)
+        self.set_cookie = set_cookie
+        self._ping_interval = ping_interval
+        self._close_timeout = close_timeout
+        self._listen = listen
+
+        #: every inbound request and notification, in processing order
+        self.received: list[Received] = []
+        #: every unusable inbound frame (parse errors, invalid requests, unknown response ids)
+        self.invalid_frames: list[tuple[str, Invalid]] = []
+        #: every WebSocket opening handshake
+        self.handshakes: list[Handshake] = []
+        #: session id → record; the agent's whole session table (shared by all connections)
+        self.sessions: dict[str, SessionRecord] = {}
+        #: session updates that found no live attached connection
+        self.dropped_updates = 0
+        self.rejected_handshakes = 0
+
+        self._state: Literal["new", "running", "closing", "closed"] = "new"
+        self._server: Server | None = None
+        self._port: int | None = None
+        self._connections: dict[str, AgentConnection] = {}
+        self._ws_ids: dict[ServerConnection, str] = {}
+        self._connection_counter = 0
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self._unstall: asyncio.Future[None] | None = None
+        self._rejection: _Rejection | None = None
+        self._close_after_initialize: tuple[float, int] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> ReferenceAgent:
+        """Start listening (WebSocket on ``host``, ``port`` 0 = any free port)."""
+        if self._state != "new":
+            raise RuntimeError("a ReferenceAgent can only be started once; create a new one")
+        self._state = "running"
+        if self._listen:
+            self._server = await serve(
+                self._ws_handler,
+                self.host,
+                self._requested_port,
+                process_request=self._process_request,
+                process_response=self._process_response,
+                ping_interval=self._ping_interval,
+                close_timeout=self._close_timeout,
+                max_size=16 * 1024 * 1024,
+            )
+            self._port = int(self._server.sockets[0].getsockname()[1])
+            _log.debug("reference_agent_listening", url=self.url)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        """Stop: close the server and every connection, cancel and await every task the agent started."""
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Same as leaving ``async with``. Idempotent."""
+        if self._state in ("closing", "closed"):
+            return
+        self._state = "closing"
+        try:
+            self.unstall()
+            await self._cancel_tasks()
+            if self._server is not None:
+                self._server.close(close_connections=True)
+                try:
+                    async with asyncio.timeout(self._close_timeout + 2.0):
+                        await self._server.wait_closed()
+                except TimeoutError:
+                    for connection in list(self._connections.values()):
+                        connection.mark_closing()
+                        connection.channel.abort()
+                    await self._server.wait_closed()
+            for connection in list(self._connections.values()):  # stream connections
+                connection.mark_closing()
+                await connection.channel.close()
+            await self._cancel_tasks()
+        finally:
+            self._state = "closed"
+            _log.debug("reference_agent_closed")
+
+    @property
+    def url(self) -> str:
+        """``ws://HOST:PORT/acp`` (only while listening)."""
+        if self._port is None:
+            raise RuntimeError("the agent is not listening (use 'async with' and listen=True)")
+        return f"ws://{self.host}:{self._port}{self.path}"
+
+    @property
+    def port(self) -> int:
+        """The bound TCP port."""
+        if self._port is None:
+            raise RuntimeError("the agent is not listening")
+        return self._port
+
+    # ------------------------------------------------------------------ serving
+
+    async def _ws_handler(self, ws: ServerConnection) -> None:
+        connection_id = self._ws_ids.pop(ws, None) or self._next_connection_id()
+        await self.serve_channel(WebSocketChannel(ws), connection_id=connection_id)
+
+    async def serve_stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Serve one connection of newline-delimited JSON frames (e.g. stdio) until end of input.
+
+        Create ``reader`` with ``limit=`` a generous bound (16 MiB here) to accept large frames.
+        """
+        await self.serve_channel(StreamChannel(reader, writer))
+
+    async def serve_channel(self, channel: FrameChannel, *, connection_id: str | None = None) -> None:
+        """Serve one connection over any :class:`~acp_client.testing._channel.FrameChannel` until it ends."""
+        if self._state != "running":
+            raise RuntimeError("the agent is not running")
+        cid = connection_id or self._next_connection_id()
+        connection = AgentConnection(self, channel, cid)
+        self._connections[cid] = connection
+        if self._unstall is not None:
+            channel.pause_reading()
+        _log.debug("reference_agent_connection_open", connection_id=cid)
+        self.notify_changed()
+        await connection.run()
+
+    def _next_connection_id(self) -> str:
+        self._connection_counter += 1
+        return f"conn-{self._connection_counter}"
+
+    def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
+        headers = {k: v for k, v in request.headers.raw_items()}
+        rejection = self._rejection
+        if rejection is not None:
+            if rejection.remaining is not None:
+                rejection.remaining -= 1
+                if rejection.remaining <= 0:
+                    self._rejection = None
+            self.rejected_handshakes += 1
+            response = ws.respond(rejection.status, f"rejected by the reference agent ({rejection.status})\n")
+            if rejection.retry_after is not None:
+                response.headers["Retry-After"] = _retry_after(rejection.retry_after)
+            self._record_handshake(request.path, headers, rejection.status)
+            return response
+        if request.path.split("?", 1)[0] != self.path:
+            self._record_handshake(request.path, headers, 404)
+            return ws.respond(404, "not found\n")
+        return None
+
+    def _process_response(self, ws: ServerConnection, request: Request, response: Response) -> Response | None:
+        if response.status_code == 101:
+            connection_id = self._next_connection_id()
+            self._ws_ids[ws] = connection_id
+            response.headers["Acp-Connection-Id"] = connection_id
+            if self.set_cookie is not None:
+                response.headers["Set-Cookie"] = self.set_cookie
+            self._record_handshake(request.path, {k: v for k, v in request.headers.raw_items()}, 101)
+        return None
+
+    def _record_handshake(self, path: str, headers: dict[str, str], status: int) -> None:
+        self.handshakes.append(Handshake(path, headers, status))
+        self.notify_changed()
+
+    # ------------------------------------------------------------------ hooks used by connections and handlers
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]:
+        """Start a task owned by the agent (cancelled and awaited on restart and on exit)."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            _log.error("reference_agent_task_failed", task=task.get_name(), error=repr(task.exception()))
+
+    async def _cancel_tasks(self) -> None:
+        current = asyncio.current_task()
+        tasks = [t for t in self._tasks if t is not current]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    async def dispatch(self, connection: AgentConnection, method: str, params: Any, reply: Reply) -> Any:
+        """Handle one request (used by connections; answers through ``reply`` or returns the result)."""
+        return await _agent_methods.dispatch(self, connection, method, params, reply)
+
+    async def handle_notification(self, connection: AgentConnection, method: str, params: Any) -> None:
+        """Handle one notification (used by connections)."""
+        await _agent_methods.handle_notification(self, connection, method, params)
+
+    def record(self, connection: AgentConnection, method: str, params: Any) -> None:
+        """Record an inbound request or notification in :attr:`received` and wake waiters."""
+        self.received.append(Received(connection.id, method, params))
+        _log.debug("reference_agent_received", connection_id=connection.id, method=method)
+        self.notify_changed()
+
+    def record_invalid(self, connection: AgentConnection, event: Invalid) -> None:
+        """Record an unusable inbound frame."""
+        self.invalid_frames.append((connection.id, event))
+        _log.debug("reference_agent_invalid_frame", connection_id=connection.id, kind=event.kind, detail=event.detail)
+        self.notify_changed()
+
+    def connection_closed(self, connection: AgentConnection) -> None:
+        """Forget a connection whose link ended (its sessions stay attached to it, hence still active)."""
+        if self._connections.get(connection.id) is connection:
+            del self._connections[connection.id]
+        _log.debug("reference_agent_connection_closed", connection_id=connection.id)
+        self.notify_changed()
+
+    def after_initialize(self, connection: AgentConnection) -> None:
+        """Arm the ``close_after_initialize`` fault for a connection that just got its initialize answer."""
+        if self._close_after_initialize is not None:
+            delay, code = self._close_after_initialize
+            self.spawn(self._close_later(connection, delay, code), name=f"acp-ref-close-after-init-{connection.id}")
+
+    async def _close_later(self, connection: AgentConnection, delay: float, code: int) -> None:
+        await asyncio.sleep(delay)
+        await self.close_connection(connection, code=code, reason="close after initialize")
+
+    async def wait_flowing(self, connection: AgentConnection) -> bool:
+        """Block while the agent is stalled; ``False`` once ``connection`` is being closed."""
+        while self._unstall is not None and not connection.closing:
+            await asyncio.wait([self._unstall, connection.closing_future], return_when=asyncio.FIRST_COMPLETED)
+        return not connection.closing
+
+    def notify_changed(self) -> None:
+        """Re-check every pending ``wait_for*`` predicate."""
+        for predicate, fut in list(self._waiters):
+            if not fut.done() and predicate():
+                fut.set_result(None)
+
+    # ------------------------------------------------------------------ capabilities
+
+    @property
+    def capability_flags(self) -> dict[str, bool]:
+        """A copy of the capability switches (name → advertised)."""
+        return dict(self._capabilities)
+
+    def has_capability(self, name: str) -> bool:
+        """Whether a capability (see :data:`CAPABILITY_NAMES`) is currently on."""
+        return self._capabilities[capability_name(name)]
+
+    def set_capability(self, name: str, present: bool) -> None:
+        """Advertise or hide a capability; takes effect for gating at once and for advertising at the next
+        ``initialize``. Raises ``ValueError`` for an unknown name."""
+        self._capabilities[capability_name(name)] = present
+
+    # ------------------------------------------------------------------ observability
+
+    @property
+    def connections(self) -> int:
+        """The number of live connections."""
+        return len(self._connections)
+
+    @property
+    def connection_ids(self) -> list[str]:
+        """Ids of the live connections (``conn-1``…; also sent as the ``Acp-Connection-Id`` 101 header)."""
+        return list(self._connections)
+
+    def count(self, method: str, session_id: str | None = None) -> int:
+        """How many requests/notifications named ``method`` (for ``session_id`` when given) were received."""
+        return len(self._matching(method, session_id))
+
+    def _matching(self, method: str, session_id: str | None) -> list[Received]:
+        return [
+            r
+            for r in self.received
+            if r.method == method
+            and (session_id is None or (isinstance(r.params, dict) and r.params.get("sessionId") == session_id))
+        ]
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Wait until ``predicate()`` holds; it is re-checked on every frame, connection and state change.
+        Raises ``TimeoutError`` after ``timeout`` seconds."""
+        if predicate():
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (predicate, fut)
+        self._waiters.append(entry)
+        try:
+            async with asyncio.timeout(timeout):
+                await fut
+        finally:
+            self._waiters.remove(entry)
+
+    async def wait_for_method(
+        self, method: str, count: int = 1, *, session_id: str | None = None, timeout: float = 5.0
+    ) -> list[Received]:
+        """Wait until ``method`` was received at least ``count`` times; returns the matching records."""
+        await self.wait_for(lambda: len(self._matching(method, session_id)) >= count, timeout)
+        return self._matching(method, session_id)
+
+    async def wait_for_connections(self, n: int, timeout: float = 5.0) -> None:
+        """Wait until exactly ``n`` connections are live."""
+        await self.wait_for(lambda: len(self._connections) == n, timeout)
+
+    # ------------------------------------------------------------------ agent-initiated output
+
+    async def send_update(self, session_id: str, update: dict[str, Any]) -> bool:
+        """Send a ``session/update`` of the agent's own (background activity) to the session's attached
+        connection; ``False`` if it had none alive. Raises ``KeyError`` for an unknown session."""
+        return await emit_update(self, self.sessions[session_id], update)
+
+    # ------------------------------------------------------------------ fault controls
+
+    async def close_connection(
+        self, connection: AgentConnection, *, code: int = 1011, reason: str = "", abort: bool = False
+    ) -> None:
+        """Close one connection: WebSocket close ``code`` (bounded by ``close_timeout``) or a TCP reset."""
+        connection.mark_closing()
+        if abort:
+            connection.channel.abort()
+        else:
+            await connection.channel.close(code, reason)
+
+    async def drop_all_connections(
+        self, code: int = 1011, reason: str = "", *, abort: bool = False, timeout: float = 5.0
+    ) -> int:
+        """Close every live connection (``abort=True``: TCP reset, no closing handshake) and wait until their
+        handlers finished. Sessions stay active. Returns how many connections were dropped."""
+        connections = list(self._connections.values())
+        await asyncio.gather(*(self.close_connection(c, code=code, reason=reason, abort=abort) for c in connections))
+        if connections:
+            await self.wait_for(lambda: all(c.finished.is_set() for c in connections), timeout)
+        return len(connections)
+
+    async def restart(
+        self, keep_sessions: bool = True, *, code: int = 1012, abort: bool = False, timeout: float = 5.0
+    ) -> None:
+        """Emulate an agent restart: all work stops, every connection drops (close ``code``, or reset), and
+        every session becomes *inactive* (known, not in memory) — or unknown with ``keep_sessions=False``.
+        Transcripts survive, so replay after resume/load still works."""
+        await self._cancel_tasks()
+        for session in self.sessions.values():
+            session.turn = None
+            session.unload()
+        if not keep_sessions:
+            self.sessions.clear()
+        await self.drop_all_connections(code, "agent restart", abort=abort, timeout=timeout)
+        self.notify_changed()
+
+    def forget_session(self, session_id: str) -> bool:
+        """Make a session unknown (-32002 from then on); a running turn is cancelled. ``False`` if unknown."""
+        session = self.sessions.pop(session_id, None)
+        if session is None:
+            return False
+        if session.turn is not None:
+            session.turn.cancel()
+        self.notify_changed()
+        return True
+
+    def stall(self) -> None:
+        """Keep sockets open but answer nothing: no frame is processed or sent, and the transports stop
+        reading, so WebSocket pings get no pong (a client's keepalive sees a half-open link)."""
+        if self._unstall is None:
+            self._unstall = asyncio.get_running_loop().create_future()
+        for connection in self._connections.values():
+            connection.channel.pause_reading()
+
+    def unstall(self) -> None:
+        """Undo :meth:`stall`: buffered input is processed and held output is sent."""
+        if self._unstall is None:
+            return
+        self._unstall.set_result(None)
+        self._unstall = None
+        for connection in self._connections.values():
+            connection.channel.resume_reading()
+
+    @property
+    def stalled(self) -> bool:
+        """Whether :meth:`stall` is in effect."""
+        return self._unstall is not None
+
+    def reject_handshake(
+        self, status: int = 503, *, retry_after: float | None = None, times: int | None = None
+    ) -> None:
+        """Answer WebSocket handshakes with HTTP ``status`` (e.g. 401, 503), optionally with ``Retry-After``;
+        for the next ``times`` handshakes, or until :meth:`accept_handshakes` when ``None``."""
+        if not 400 <= status <= 599:
+            raise ValueError("status must be an HTTP error status (4xx/5xx)")
+        self._rejection = _Rejection(status, retry_after, times)
+
+    def accept_handshakes(self) -> None:
+        """Stop rejecting handshakes."""
+        self._rejection = None
+
+    def close_after_initialize(self, delay: float | None, code: int = 1011) -> None:
+        """Close each connection ``delay`` seconds after answering its ``initialize`` (flapping); ``None``
+        turns it off."""
+        self._close_after_initialize = None if delay is None else (delay, code)
+
+
+def _retry_after(seconds: float) -> str:
+    return str(int(seconds)) if float(seconds).is_integer() else str(seconds)
+
+
+# ---------------------------------------------------------------------------- standalone
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m acp_client.testing.reference_agent", description="Serve the ACP reference agent."
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="TCP port (default 0: any free port)")
+    parser.add_argument("--protocol", type=int, choices=SUPPORTED_PROTOCOL_VERSIONS, default=2, help="latest version")
+    parser.add_argument("--also-v1", action="store_true", help="also answer protocol version 1 when offered")
+    parser.add_argument("--stdio", action="store_true", help="serve one connection on stdin/stdout instead")
+    parser.add_argument("--require-auth", action="store_true", help="session methods need auth first")
+    parser.add_argument("--verbose", action="store_true", help="debug logs on stderr")
+    return parser
+
+
+async def serve_forever(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    protocol_version: int = 2,
+    supported_versions: Sequence[int] | None = None,
+    require_auth: bool = False,
+    stdio: bool = False,
+    on_ready: Callable[[str], None] | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Serve until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is ``None``); calls ``on_ready(url)`` once
+    listening (``"stdio"`` in stdio mode). The CLI's ``serve-reference`` builds on this."""
+    loop = asyncio.get_running_loop()
+    stop_event = stop if stop is not None else asyncio.Event()
+    installed: list[signal.Signals] = []
+    if stop is None:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop_event.set)
+            installed.append(sig)
+    try:
+        async with ReferenceAgent(
+            protocol_version,
+            host=host,
+            port=port,
+            supported_versions=supported_versions,
+            require_auth=require_auth,
+            listen=not stdio,
+        ) as agent:
+            waiters: list[asyncio.Task[Any]] = [loop.create_task(stop_event.wait(), name="acp-ref-stop")]
+            if stdio:
+                reader = asyncio.StreamReader(limit=stdio_line_limit())
+                await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+                transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sys.stdout)
+                writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+                waiters.append(loop.create_task(agent.serve_stream(reader, writer), name="acp-ref-stdio"))
+                if on_ready is not None:
+                    on_ready("stdio")
+            elif on_ready is not None:
+                on_ready(agent.url)
+            try:
+                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in waiters:
+                    task.cancel()
+                await asyncio.wait(waiters)
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry: serve the reference agent; the URL is the only line written to stdout.
+
+    Logs (warnings, or everything with ``--verbose``) go to stderr. Returns the exit code.
+    """
+    args = _parser().parse_args(argv)
+    structlog.configure(
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG if args.verbose else logging.WARNING),
+    )
+
+    def ready(url: str) -> None:
+        if url != "stdio":
+            sys.stdout.write(url + "\n")
+            sys.stdout.flush()
+
+    versions = sorted({1, args.protocol}) if args.also_v1 else [args.protocol]
+    try:
+        asyncio.run(
+            serve_forever(
+                host=args.host,
+                port=args.port,
+                protocol_version=args.protocol,
+                supported_versions=versions,
+                require_auth=args.require_auth,
+                stdio=args.stdio,
+                on_ready=ready,
+            )
+        )
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
