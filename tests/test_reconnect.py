@@ -256,9 +256,11 @@ async def test_prompt_in_flight_raises_connection_lost_and_runs_once(agent: Refe
         assert info.value.request_sent is True
         await rec.ready_count(2)
         assert agent.count("session/prompt", session.id) == 1  # never re-sent
+        # the interrupted turn kept running on the agent; v2 learns its end from the live idle update
+        # on the new connection, v1 cannot know (no foreground state): ask the agent before prompting
         if version == 2:
-            # the interrupted turn kept running on the agent: its live idle ends it on the new connection
             await asyncio.wait_for(ended.wait(), bound(5))
+        await agent.wait_for(lambda: agent.sessions[session.id].turn is None, timeout=bound(5))
         await asyncio.wait_for(session.prompt("echo: next"), bound(5))
         assert agent.count("session/prompt", session.id) == 2
     finally:
