@@ -225,8 +225,13 @@ async def test_connect_is_awaitable(agent: ReferenceAgent) -> None:
 async def test_cancelled_caller_sends_cancel_request(agent: ReferenceAgent, version: int) -> None:
     async with connect(agent.url) as client:
         session = await client.new_session("/w")
-        turn = asyncio.create_task(client.request("session/prompt", {"sessionId": session.id, "prompt": [
-            {"type": "text", "text": "sleep 30"}]}, timeout=None))
+        turn = asyncio.create_task(
+            client.request(
+                "session/prompt",
+                {"sessionId": session.id, "prompt": [{"type": "text", "text": "sleep 30"}]},
+                timeout=None,
+            )
+        )
         await agent.wait_for_method("session/prompt", timeout=bound(5))
         prompt_id = client.connection._core._next_id - 1  # the last id allocated: nothing was sent since
         turn.cancel()

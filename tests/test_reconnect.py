@@ -182,6 +182,7 @@ async def test_replay_over_existing_transcript_has_no_duplicates(agent: Referenc
         await session.prompt("echo: one")
         await session.prompt("stream 3")
         assert finished == ["end_turn", "end_turn"]
+
         def agent_texts() -> list[str]:
             return [m.text for m in session.transcript.messages if m.role == "agent"]
 
