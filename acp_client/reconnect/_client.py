@@ -166,7 +166,9 @@ class ReconnectingClient:
         self._loaded_store = False
         self._subscribers: list[collections.deque[Event]] = []
         self._sub_events: list[asyncio.Event] = []
+        #: background recovery retries of sessions that failed the recovery phase, by session id
         self._recovering: dict[str, asyncio.Task[None]] = {}
+        self._retry_cap = 30.0
         self._transitions: list[tuple[ClientState, ClientState]] = []
 
     def __repr__(self) -> str:
@@ -241,6 +243,7 @@ class ReconnectingClient:
         if task is not None:
             task.cancel()
             await asyncio.wait({task})
+        await self._stop_retries()
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
@@ -271,6 +274,8 @@ class ReconnectingClient:
         self._skip_backoff = True
         if self._state is ClientState.FAILED:
             self._breaker.reset()
+            self._failure = None
+            self._set_state(ClientState.CONNECTING, reason="reconnect_now")
             self._task = asyncio.create_task(self._run(), name="acp-reconnect")
         elif self._state is ClientState.BACKOFF and self._wake is not None:
             self._wake.set()
@@ -346,6 +351,15 @@ class ReconnectingClient:
     # ------------------------------------------------------------------ the loop
 
     async def _run(self) -> None:
+        try:
+            await self._loop()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug must surface as FAILED, not as a silently dead task
+            log.exception("acp.reconnect_loop_crashed")
+            self._fail(ReconnectFailed("internal_error", exc))
+
+    async def _loop(self) -> None:
         attempt = 0
         auth_retry_used = False
         while True:
@@ -381,13 +395,15 @@ class ReconnectingClient:
                 loss = client.connection.loss or ConnectionLost()
             lived = self._clock.monotonic() - ready_at
             self._client = None
+            await self._stop_retries()
             await client.aclose()
             self._emit(ConnectionDropped(loss.reason, loss.close_code, generation, lived))
+            manual = self._skip_backoff  # reconnect_now() dropped it: not a crash of the agent
             verdict = self._classify(loss)
-            if not verdict.retry:
+            if not verdict.retry and not manual:
                 self._fail(ReconnectFailed(verdict.reason, loss))
                 return
-            if self._breaker.record(lived):
+            if not manual and self._breaker.record(lived):
                 self._fail(ReconnectFailed("flapping", loss))
                 return
             if lived >= self._stable_after:
@@ -462,10 +478,16 @@ class ReconnectingClient:
         limit = asyncio.Semaphore(self._recovery_concurrency)
 
         async def one(session: Session) -> None:
-            if self._recovery_start_jitter > 0:
-                await self._clock.sleep(self._rng.uniform(0.0, self._recovery_start_jitter))
-            async with limit:
-                await self._recover_session(client, session)
+            try:
+                if self._recovery_start_jitter > 0:
+                    await self._clock.sleep(self._rng.uniform(0.0, self._recovery_start_jitter))
+                async with limit:
+                    await self._recover_session(client, session)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # e.g. a user strategy that raised: the session stays known
+                log.exception("acp.session_recovery_crashed", session_id=session.id)
+                self._recovery_failed(session, exc, 0, will_retry=False)
 
         async with asyncio.TaskGroup() as group:
             for session in todo:
@@ -504,10 +526,14 @@ class ReconnectingClient:
             action = await action
         return action
 
-    async def _recover_session(self, client: ACPClient, session: Session) -> None:
+    async def _recover_session(
+        self, client: ACPClient, session: Session, *, background: bool = False, first_attempt: int = 1
+    ) -> None:
+        """Probe, decide and re-attach one session; failures are retried (in the recovery phase up to
+        ``recovery_tries`` times, then in the background with capped backoff while the connection lives)."""
         caps = self._capabilities(client)
         auth_tried = False
-        attempt = 0
+        attempt = first_attempt - 1
         while True:
             attempt += 1
             via = "session/status"
@@ -554,15 +580,48 @@ class ReconnectingClient:
                 error: BaseException = exc
             except Exception as exc:
                 error = exc
-            will_retry = attempt < self._recovery_tries
-            session.link = SessionLink.FAILED
-            self._emit(SessionRecoveryFailed(session.id, f"{type(error).__name__}: {error}", attempt, will_retry))
-            session._mark(RecoveryMarker(session.id, "failed", reason=f"{type(error).__name__}: {error}"))
-            self._bump()
-            if not will_retry or client.connection.closed:
+            if client.connection.closed:
+                session.link = SessionLink.DETACHED
+                self._bump()
                 return
-            await self._clock.sleep(self._rng.uniform(0.0, min(5.0, 0.5 * 2**attempt)))
+            in_phase = attempt < self._recovery_tries
+            self._recovery_failed(session, error, attempt, will_retry=True)
+            if not in_phase and not background:
+                # the recovery phase must not wait forever for one session: go on retrying in the background
+                self._retry_later(client, session, attempt)
+                return
+            await self._clock.sleep(self._rng.uniform(0.0, min(self._retry_cap, 0.5 * 2**attempt)))
             session.link = SessionLink.RECOVERING
+
+    def _recovery_failed(self, session: Session, error: BaseException, attempt: int, *, will_retry: bool) -> None:
+        text = f"{type(error).__name__}: {error}"
+        session.link = SessionLink.FAILED
+        self._emit(SessionRecoveryFailed(session.id, text, attempt, will_retry))
+        session._mark(RecoveryMarker(session.id, "failed", reason=text))
+        self._bump()
+
+    def _retry_later(self, client: ACPClient, session: Session, attempt: int) -> None:
+        if session.id in self._recovering:
+            return
+
+        async def retry() -> None:
+            try:
+                await self._clock.sleep(self._rng.uniform(0.0, min(self._retry_cap, 0.5 * 2**attempt)))
+                session.link = SessionLink.RECOVERING
+                self._bump()
+                await self._recover_session(client, session, background=True, first_attempt=attempt + 1)
+            finally:
+                self._recovering.pop(session.id, None)
+
+        self._recovering[session.id] = asyncio.create_task(retry(), name=f"acp-retry-{session.id}")
+
+    async def _stop_retries(self) -> None:
+        tasks = list(self._recovering.values())
+        self._recovering.clear()
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
 
     async def _reattach(
         self, client: ACPClient, session: Session, action: Reattach, caps: Capabilities

@@ -161,6 +161,8 @@ async def _replay_then_respond(
 
 
 async def _initialize(agent: ReferenceAgent, connection: AgentConnection, params: dict[str, Any], reply: Reply) -> Any:
+    if agent.initialize_error is not None:
+        raise agent.initialize_error
     offered = params.get("protocolVersion")
     if not isinstance(offered, int) or isinstance(offered, bool) or not 0 <= offered <= 65535:
         raise AgentError.invalid_params("'protocolVersion' must be an integer")
@@ -372,6 +374,9 @@ async def dispatch(agent: ReferenceAgent, connection: AgentConnection, method: s
         raise AgentError(METHOD_NOT_FOUND, data={"method": method})
     if agent.require_auth and not connection.authenticated and method in _AUTH_GATED:
         raise AgentError(AUTH_REQUIRED)
+    injected = agent.method_errors.get(method)
+    if injected is not None:
+        raise injected
     return await handler(agent, connection, p, reply)
 
 

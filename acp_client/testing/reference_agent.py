@@ -21,6 +21,7 @@ import asyncio
 import logging
 import signal
 import sys
+import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -62,6 +63,8 @@ class Handshake:
     path: str
     headers: dict[str, str]
     status: int
+    #: when it arrived (``time.monotonic()``)
+    at: float = 0.0
 
 
 @dataclass(slots=True)
@@ -154,6 +157,10 @@ class ReferenceAgent:
         self.on_prompt: PromptHook | None = on_prompt
         #: session id → a status string to answer instead (``"hibernating"``…) or an :class:`AgentError` to raise
         self.status_override: dict[str, str | AgentError] = {}
+        #: when set, ``initialize`` answers this error (e.g. ``AgentError(-32000, ...)`` for auth-required)
+        self.initialize_error: AgentError | None = None
+        #: method → an error every request of that method answers (e.g. ``{"session/resume": AgentError(-32603)}``)
+        self.method_errors: dict[str, AgentError] = {}
         #: ``Set-Cookie`` value sent in every 101 response (load-balancer affinity emulation)
         self.set_cookie = set_cookie
         self._ping_interval = ping_interval
@@ -312,7 +319,7 @@ class ReferenceAgent:
         return None
 
     def _record_handshake(self, path: str, headers: dict[str, str], status: int) -> None:
-        self.handshakes.append(Handshake(path, headers, status))
+        self.handshakes.append(Handshake(path, headers, status, time.monotonic()))
         self.notify_changed()
 
     # ------------------------------------------------------------------ hooks used by connections and handlers
