@@ -163,6 +163,11 @@ class ACPClient:
             raise UnsupportedProtocolVersion(version, answered)
         if answered > version:
             raise UnsupportedProtocolVersion(version, answered)
+        if answered >= 2 and ("agentCapabilities" in result or "info" not in result):
+            # Some v1 agents echo the offered version (the official Python SDK's examples do): a v2 answer
+            # must carry `info`, and `agentCapabilities` is v1's name. Believe the shape, not the number.
+            log.warning("agent_claimed_v2_with_a_v1_answer", connection_id=self.connection.id)
+            answered = 1
         self.protocol_version = answered
         self.initialize_result = result
         caps = result.get("capabilities" if answered >= 2 else "agentCapabilities")
