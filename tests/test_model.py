@@ -1,0 +1,207 @@
+"""Model-based test: hypothesis drives drops, restarts, calls and cancellations; invariants hold throughout.
+
+Hypothesis has no async rules, so the machine owns one event loop and each rule runs to completion on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+import acp_client
+from acp_client import (
+    Backoff,
+    ClientState,
+    CrashLoopBreaker,
+    ReconnectingClient,
+    Session,
+    SessionLink,
+    SessionUpdate,
+)
+from acp_client.reconnect import LEGAL_TRANSITIONS
+from acp_client.testing import ReferenceAgent
+from tests.conftest import bound
+
+
+class ReconnectModel(RuleBasedStateMachine):
+    """One agent, one reconnecting client, a few sessions, and faults."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.baseline_tasks = 0
+        self.agent = ReferenceAgent(2)
+        self.run(self.agent.__aenter__())
+        self.client = ReconnectingClient(
+            self.agent.url,
+            recovery_start_jitter=0.0,
+            stable_after=0.0,
+            backoff=Backoff(base=0.01, cap=0.05),
+            breaker=CrashLoopBreaker(threshold=10_000),  # the drops here are deliberate, not a crash loop
+            wait_for_ready=True,
+            session_wait_timeout=10.0,
+        )
+        self.run(self.client.__aenter__())
+        self.sessions: list[Session] = []
+        self.forgotten: set[str] = set()
+        self.calls: list[asyncio.Task[Any]] = []
+        self.outcomes: collections.Counter[str] = collections.Counter()
+        self.live_seen: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        self.readers: list[asyncio.Task[None]] = []
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(asyncio.wait_for(coro, bound(20)))
+
+    async def _read(self, session: Session) -> None:
+        async for item in session.updates(maxsize=100_000):
+            if isinstance(item, SessionUpdate) and not item.replay and item.kind == "agent_message_chunk":
+                key = (session.id, str(item.raw.get("messageId")), item.raw["content"]["text"])
+                self.live_seen[key] += 1
+
+    def settle(self) -> None:
+        """Let the client reach READY again (bounded)."""
+        self.run(self.client.wait_ready())
+
+    # ------------------------------------------------------------------ rules
+
+    @precondition(lambda self: len(self.sessions) < 4)
+    @rule()
+    def new_session(self) -> None:
+        self.settle()
+        session = self.run(self.client.new_session("/w"))
+        self.sessions.append(session)
+        self.readers.append(self.loop.create_task(self._read(session)))
+
+    @precondition(lambda self: bool(self.sessions))
+    @rule(index=st.integers(0, 3), chunks=st.integers(1, 5))
+    def prompt(self, index: int, chunks: int) -> None:
+        session = self.sessions[index % len(self.sessions)]
+        if session.id in self.forgotten:
+            return
+        self.settle()
+
+        async def call() -> str:
+            try:
+                await session.prompt(f"stream {chunks}")
+                return "ok"
+            except Exception as exc:
+                return type(exc).__name__
+
+        task = self.loop.create_task(call())
+        self.calls.append(task)
+        self.outcomes[self.run(task)] += 1
+
+    @rule(abort=st.booleans())
+    def drop(self, abort: bool) -> None:
+        self.run(self.agent.drop_all_connections(abort=abort))
+        self.settle()
+
+    @rule(keep=st.booleans())
+    def restart(self, keep: bool) -> None:
+        self.run(self.agent.restart(keep_sessions=keep))
+        if not keep:
+            self.forgotten.update(s.id for s in self.sessions)
+        self.settle()
+        self.run(self._recovery_done())
+
+    async def _recovery_done(self) -> None:
+        async with asyncio.timeout(bound(10)):
+            while True:
+                changed = self.client._changed_event()  # set on every state or session-link change
+                if not any(s.link is SessionLink.RECOVERING for s in self.sessions):
+                    return
+                await changed.wait()
+
+    @precondition(lambda self: bool(self.sessions))
+    @rule(index=st.integers(0, 3))
+    def forget_on_agent(self, index: int) -> None:
+        session = self.sessions[index % len(self.sessions)]
+        self.agent.forget_session(session.id)
+        self.forgotten.add(session.id)
+        self.run(self.agent.drop_all_connections())
+        self.settle()
+        self.run(self._recovery_done())
+
+    @precondition(lambda self: bool(self.sessions))
+    @rule(index=st.integers(0, 3))
+    def cancelled_call(self, index: int) -> None:
+        session = self.sessions[index % len(self.sessions)]
+        if session.id in self.forgotten:
+            return
+        self.settle()
+        task = self.loop.create_task(session.prompt("sleep 5"))
+        self.calls.append(task)
+
+        async def cancel_soon() -> None:
+            await self.agent.wait_for_method("session/prompt", self.agent.count("session/prompt"), timeout=5)
+            task.cancel()
+            await asyncio.wait({task})
+
+        self.run(cancel_soon())
+        self.outcomes["cancelled" if task.cancelled() else "other"] += 1
+        self.run(self.agent.drop_all_connections())  # the agent's turn is still running: start clean
+        self.settle()
+
+    # ------------------------------------------------------------------ invariants
+
+    @invariant()
+    def transitions_are_legal(self) -> None:
+        for old, new in self.client._transitions:
+            assert new in LEGAL_TRANSITIONS[old]
+
+    @invariant()
+    def forgotten_sessions_are_not_attached(self) -> None:
+        for session in self.sessions:
+            if session.link is SessionLink.LOST:
+                assert session.id not in self.client.sessions
+            if session.id in self.client.sessions:
+                assert session.link is not SessionLink.LOST
+
+    @invariant()
+    def at_most_one_live_connection(self) -> None:
+        assert self.agent.connections <= 1
+
+    @invariant()
+    def no_update_delivered_twice(self) -> None:
+        duplicates = [key for key, n in self.live_seen.items() if n > 1]
+        assert not duplicates, duplicates
+
+    @invariant()
+    def every_call_resolved(self) -> None:
+        assert all(task.done() for task in self.calls)
+
+    @invariant()
+    def failures_are_typed(self) -> None:
+        # a prompt may be refused (e.g. the interrupted turn still runs on the agent), but only with our errors
+        for outcome in self.outcomes:
+            if outcome not in ("ok", "cancelled", "other"):
+                assert issubclass(getattr(acp_client, outcome), acp_client.ACPError), outcome
+
+    def teardown(self) -> None:
+        try:
+            self.run(self.client.aclose())
+            for reader in self.readers:
+                reader.cancel()
+            if self.readers:
+                self.loop.run_until_complete(asyncio.wait(self.readers))
+            self.run(self.agent.aclose())
+            assert self.client.state is ClientState.CLOSED
+            leftover = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
+            assert not leftover, leftover
+        finally:
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+
+ReconnectModel.TestCase.settings = settings(
+    max_examples=40,
+    stateful_step_count=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestReconnectModel = ReconnectModel.TestCase
