@@ -29,3 +29,18 @@ async def agent(version: int) -> AsyncIterator[ReferenceAgent]:
     """A reference agent speaking ``version`` on 127.0.0.1, stopped afterwards."""
     async with ReferenceAgent(version) as running:
         yield running
+
+
+@pytest.fixture(autouse=True)
+async def no_unhandled_loop_errors() -> AsyncIterator[None]:
+    """Fail a test whose event loop reported an unhandled error ("Task exception was never retrieved",
+    "Future exception was never retrieved", a crashed callback, ...)."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    errors: list[dict[str, object]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: errors.append(context))
+    yield
+    loop.set_exception_handler(previous)
+    assert not errors, [str(e.get("message")) + " " + repr(e.get("exception")) for e in errors]

@@ -15,7 +15,6 @@ from structlog.testing import capture_logs
 from websockets.asyncio.server import ServerConnection, serve
 
 from acp_client import (
-    ClientState,
     ReconnectFailed,
     ReconnectingClient,
     TLSError,

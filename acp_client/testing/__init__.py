@@ -1,4 +1,4 @@
-"""The shipped test kit: an in-process ACP reference agent (and, later, fault-injection helpers).
+"""The shipped test kit: an in-process ACP reference agent and the :class:`FaultProxy` fault injector.
 
 Nothing else in :mod:`acp_client` imports this package. Exports are resolved lazily, so that
 ``python -m acp_client.testing.reference_agent`` does not import its own module twice.
@@ -12,13 +12,27 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from acp_client.testing._agent_errors import AgentError
     from acp_client.testing._agent_turns import PromptTurn
+    from acp_client.testing.fault_proxy import FaultProxy, LinkMode, ProxyLink, ProxyMode
     from acp_client.testing.reference_agent import Received, ReferenceAgent
 
-__all__ = ["AgentError", "PromptTurn", "Received", "ReferenceAgent"]
+__all__ = [
+    "AgentError",
+    "FaultProxy",
+    "LinkMode",
+    "PromptTurn",
+    "ProxyLink",
+    "ProxyMode",
+    "Received",
+    "ReferenceAgent",
+]
 
 #: public name → the module defining it
 _EXPORTS = {
     "AgentError": "acp_client.testing._agent_errors",
+    "FaultProxy": "acp_client.testing.fault_proxy",
+    "LinkMode": "acp_client.testing.fault_proxy",
+    "ProxyLink": "acp_client.testing.fault_proxy",
+    "ProxyMode": "acp_client.testing.fault_proxy",
     "PromptTurn": "acp_client.testing._agent_turns",
     "Received": "acp_client.testing.reference_agent",
     "ReferenceAgent": "acp_client.testing.reference_agent",
