@@ -142,9 +142,11 @@ class AgentConnection:
         id_, frame = self.core.request(method, params)
         self._outbound[id_] = fut
         if not await self.send(frame):
-            self.forget_request(id_)
-            fut = asyncio.get_running_loop().create_future()
-            fut.set_exception(PeerGone(f"connection {self.id} closed"))
+            # the same future is returned (the connection may already have failed it while we sent)
+            self._outbound.pop(id_, None)
+            self.core.forget(id_)
+            if not fut.done():
+                fut.set_exception(PeerGone(f"connection {self.id} closed"))
         return id_, fut
 
     def forget_request(self, id_: int) -> None:
