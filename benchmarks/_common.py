@@ -1,0 +1,228 @@
+"""Shared helpers of the benchmark scripts: logging, the agent child process, statistics, the results file.
+
+Not a library module: the scripts import it as ``_common`` (they run as ``python benchmarks/pN_….py``, so
+``benchmarks/`` is on ``sys.path``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import logging
+import os
+import platform
+import re
+import statistics
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+
+import structlog
+import websockets
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+DOCS = REPO / "docs" / "benchmarks.md"
+AGENT_SCRIPT = HERE / "_agent_proc.py"
+
+#: Bounds on waiting for the agent child process (start, one command, stop).
+AGENT_START_TIMEOUT = 30.0
+AGENT_COMMAND_TIMEOUT = 30.0
+AGENT_STOP_TIMEOUT = 10.0
+
+
+def quiet_logging() -> None:
+    """Drop every structlog event below WARNING (the library never configures logging; scripts may).
+
+    Without this structlog's default config formats and prints every ``info`` event, and that cost would
+    dominate the measurements.
+    """
+    structlog.configure(
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+        cache_logger_on_first_use=False,
+    )
+    logging.getLogger("websockets").setLevel(logging.WARNING)
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    """The common command line: ``--quick`` and where the results go."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--quick", action="store_true", help="small sizes, a few seconds (the CI smoke test)")
+    p.add_argument(
+        "--docs",
+        type=Path,
+        default=None,
+        help=f"results file to update (default: {DOCS.relative_to(REPO)} in full mode, none with --quick)",
+    )
+    p.add_argument("--no-docs", action="store_true", help="do not write any results file")
+    return p
+
+
+def docs_target(args: argparse.Namespace) -> Path | None:
+    """Where this run's section goes (``None``: print only)."""
+    if args.no_docs:
+        return None
+    if args.docs is not None:
+        return Path(args.docs)
+    return None if args.quick else DOCS
+
+
+def command_line() -> str:
+    """The exact command that produced this run, relative to the repository root."""
+    script = Path(sys.argv[0]).resolve()
+    with contextlib.suppress(ValueError):
+        script = script.relative_to(REPO)
+    return " ".join(["python", str(script), *sys.argv[1:]])
+
+
+def machine_note() -> str:
+    """One line describing the machine (the results are only comparable within one run)."""
+    cores = os.cpu_count()
+    return (
+        f"{cores} cores ({platform.machine()}, {platform.system()} {platform.release()}), "
+        f"Python {platform.python_version()}, websockets {websockets.__version__}; shared, noisy machine "
+        f"(load average {os.getloadavg()[0]:.1f} when this section was written)"
+    )
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile (0..1) by nearest rank on sorted values."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no values")
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms"
+
+
+def us(seconds: float) -> str:
+    return f"{seconds * 1e6:.0f} µs"
+
+
+def ratio_line(label: str, value: float, target: str, met: bool) -> str:
+    """The line the smoke test looks for: ``RATIO <label>: <x>x (target …: met|MISSED)``."""
+    return f"RATIO {label}: {value:.2f}x (target {target}: {'met' if met else 'MISSED'})"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+_HEADER = """# Benchmarks
+
+Produced by the scripts in `benchmarks/` (see `benchmarks/README.md`). Every number is compared with a
+baseline measured **in the same run** on the same machine; absolute numbers from different runs or
+machines are not comparable. Each script rewrites only its own section below.
+"""
+
+
+def write_section(path: Path | None, key: str, title: str, body: str) -> None:
+    """Replace (or append) the ``key`` section of the results file with ``body``, stamped with the
+    command, the date and the machine."""
+    if path is None:
+        return
+    stamp = (
+        f"Command: `{command_line()}`  \n"
+        f"Date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}  \n"
+        f"Machine: {machine_note()}"
+    )
+    section = f"<!-- {key}:start -->\n## {title}\n\n{stamp}\n\n{body.strip()}\n<!-- {key}:end -->"
+    text = path.read_text(encoding="utf-8") if path.exists() else _HEADER
+    found = list(_SECTION.finditer(text))
+    blocks = {m.group(2): m.group(1) for m in found}
+    head = (text[: found[0].start()] if found else text).rstrip("\n")
+    tail = text[found[-1].end() :].strip("\n") if found else ""  # hand-written notes after the sections stay
+    blocks[key] = section
+    text = head + "\n\n" + "\n\n".join(blocks[k] for k in sorted(blocks)) + "\n"
+    if tail:
+        text += "\n" + tail + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    print(f"results written to {path}")
+
+
+_SECTION = re.compile(r"(<!-- (p\d+):start -->.*?<!-- \2:end -->)", re.S)
+
+
+class AgentProcess:
+    """The reference agent in a child process (``_agent_proc.py``), started and stopped by ``async with``.
+
+    A separate process keeps the agent's CPU time out of the client's event loop (the machine has 2 cores);
+    the agent is still part of every measurement, for ours and for every baseline alike.
+    """
+
+    def __init__(self, protocol: int = 2, *, also_v1: bool = False) -> None:
+        self.protocol = protocol
+        self.also_v1 = also_v1
+        self.url = ""
+        self._proc: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> AgentProcess:
+        argv = [sys.executable, str(AGENT_SCRIPT), "--protocol", str(self.protocol)]
+        if self.also_v1:
+            argv.append("--also-v1")
+        self._proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=str(REPO)
+        )
+        try:
+            self.url = (await self._line(AGENT_START_TIMEOUT)).strip()
+            if not self.url.startswith("ws://127.0.0.1:"):
+                raise RuntimeError(f"the agent printed {self.url!r} instead of its URL")
+        except BaseException:
+            await self._stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._stop()
+
+    async def command(self, text: str) -> str:
+        """Send one control command; return the text after ``ok``."""
+        assert self._proc is not None and self._proc.stdin is not None
+        self._proc.stdin.write(text.encode() + b"\n")
+        await self._proc.stdin.drain()
+        answer = (await self._line(AGENT_COMMAND_TIMEOUT)).strip()
+        if not answer.startswith("ok"):
+            raise RuntimeError(f"agent command {text!r} answered {answer!r}")
+        return answer[2:].strip()
+
+    async def _line(self, timeout: float) -> str:
+        assert self._proc is not None and self._proc.stdout is not None
+        async with asyncio.timeout(timeout):
+            line = await self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the agent process ended")
+        return line.decode()
+
+    async def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            proc.stdin.close()  # end of input: the agent stops serving and exits
+        try:
+            async with asyncio.timeout(AGENT_STOP_TIMEOUT):
+                await proc.wait()
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+        if proc.stdout is not None:
+            await proc.stdout.read()
+        if proc.stdin is not None:
+            with contextlib.suppress(ConnectionError):
+                await proc.stdin.wait_closed()

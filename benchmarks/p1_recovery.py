@@ -1,0 +1,212 @@
+"""P1: recovering 1,000 sessions after an agent restart — ReconnectingClient vs sequential vs a raw pipeline.
+
+The reference agent (v2) runs in a separate process and holds N sessions. Each measurement starts the clock,
+tells the agent to restart (``restart(keep_sessions=True)``: every connection drops with close 1012 and every
+session becomes *inactive*), and stops it once every session is attached again on a new connection with
+``session/status`` then ``session/resume`` (``replayFrom: start``, what the default strategy sends for an
+inactive v2 session; the sessions have no history, so the agent answers each resume with one
+``state_update`` snapshot and ``{}``). The agent's restart and its work are inside every measurement.
+
+- **ours**: a ``ReconnectingClient`` (``recovery_start_jitter=0``, ``Backoff(base=0.001)`` so the reconnect
+  delay is ≤ 2 ms), clock stopped at the ``StateChanged(new=READY)`` event, every session checked attached.
+  Once with the default ``recovery_concurrency`` (8), once with 64.
+- **sequential**: a plain ``ACPClient`` (``connect``), ``session_status`` then ``resume_session(replay=True)``
+  for one session at a time.
+- **raw floor**: one ``websockets`` connection; ``initialize``; all N status frames sent back to back, all
+  answers awaited; then all N resume frames, all answers awaited. Same frames as ours, no bookkeeping.
+
+Methods alternate within each repetition. Targets: ours ≤ 2x the raw floor, ≥ 10x faster than sequential.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from collections.abc import Awaitable, Callable
+
+import _common
+import websockets
+
+from acp_client import (
+    Backoff,
+    ClientState,
+    MemorySessionStore,
+    ReconnectingClient,
+    SessionLink,
+    SessionRecord,
+    StateChanged,
+    connect,
+)
+
+FLOOR_TARGET = 2.0
+SEQUENTIAL_TARGET = 10.0
+CWD = "/tmp"
+STEP_TIMEOUT = 300.0
+
+
+async def make_sessions(url: str, n: int) -> list[SessionRecord]:
+    """Create ``n`` sessions on the agent (pipelined, 64 at a time) and return their records."""
+    async with connect(url, protocol_version=2) as client:
+        records: list[SessionRecord] = []
+        for start in range(0, n, 64):
+            batch = await asyncio.gather(*(client.new_session(CWD) for _ in range(min(64, n - start))))
+            records += [s.record for s in batch]
+    return records
+
+
+async def ours(agent: _common.AgentProcess, records: list[SessionRecord], concurrency: int) -> float:
+    store = MemorySessionStore()
+    for record in records:
+        await store.save(record)
+    client = ReconnectingClient(
+        agent.url,
+        store=store,
+        protocol_version=2,
+        recovery_start_jitter=0.0,
+        recovery_concurrency=concurrency,
+        backoff=Backoff(base=0.001),
+        event_buffer=4 * len(records) + 64,
+    )
+    try:
+        await client.start()
+        await client.wait_ready(timeout=STEP_TIMEOUT)  # the first connection recovers them too: not timed
+        if sum(s.link is SessionLink.ATTACHED for s in client.sessions.values()) != len(records):
+            raise RuntimeError("not every session attached after the first connect")
+        events = client.events()
+        ready = asyncio.Event()
+
+        async def watch() -> None:
+            async for event in events:
+                if isinstance(event, StateChanged) and event.new is ClientState.READY:
+                    ready.set()
+                    return
+
+        watcher = asyncio.create_task(watch())
+        await asyncio.sleep(0)  # let the watcher subscribe before the restart
+        t0 = time.perf_counter()
+        await agent.command("restart")
+        async with asyncio.timeout(STEP_TIMEOUT):
+            await ready.wait()
+        elapsed = time.perf_counter() - t0
+        await watcher
+        attached = sum(s.link is SessionLink.ATTACHED for s in client.sessions.values())
+        if attached != len(records) or client.generation < 2:
+            raise RuntimeError(f"only {attached}/{len(records)} sessions attached (generation {client.generation})")
+        return elapsed
+    finally:
+        await client.aclose()
+
+
+async def sequential(agent: _common.AgentProcess, records: list[SessionRecord]) -> float:
+    t0 = time.perf_counter()
+    await agent.command("restart")
+    async with connect(agent.url, protocol_version=2) as client:
+        for record in records:
+            status = await client.session_status(record.session_id)
+            if status.status != "inactive":
+                raise RuntimeError(f"unexpected status {status.status!r}")
+            await client.resume_session(record.session_id, record.cwd, replay=True)
+        return time.perf_counter() - t0
+
+
+async def raw(agent: _common.AgentProcess, records: list[SessionRecord]) -> float:
+    t0 = time.perf_counter()
+    await agent.command("restart")
+    async with websockets.connect(agent.url, max_size=16 * 1024 * 1024) as ws:
+        init = {"protocolVersion": 2, "capabilities": {}, "info": {"name": "raw-bench", "version": "0"}}
+        await ws.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}))
+        json.loads(await ws.recv())
+        next_id = 1
+        for method in ("session/status", "session/resume"):
+            first = next_id
+            for record in records:
+                params: dict[str, object] = {"sessionId": record.session_id}
+                if method == "session/resume":
+                    params.update(cwd=record.cwd, mcpServers=[], replayFrom={"type": "start"})
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params}))
+                next_id += 1
+            pending = next_id - first
+            while pending:
+                msg = json.loads(await ws.recv())
+                if "id" in msg and "method" not in msg:
+                    if "result" not in msg:
+                        raise RuntimeError(f"{method} failed: {msg}")
+                    pending -= 1
+        return time.perf_counter() - t0
+
+
+async def main() -> int:
+    args = _common.parser(__doc__.splitlines()[0]).parse_args()
+    _common.quiet_logging()
+    n, reps = (100, 2) if args.quick else (1000, 7)
+    high = 64
+    results: dict[str, list[float]] = {}
+    async with _common.AgentProcess(2) as agent:
+        records = await make_sessions(agent.url, n)
+        methods: dict[str, Callable[[], Awaitable[float]]] = {
+            "raw": lambda: raw(agent, records),
+            "sequential": lambda: sequential(agent, records),
+            "ours": lambda: ours(agent, records, 8),
+            f"ours{high}": lambda: ours(agent, records, high),
+        }
+        await methods["raw"]()  # warm-up (imports, first restart)
+        for rep in range(reps):
+            for name, run in methods.items():
+                elapsed = await run()
+                results.setdefault(name, []).append(elapsed)
+                print(f"rep {rep + 1}/{reps} {name:>10}: {_common.ms(elapsed)}", flush=True)
+        if int(await agent.command("sessions")) != n:
+            raise RuntimeError("the agent lost sessions")
+
+    med = {k: _common.median(v) for k, v in results.items()}
+    labels = {
+        "raw": "raw websockets pipeline (floor)",
+        "sequential": "sequential `ACPClient` status→resume",
+        "ours": "`ReconnectingClient` (concurrency 8, default)",
+        f"ours{high}": f"`ReconnectingClient` (concurrency {high})",
+    }
+    rows = []
+    for key, label in labels.items():
+        v = results[key]
+        rows.append(
+            [
+                label,
+                _common.ms(med[key]),
+                _common.ms(min(v)),
+                f"{med[key] / med['raw']:.2f}x",
+                f"{med['sequential'] / med[key]:.1f}x",
+            ]
+        )
+    header = ["method", "median", "min", "÷ raw floor", "speed-up vs sequential"]
+    print(_common.table(header, rows))
+    lines = []
+    for key in ("ours", f"ours{high}"):
+        floor = med[key] / med["raw"]
+        speedup = med["sequential"] / med[key]
+        lines.append(_common.ratio_line(f"p1 {key} / raw floor", floor, f"<= {FLOOR_TARGET}x", floor <= FLOOR_TARGET))
+        lines.append(
+            _common.ratio_line(
+                f"p1 sequential / {key}", speedup, f">= {SEQUENTIAL_TARGET}x", speedup >= SEQUENTIAL_TARGET
+            )
+        )
+    for line in lines:
+        print(line)
+    body = "\n\n".join(
+        [
+            f"Recovery of **{n} sessions** after `restart(keep_sessions=True)` of the reference agent (v2, separate "
+            f"process): from the restart command until every session is attached again (status + resume per "
+            f"session). {reps} repetitions per method, methods alternating; the agent's restart and its work on "
+            "the 2N requests are inside every number.",
+            _common.table(header, rows),
+            "Targets: ≤ 2x the raw floor, ≥ 10x faster than sequential.\n\n"
+            + "\n".join(f"- `{line}`" for line in lines),
+        ]
+    )
+    _common.write_section(_common.docs_target(args), "p1", "P1 — recovery of sessions after an agent restart", body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,123 @@
+"""P3: ``session/status`` round-trip latency — ``ACPClient.session_status`` vs raw ``websockets`` send/recv.
+
+Both clients talk to the same reference agent (v2, separate process) over their own WebSocket, each with one
+session. The raw client sends the very frame ours sends (``{"jsonrpc":"2.0","id":N,"method":"session/status",
+"params":{"sessionId":…}}``) and waits for the answer with ``recv`` + ``json.loads``: the floor for one
+request on this stack. Rounds alternate (raw, ours, raw, ours, …) so drift on a noisy machine hits both.
+Reported: p50 and p99 of every single round trip, and the ratio ours/raw of each. Target: p50 ≤ 1.3x raw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+
+import _common
+import websockets
+
+from acp_client import connect
+
+TARGET = 1.3
+
+
+async def raw_client(url: str) -> tuple[websockets.ClientConnection, str]:
+    ws = await websockets.connect(url, max_size=16 * 1024 * 1024)
+    init = {"protocolVersion": 2, "capabilities": {}, "info": {"name": "raw-bench", "version": "0"}}
+    await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
+    json.loads(await ws.recv())
+    await ws.send(
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": "/tmp", "mcpServers": []}})
+    )
+    while True:
+        msg = json.loads(await ws.recv())
+        if msg.get("id") == 2:
+            return ws, msg["result"]["sessionId"]
+
+
+async def raw_round(ws: websockets.ClientConnection, session_id: str, first_id: int, n: int) -> list[float]:
+    samples = []
+    perf = time.perf_counter
+    for i in range(first_id, first_id + n):
+        frame = json.dumps({"jsonrpc": "2.0", "id": i, "method": "session/status", "params": {"sessionId": session_id}})
+        t0 = perf()
+        await ws.send(frame)
+        while True:
+            msg = json.loads(await ws.recv())
+            if msg.get("id") == i:
+                break
+        samples.append(perf() - t0)
+        if "result" not in msg:
+            raise RuntimeError(f"status failed: {msg}")
+    return samples
+
+
+async def ours_round(client, session_id: str, n: int) -> list[float]:  # type: ignore[no-untyped-def]
+    samples = []
+    perf = time.perf_counter
+    status = client.session_status
+    for _ in range(n):
+        t0 = perf()
+        await status(session_id)
+        samples.append(perf() - t0)
+    return samples
+
+
+async def main() -> int:
+    args = _common.parser(__doc__.splitlines()[0]).parse_args()
+    _common.quiet_logging()
+    per_round, rounds, warmup = (300, 3, 50) if args.quick else (3000, 7, 300)
+    async with _common.AgentProcess(2) as agent:
+        ws, raw_sid = await raw_client(agent.url)
+        client = await connect(agent.url, protocol_version=2)
+        try:
+            ours_sid = (await client.new_session("/tmp")).id
+            await raw_round(ws, raw_sid, 10, warmup)
+            await ours_round(client, ours_sid, warmup)
+            raw: list[float] = []
+            ours: list[float] = []
+            next_id = 10 + warmup
+            for _ in range(rounds):
+                raw += await raw_round(ws, raw_sid, next_id, per_round)
+                next_id += per_round
+                ours += await ours_round(client, ours_sid, per_round)
+        finally:
+            await client.aclose()
+            await ws.close()
+
+    p = _common.percentile
+    rows = []
+    for name, samples in (("raw websockets + json (baseline)", raw), ("acp-client `session_status`", ours)):
+        rows.append(
+            [
+                name,
+                str(len(samples)),
+                _common.us(p(samples, 0.5)),
+                _common.us(p(samples, 0.99)),
+                _common.us(min(samples)),
+            ]
+        )
+    r50 = p(ours, 0.5) / p(raw, 0.5)
+    r99 = p(ours, 0.99) / p(raw, 0.99)
+    print(_common.table(["client", "round trips", "p50", "p99", "min"], rows))
+    line50 = _common.ratio_line("p3 status p50 ours/raw", r50, f"<= {TARGET}x", r50 <= TARGET)
+    line99 = f"RATIO p3 status p99 ours/raw: {r99:.2f}x (informational)"
+    print(line50)
+    print(line99)
+    body = "\n\n".join(
+        [
+            "`session/status` round trips, one at a time, on one connection per client; the agent (v2, separate "
+            f"process) answers both. {rounds} alternating rounds of {per_round} round trips per client after "
+            f"{warmup} warm-up ones.",
+            _common.table(["client", "round trips", "p50", "p99", "min"], rows),
+            f"Ratio ours/raw: **p50 {r50:.2f}x**, p99 {r99:.2f}x — target p50 ≤ {TARGET}x: "
+            f"**{'met' if r50 <= TARGET else 'missed'}**.",
+        ]
+    )
+    _common.write_section(_common.docs_target(args), "p3", "P3 — session/status latency", body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,129 @@
+"""P5: memory per tracked idle session — a ``ReconnectingClient`` holding 10,000 sessions (tracemalloc).
+
+The reference agent (v2) runs in a separate process, so tracemalloc sees only the client's allocations.
+A ``ReconnectingClient`` (default in-memory store) connects, and after a warm-up (one session created and
+closed, so lazily built caches are already paid for) tracemalloc takes the baseline: the empty client on a
+live connection. Then N sessions are created through ``client.new_session`` — the normal way an
+application gets them — and the traced memory is read again after a full ``gc.collect()``. Per session =
+(after - baseline) / N. It includes the handle (``Session`` with its transcript, counters, record), the
+client's and the connection-level indexes, and the store's serialized record. The same is measured again
+after a reconnect that recovered every session (status + resume), when the steady-state is reached.
+
+For a floor measured in the same run: the bytes of a plain ``dict`` mapping each session id to a dict of the
+record's fields (``sessionId``, ``cwd``, ``mcpServers``, ``protocolVersion``), id strings included — what any
+client must keep.
+Target: ≤ 4 KiB per session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import sys
+import tracemalloc
+
+import _common
+
+from acp_client import Backoff, ClientState, ReconnectingClient, SessionLink, StateChanged
+
+TARGET = 4096
+CWD = "/tmp"
+STEP_TIMEOUT = 600.0
+
+
+def traced() -> int:
+    gc.collect()
+    return tracemalloc.get_traced_memory()[0]
+
+
+async def main() -> int:
+    args = _common.parser(__doc__.splitlines()[0]).parse_args()
+    _common.quiet_logging()
+    n = 1000 if args.quick else 10_000
+    async with _common.AgentProcess(2) as agent:
+        tracemalloc.start(1)
+        client = ReconnectingClient(agent.url, protocol_version=2, backoff=Backoff(base=0.001), stable_after=0.0)
+        try:
+            async with asyncio.timeout(STEP_TIMEOUT):
+                await client.start()
+                await client.wait_ready()
+                warm = await client.new_session(CWD)
+                await client.close_session(warm.id)
+                del warm
+                baseline = traced()
+                snap0 = tracemalloc.take_snapshot()
+                for start in range(0, n, 64):
+                    await asyncio.gather(*(client.new_session(CWD) for _ in range(min(64, n - start))))
+                after_new = traced()
+                snap1 = tracemalloc.take_snapshot()
+                peak_new = tracemalloc.get_traced_memory()[1]
+                # a reconnect that recovers every session, then the steady state again
+                events = client.events()
+                await agent.command("restart")
+                async for event in events:
+                    if isinstance(event, StateChanged) and event.new is ClientState.READY:
+                        break
+                await events.aclose()  # unsubscribe: its buffered events are not session state
+                attached = sum(s.link is SessionLink.ATTACHED for s in client.sessions.values())
+                if attached != n:
+                    raise RuntimeError(f"{attached}/{n} sessions attached after recovery")
+                after_recovery = traced()
+            ids = list(client.sessions)
+        finally:
+            await client.aclose()
+        tracemalloc.stop()
+
+    # the floor: the irreducible per-session data, measured the same way
+    tracemalloc.start(1)
+    floor0 = traced()
+    floor = {
+        sid: {"sessionId": sid, "cwd": CWD, "mcpServers": [], "protocolVersion": 2}
+        for sid in map("".join, map(list, ids))
+    }
+    floor_bytes = traced() - floor0
+    tracemalloc.stop()
+    del floor
+
+    per_new = (after_new - baseline) / n
+    per_recovered = (after_recovery - baseline) / n
+    per_floor = floor_bytes / n
+    top = snap1.compare_to(snap0, "lineno")[:8]
+    print(f"baseline (empty connected client): {baseline / 1024:,.0f} KiB traced")
+    rows = [
+        ["floor: dict of per-session dicts (same run)", f"{per_floor:,.0f} B", "1.00x"],
+        ["after `new_session` xN", f"{per_new:,.0f} B", f"{per_new / per_floor:.1f}x"],
+        ["after a reconnect that recovered all N", f"{per_recovered:,.0f} B", f"{per_recovered / per_floor:.1f}x"],
+    ]
+    header = ["state", "bytes per session", "÷ floor"]
+    print(_common.table(header, rows))
+    print("largest allocation sites for the N sessions (tracemalloc, by line):")
+    sites = []
+    for stat in top:
+        frame = stat.traceback[0]
+        where = f"{frame.filename.split('/acp_client/')[-1].split('/lib/python')[-1]}:{frame.lineno}"
+        sites.append([f"`{where}`", f"{stat.size_diff / n:,.0f} B", f"{stat.count_diff / n:.1f}"])
+        print(f"  {where}: {stat.size_diff / n:,.0f} B/session in {stat.count_diff / n:.1f} blocks/session")
+    worst = max(per_new, per_recovered)
+    lines = [
+        _common.ratio_line("p5 bytes per session / 4 KiB target", worst / TARGET, "<= 1.00x", worst <= TARGET),
+        f"RATIO p5 bytes per session / floor: {worst / per_floor:.2f}x (informational)",
+    ]
+    for line in lines:
+        print(line)
+    body = "\n\n".join(
+        [
+            f"**{n:,} idle sessions** held by one `ReconnectingClient` (in-memory store) connected to the reference "
+            "agent (v2, separate process); tracemalloc after `gc.collect()`, minus the empty connected client "
+            f"({baseline / 1024:,.0f} KiB traced). Peak while creating: {peak_new / 1024 / 1024:,.1f} MiB.",
+            _common.table(header, rows),
+            "Largest allocation sites for the sessions (per session):\n\n"
+            + _common.table(["site", "bytes", "blocks"], sites),
+            f"Target ≤ {TARGET} B per session.\n\n" + "\n".join(f"- `{line}`" for line in lines),
+        ]
+    )
+    _common.write_section(_common.docs_target(args), "p5", "P5 — memory per tracked idle session", body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
