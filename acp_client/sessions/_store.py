@@ -7,7 +7,7 @@ import json
 import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -35,7 +35,9 @@ class SessionRecord:
 
     def to_json(self) -> str:
         """The record as JSON text."""
-        return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
+        # a shallow field map: asdict() deep-copies every list and dict first, for nothing
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return json.dumps(fields, separators=(",", ":"), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> SessionRecord:

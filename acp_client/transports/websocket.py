@@ -21,9 +21,9 @@ handshake failures (bad HTTP, proxy, redirects)
 
 Liveness: the transport runs its own keepalive task (websockets' built-in one is off) that sends a Ping every
 ``ping_interval`` seconds and bounds *both* writing it and waiting for the Pong by ``ping_timeout``. When the
-Pong does not come, the link is failed with close code 1011 ``"keepalive ping timeout"``: a close frame is
-attempted for at most ``close_timeout`` seconds, then the TCP connection is aborted. So a blackholed peer
-makes ``recv`` raise ``ConnectionLost`` within ``ping_interval + ping_timeout + close_timeout``, even when
+Pong does not come, the link is failed with close code 1011 ``"keepalive ping timeout"`` and the TCP
+connection is aborted at once (a peer that answers no ping will not complete a closing handshake). So a
+blackholed peer makes ``recv`` raise ``ConnectionLost`` within ``ping_interval + ping_timeout``, even when
 the socket's write buffer is full (where websockets' own keepalive would wait for buffer space forever).
 
 Frames: only text frames are delivered; binary frames are discarded and counted in
@@ -417,7 +417,8 @@ class WebSocketTransport:
                 return
 
     async def _fail(self, code: int, reason: str) -> None:
-        """Declare the link dead: try a close frame for at most ``close_timeout``, then abort the TCP link."""
+        """Declare the link dead and abort the TCP link at once: a peer that answers no ping will not answer
+        a closing handshake either, so waiting ``close_timeout`` for one would only delay detection."""
         if self._failure is None:
             self._failure = (code, reason)
             _log.warning(
@@ -426,13 +427,7 @@ class WebSocketTransport:
                 ping_interval=self._ping_interval,
                 ping_timeout=self._ping_timeout,
             )
-        try:
-            async with asyncio.timeout(self._close_timeout):
-                await self._conn.close(code, reason)
-        except TimeoutError:
-            pass
-        finally:
-            self._conn.transport.abort()  # a no-op when the closing handshake completed
+        self._conn.transport.abort()
         await self._wait_connection_lost()
 
     def _close_info(self) -> tuple[int, str]:
