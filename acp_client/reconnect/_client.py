@@ -169,6 +169,8 @@ class ReconnectingClient:
         #: background recovery retries of sessions that failed the recovery phase, by session id
         self._recovering: dict[str, asyncio.Task[None]] = {}
         self._retry_cap = 30.0
+        #: short-lived helper tasks (manual reconnects, liveness checks), cancelled on close
+        self._aux: set[asyncio.Task[Any]] = set()
         self._transitions: list[tuple[ClientState, ClientState]] = []
 
     def __repr__(self) -> str:
@@ -244,6 +246,11 @@ class ReconnectingClient:
             task.cancel()
             await asyncio.wait({task})
         await self._stop_retries()
+        aux = list(self._aux)
+        for helper in aux:
+            helper.cancel()
+        if aux:
+            await asyncio.wait(aux)
         client, self._client = self._client, None
         if client is not None:
             await client.aclose()
@@ -261,7 +268,7 @@ class ReconnectingClient:
         async with asyncio.timeout(timeout):
             while True:
                 changed = self._changed_event()
-                if self._state is ClientState.READY:
+                if self._state is ClientState.READY and self._live_client() is not None:
                     return
                 if self._state is ClientState.FAILED and self._failure is not None:
                     raise self._failure
@@ -281,13 +288,39 @@ class ReconnectingClient:
             self._wake.set()
         elif self._client is not None:
             log.info("acp.reconnect_requested", generation=self._generation)
-            asyncio.get_running_loop().create_task(self._client.connection.close())
+            task = asyncio.get_running_loop().create_task(self._client.connection.close(), name="acp-reconnect-now")
+            self._aux.add(task)
+            task.add_done_callback(self._aux.discard)
 
     def notify_network_changed(self) -> None:
-        """A hint that the network changed or the machine woke up: reconnect now if not connected."""
+        """A hint that the network changed or the machine woke up (Python has no such events of its own).
+
+        While waiting to reconnect, reconnect now. While connected, check liveness now with a WebSocket ping
+        instead of waiting for the next scheduled one, so nothing is written into a dead socket for long.
+        """
         if self._state is ClientState.BACKOFF and self._wake is not None:
             self._skip_backoff = True
             self._wake.set()
+            return
+        client = self._client
+        ping = getattr(client.connection.transport, "ping", None) if client is not None else None
+        if client is None or ping is None:
+            return
+
+        async def check() -> None:
+            try:
+                await ping()
+            except ConnectionLost:
+                pass  # the transport failed the link; the reader and the loop take it from here
+            except Exception:
+                log.exception("acp.liveness_check_failed")
+                await client.connection.close()
+
+        task = asyncio.get_running_loop().create_task(check(), name="acp-liveness-check")
+        self._aux.add(task)
+        task.add_done_callback(self._aux.discard)
+
+    notify_resumed_from_sleep = notify_network_changed
 
     # ------------------------------------------------------------------ events
 
@@ -675,10 +708,23 @@ class ReconnectingClient:
         session = self._sessions.get(session_id)
         if session is None:
             raise SessionLost(session_id, "not known to this client")
-        client = await self._require_client()
-        if not (session.link is SessionLink.ATTACHED and session._connection_id == client.connection.id):
-            session.link = SessionLink.RECOVERING
-            await self._recover_session(client, session)
+        await self.wait_ready(timeout=self._session_wait_timeout)
+        async with asyncio.timeout(self._session_wait_timeout):
+            while True:
+                changed = self._changed_event()
+                client = await self._require_client()
+                if session.link is SessionLink.ATTACHED and session._connection_id == client.connection.id:
+                    break
+                if session.link is SessionLink.RECOVERING:
+                    await changed.wait()  # the automatic recovery is on it: never run a second one
+                    continue
+                pending = self._recovering.pop(session.id, None)
+                if pending is not None:  # a background retry waiting out its backoff: do it now instead
+                    pending.cancel()
+                    await asyncio.wait({pending})
+                session.link = SessionLink.RECOVERING
+                await self._recover_session(client, session)
+                break
         session._check_usable()
         if session.link is not SessionLink.ATTACHED:
             raise RecoveryFailed(session_id)
@@ -702,11 +748,18 @@ class ReconnectingClient:
                     raise ClientClosed("the client was closed")
                 if self._state is ClientState.FAILED and self._failure is not None:
                     raise self._failure
-                if self._client is not None and self._state in (ClientState.READY, ClientState.RECOVERING):
-                    return self._client
+                live = self._live_client()
+                if live is not None and self._state in (ClientState.READY, ClientState.RECOVERING):
+                    return live
                 if not self._wait_for_ready and self._state in _NO_CONNECTION and self._task is not None:
                     raise NotConnected(f"no connection to the agent right now ({self._state.value})")
                 await changed.wait()
+
+    def _live_client(self) -> ACPClient | None:
+        """The current per-connection client, unless its connection already died (the loop has not
+        noticed yet: a call must wait for the next one rather than go out on a dead link)."""
+        client = self._client
+        return client if client is not None and not client.connection.closed else None
 
     async def _attached_client(self, session: Session) -> ACPClient:
         async with asyncio.timeout(self._session_wait_timeout):
@@ -788,9 +841,19 @@ class ReconnectingClient:
         await self._store.save(session.record)
         return session
 
+    async def _idempotent(self, call: Callable[[ACPClient], Awaitable[Any]]) -> Any:
+        """Run a read-only call; if the link drops under it, run it once more on the next connection."""
+        try:
+            return await call(await self._require_client())
+        except ConnectionLost:
+            log.info("acp.idempotent_call_retried", generation=self._generation)
+            await self.wait_ready(timeout=self._session_wait_timeout)  # the next connection, not this one
+            return await call(await self._require_client())
+
     async def session_status(self, session_id: str, *, timeout: float | None = 10.0) -> SessionStatusResponse:
-        """``session/status`` on the current connection (side-effect free)."""
-        return await (await self._require_client()).session_status(session_id, timeout=timeout)
+        """``session/status`` on the current connection (side-effect free, so retried once after a drop)."""
+        result: SessionStatusResponse = await self._idempotent(lambda c: c.session_status(session_id, timeout=timeout))
+        return result
 
     def list_sessions(self, cwd: str | None = None) -> AsyncIterator[SessionInfo]:
         """``session/list`` over every page, on the current connection."""

@@ -158,5 +158,5 @@ class SQLiteSessionStore:
         """Close the database and stop the worker thread."""
         if self._executor is not None:
             await self._run(self._close)
-            self._executor.shutdown(wait=False)
+            self._executor.shutdown(wait=True)  # idle by now: joins its thread at once
             self._executor = None

@@ -278,6 +278,8 @@ async def _delete(agent: ReferenceAgent, connection: AgentConnection, params: di
 
 async def _status(agent: ReferenceAgent, connection: AgentConnection, params: dict[str, Any], reply: Reply) -> Any:
     session_id = _str(params, "sessionId")
+    if session_id in agent.hang_status:
+        await asyncio.Event().wait()  # never answered (until the connection or the agent goes away)
     override = agent.status_override.get(session_id)
     if isinstance(override, AgentError):
         raise override

@@ -161,6 +161,8 @@ class ReferenceAgent:
         self.initialize_error: AgentError | None = None
         #: method → an error every request of that method answers (e.g. ``{"session/resume": AgentError(-32603)}``)
         self.method_errors: dict[str, AgentError] = {}
+        #: session ids whose ``session/status`` is never answered (a hung storage lookup)
+        self.hang_status: set[str] = set()
         #: ``Set-Cookie`` value sent in every 101 response (load-balancer affinity emulation)
         self.set_cookie = set_cookie
         self._ping_interval = ping_interval
