@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import AsyncIterator
 
 import pytest
+import structlog
 
 from acp_client.testing import ReferenceAgent
 
@@ -16,6 +18,23 @@ TIMEOUT_FACTOR = float(os.environ.get("ACP_TESTS_TIMEOUT_FACTOR", "1"))
 def bound(seconds: float) -> float:
     """A waiting bound scaled for slow machines."""
     return seconds * TIMEOUT_FACTOR
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Test-run logging (the library never configures any): plain tracebacks, no rich rendering.
+
+    structlog's default renderer draws exceptions with ``rich`` including local variables, which can take
+    seconds for a large object and would stall the event loop under test.
+    """
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="%H:%M:%S.%f"),
+            structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        cache_logger_on_first_use=False,
+    )
 
 
 @pytest.fixture(params=[1, 2], ids=["v1", "v2"])

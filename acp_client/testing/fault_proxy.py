@@ -469,6 +469,9 @@ class ProxyLink:
     async def _pump(self, pipe: _Pipe) -> None:
         try:
             await pipe.run()
+        except OSError as exc:  # a socket the faults already broke (ENOTCONN, EPIPE, ...): an ordinary end
+            _log.debug("fault_proxy_link_socket_error", link=self.id, direction=pipe.direction, error=repr(exc))
+            self._close("abort")
         except Exception:
             _log.warning("fault_proxy_link_error", link=self.id, direction=pipe.direction, exc_info=True)
             self._close("abort")
