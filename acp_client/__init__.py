@@ -43,12 +43,21 @@ from acp_client.reconnect import (
     ConnectionDropped,
     CrashLoopBreaker,
     ReconnectingClient,
+    SessionDetached,
     SessionForgotten,
     SessionRecovered,
     SessionRecoveryFailed,
     StateChanged,
 )
-from acp_client.recovery import DefaultStrategy, Forget, Keep, Reattach, RecoveryStrategy, StatusProbe
+from acp_client.recovery import (
+    Capabilities,
+    DefaultStrategy,
+    Forget,
+    Keep,
+    Reattach,
+    RecoveryStrategy,
+    StatusProbe,
+)
 from acp_client.sessions import (
     MemorySessionStore,
     PromptResult,
@@ -69,6 +78,7 @@ __all__ = [
     "AuthRequired",
     "Backoff",
     "BufferFull",
+    "Capabilities",
     "CapabilityNotSupported",
     "ClientClosed",
     "ClientHandlers",
@@ -104,6 +114,7 @@ __all__ = [
     "RequestCancelled",
     "SQLiteSessionStore",
     "Session",
+    "SessionDetached",
     "SessionForgotten",
     "SessionInfo",
     "SessionLink",

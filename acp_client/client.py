@@ -8,6 +8,7 @@ and returns an :class:`ACPClient`. It works as ``client = await connect(url)`` a
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
@@ -120,6 +121,7 @@ class ACPClient:
         self.initialize_result: dict[str, Any] = {}
         # sessions made here answer to this client, or to the reconnecting client that owns it
         self._session_owner: Any = session_owner if session_owner is not None else self
+        self._permission_waiters: dict[str, set[asyncio.Event]] = {}
         connection._on_request = self._on_request
         connection._on_notification = self._on_notification
         connection._on_close = self._on_connection_lost
@@ -200,9 +202,7 @@ class ACPClient:
             raise UsageError(f"{method}: call initialize() first")
         gate = _GATES.get((feature, self.protocol_version))
         if gate is None:
-            raise CapabilityNotSupported(
-                method, f"(none: {method} does not exist in v{self.protocol_version})", self.protocol_version
-            )
+            raise CapabilityNotSupported(method, None, self.protocol_version)
         if not capability_present(self.agent_capabilities, gate[0]):
             raise CapabilityNotSupported(method, gate[1], self.protocol_version)
 
@@ -218,12 +218,12 @@ class ACPClient:
 
     # ------------------------------------------------------------------ auth
 
-    async def authenticate(self, method_id: str) -> None:
+    async def authenticate(self, method_id: str, *, timeout: float | None = 30.0) -> None:
         """Authenticate with one of ``auth_methods`` (``authenticate`` in v1, ``auth/login`` in v2)."""
         method = "auth/login" if self.protocol_version >= 2 else "authenticate"
         if self.protocol_version >= 2 and not self.auth_methods:
             raise CapabilityNotSupported(method, "authMethods (the agent listed none)", self.protocol_version)
-        await self.connection.request(method, {"methodId": method_id})
+        await self.connection.request(method, {"methodId": method_id}, timeout=timeout)
 
     login = authenticate
 
@@ -352,14 +352,16 @@ class ACPClient:
         record = session.record
         if mode == "load":
             if self.protocol_version >= 2:
-                raise CapabilityNotSupported("session/load", "(none: removed in v2; use resume with replay)", 2)
+                raise CapabilityNotSupported("session/load", None, 2, hint="use resume_session(..., replay=True)")
             self._require("session/load", "load")
             method = "session/load"
         else:
             self._require("session/resume", "resume")
             method = "session/resume"
             if replay and self.protocol_version < 2:
-                raise UsageError("v1 session/resume never replays; use mode='load' for a replay")
+                raise CapabilityNotSupported(
+                    "session/resume with replay", None, 1, hint="v1 resume never replays: use load_session()"
+                )
         params: dict[str, Any] = {"sessionId": record.session_id, "cwd": record.cwd, "mcpServers": record.mcp_servers}
         if record.additional_directories is not None and self.supports("additional_directories"):
             params["additionalDirectories"] = list(record.additional_directories)
@@ -441,7 +443,7 @@ class ACPClient:
     async def set_mode(self, session_id: str, mode_id: str, *, timeout: float | None = 30.0) -> Any:
         """v1 ``session/set_mode`` (v2 uses config options instead)."""
         if self.protocol_version >= 2:
-            raise CapabilityNotSupported("session/set_mode", "(none: removed in v2; use set_config_option)", 2)
+            raise CapabilityNotSupported("session/set_mode", None, 2, hint="use set_config_option()")
         return await self.connection.request(
             "session/set_mode", {"sessionId": session_id, "modeId": mode_id}, timeout=timeout
         )
@@ -459,7 +461,13 @@ class ACPClient:
         return result.get("configOptions") if isinstance(result, dict) else result
 
     async def cancel(self, session_id: str) -> None:
-        """``session/cancel`` (a notification): stop the session's current turn."""
+        """``session/cancel`` (a notification): stop the session's current turn.
+
+        As the protocol requires, every permission request of that session still waiting for the user is
+        answered *cancelled* at once (its handler task is cancelled).
+        """
+        for waiter in list(self._permission_waiters.get(session_id, ())):
+            waiter.set()
         await self.connection.notify("session/cancel", {"sessionId": session_id})
 
     # ------------------------------------------------------------------ SessionOwner
@@ -472,12 +480,35 @@ class ACPClient:
         return await self.connection.request(method, params, timeout=timeout)
 
     async def _session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
-        await self.connection.notify(method, params)
+        if method == "session/cancel":
+            await self.cancel(session.id)
+        else:
+            await self.connection.notify(method, params)
 
     # ------------------------------------------------------------------ inbound
 
     async def _on_request(self, method: str, params: Any) -> Any:
-        return await dispatch_request(self.handlers, method, params)
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if method != "session/request_permission" or not isinstance(session_id, str):
+            return await dispatch_request(self.handlers, method, params)
+        # a permission request races the session's cancel: session/cancel answers it "cancelled"
+        cancelled = asyncio.Event()
+        waiters = self._permission_waiters.setdefault(session_id, set())
+        waiters.add(cancelled)
+        handler = asyncio.ensure_future(dispatch_request(self.handlers, method, params))
+        stop = asyncio.ensure_future(cancelled.wait())
+        try:
+            await asyncio.wait({handler, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if handler.done():
+                return handler.result()
+            return {"outcome": {"outcome": "cancelled"}}
+        finally:
+            for task in (handler, stop):
+                task.cancel()
+            await asyncio.wait({handler, stop})
+            waiters.discard(cancelled)
+            if not waiters:
+                self._permission_waiters.pop(session_id, None)
 
     def _on_notification(self, method: str, params: Any) -> None:
         if method != "session/update":
@@ -598,7 +629,7 @@ class Connector:
         if protocol_version == 2 and client.protocol_version != 2:
             answered = client.protocol_version
             await client.aclose()
-            raise UnsupportedProtocolVersion(2, answered)
+            raise UnsupportedProtocolVersion(2, answered, accepted=(2,))
         return client
 
     async def _attempt(

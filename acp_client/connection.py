@@ -9,6 +9,7 @@ its own, and, when the transport dies, fails every pending request at once with
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import itertools
 from collections import Counter
@@ -87,6 +88,8 @@ class Connection:
         self._on_close: Callable[[ConnectionLost], None] | None = None
         self._core = JsonRpcCore(max_frame_chars=max_frame_chars)
         self._futures: dict[int, asyncio.Future[Any]] = {}
+        # ids of requests whose callers gave up: their late answers (e.g. -32800) are expected, not noise
+        self._abandoned: collections.deque[int] = collections.deque(maxlen=256)
         self._inbound: dict[int | str, asyncio.Task[None]] = {}
         self._aux: set[asyncio.Task[None]] = set()
         self._reader: asyncio.Task[None] | None = None
@@ -194,6 +197,7 @@ class Connection:
                 raise ACPTimeoutError(f"{method} got no answer within {effective:g} s") from None
         except (asyncio.CancelledError, ACPTimeoutError):
             if written and self._loss is None:
+                self._abandoned.append(id_)
                 self._send_cancel_request(id_)
             raise
         finally:
@@ -311,6 +315,10 @@ class Connection:
             else:
                 self.stats["late_responses"] += 1
         else:
+            if event.kind == "unknown_id" and event.id in self._abandoned:
+                self.stats["late_responses"] += 1  # the answer to a request we gave up on
+                self._log.debug("late_response_discarded", request_id=event.id)
+                return
             self.stats[f"invalid_{event.kind}"] += 1
             self._log.warning("invalid_frame_discarded", kind=event.kind, detail=event.detail)
             self._log.debug("invalid_frame_excerpt", kind=event.kind, excerpt=event.excerpt)

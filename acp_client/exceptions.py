@@ -271,10 +271,13 @@ class ProtocolError(ACPError):
 class UnsupportedProtocolVersion(ProtocolError):
     """The agent answered ``initialize`` with a protocol version this client does not speak."""
 
-    def __init__(self, offered: int, answered: object) -> None:
+    def __init__(self, offered: int, answered: object, *, accepted: tuple[int, ...] = (1, 2)) -> None:
         self.offered = offered
         self.answered = answered
-        super().__init__(f"the agent answered protocol version {answered!r}; this client speaks 1 and 2")
+        wanted = " or ".join(str(v) for v in accepted)
+        super().__init__(
+            f"offered protocol version {offered}, the agent answered {answered!r}; this connection accepts {wanted}"
+        )
 
 
 # --------------------------------------------------------------------------- usage
@@ -287,12 +290,18 @@ class UsageError(ACPError):
 class CapabilityNotSupported(UsageError):
     """The agent did not advertise the capability a call needs, so nothing was sent."""
 
-    def __init__(self, method: str, capability: str, protocol_version: int | None = None) -> None:
+    def __init__(
+        self, method: str, capability: str | None, protocol_version: int | None = None, *, hint: str | None = None
+    ) -> None:
         self.method = method
         self.capability = capability
         self.protocol_version = protocol_version
         version = f" (protocol v{protocol_version})" if protocol_version is not None else ""
-        super().__init__(f"{method} needs the agent capability {capability}, which it did not advertise{version}")
+        if capability is None:  # the call does not exist in this protocol version at all
+            message = f"{method} does not exist in protocol v{protocol_version}"
+        else:
+            message = f"{method} needs the agent capability {capability}, which it did not advertise{version}"
+        super().__init__(f"{message}; {hint}" if hint else message)
 
 
 class ClientClosed(UsageError):

@@ -109,8 +109,10 @@ class ClientHandlers:
 
     Every method is a coroutine, runs in its own task (it may await the user or the agent), and may raise
     an :class:`~acp_client.exceptions.RPCError` to answer with that error. When the agent sends
-    ``$/cancel_request`` for one of them, or ``session/cancel`` for its session, the task is cancelled and
-    answered ``-32800`` / *cancelled* for you.
+    ``$/cancel_request`` for one of them, its task is cancelled and answered ``-32800`` for you; when your
+    application cancels a session's turn (``session.cancel()``), every permission request of that session
+    still waiting is cancelled and answered *cancelled*, as the protocol requires. If the connection dies,
+    the tasks are cancelled too (their answers could not be delivered on another connection).
     """
 
     async def request_permission(self, request: PermissionRequest) -> str | None:

@@ -191,7 +191,7 @@ async def test_v2_has_no_load_and_v1_has_no_replay_resume(agent: ReferenceAgent,
             with pytest.raises(CapabilityNotSupported):
                 await client.load_session("sess_x", "/w")
         else:
-            with pytest.raises(Exception, match="never replays"):
+            with pytest.raises(CapabilityNotSupported, match="never replays"):
                 await client.resume_session("sess_x", "/w", replay=True)
         assert agent.count("session/load") == agent.count("session/resume") == 0
 
@@ -262,3 +262,37 @@ async def test_method_not_found_is_typed(agent: ReferenceAgent) -> None:
     async with connect(agent.url) as client:
         with pytest.raises(MethodNotFound):
             await client.request("_acp_client/unknown", {})
+
+
+class SlowUser(ClientHandlers):
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+
+    async def request_permission(self, request: PermissionRequest) -> str | None:
+        self.asked.set()
+        await asyncio.Event().wait()  # the user never answers
+        return None
+
+
+async def test_session_cancel_answers_pending_permission_cancelled(agent: ReferenceAgent) -> None:
+    handlers = SlowUser()
+    async with connect(agent.url, handlers=handlers) as client:
+        session = await client.new_session("/w")
+        turn = asyncio.create_task(session.prompt("permission"))
+        await asyncio.wait_for(handlers.asked.wait(), bound(5))
+        await session.cancel()
+        result = await asyncio.wait_for(turn, bound(5))
+        assert result.stop_reason == "cancelled"  # the agent got outcome "cancelled" and ended the turn
+        assert client._permission_waiters == {}
+
+
+async def test_prompt_timeout_is_typed_in_both_versions(agent: ReferenceAgent) -> None:
+    from acp_client import ACPTimeoutError
+
+    async with connect(agent.url) as client:
+        session = await client.new_session("/w")
+        with pytest.raises(ACPTimeoutError):
+            await session.prompt("sleep 5", timeout=0.1)
+        await session.cancel()
+        # the late answer of the abandoned v1 request is an expected discard, not a warning
+        assert client.connection.stats["invalid_unknown_id"] == 0

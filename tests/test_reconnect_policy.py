@@ -21,6 +21,7 @@ from acp_client import (
     NotConnected,
     ReconnectFailed,
     ReconnectingClient,
+    SessionDetached,
     SessionForgotten,
     SessionRecord,
     SessionRecovered,
@@ -321,6 +322,8 @@ async def test_per_session_strategy_and_keep_instead_of_forget() -> None:
             assert "replayFrom" not in resumes[plain.id]
             assert careful.id in client.sessions  # kept for the application to decide
             assert careful.link.value == "detached"
+            (detached,) = await rec.wait(lambda e: isinstance(e, SessionDetached))
+            assert detached.session_id == careful.id and detached.not_found
             await client.forget(careful.id)
             assert careful.id not in client.sessions
         finally:

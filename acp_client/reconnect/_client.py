@@ -32,6 +32,7 @@ from acp_client.reconnect._events import (
     ClientState,
     ConnectionDropped,
     Event,
+    SessionDetached,
     SessionForgotten,
     SessionRecovered,
     SessionRecoveryFailed,
@@ -582,8 +583,7 @@ class ReconnectingClient:
                 if isinstance(action, Forget):
                     await self._forget(session, action.reason, via)
                 elif isinstance(action, Keep):
-                    session.link = SessionLink.DETACHED
-                    log.info("acp.session_kept_detached", session_id=session.id, reason=action.reason)
+                    self._keep(session, action, probe.not_found)
                 else:
                     assert isinstance(action, Reattach)
                     await self._recovered(session, action, mode, replayed, probe)
@@ -597,7 +597,7 @@ class ReconnectingClient:
                 if isinstance(verdict, Forget):
                     await self._forget(session, verdict.reason, via)
                 else:
-                    session.link = SessionLink.DETACHED
+                    self._keep(session, verdict if isinstance(verdict, Keep) else Keep("kept"), True)
                 self._bump()
                 return
             except ConnectionLost:
@@ -655,6 +655,11 @@ class ReconnectingClient:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+
+    def _keep(self, session: Session, action: Keep, not_found: bool) -> None:
+        session.link = SessionLink.DETACHED
+        session._mark(RecoveryMarker(session.id, "kept", reason=action.reason))
+        self._emit(SessionDetached(session.id, action.reason, not_found))
 
     async def _reattach(
         self, client: ACPClient, session: Session, action: Reattach, caps: Capabilities
@@ -781,7 +786,7 @@ class ReconnectingClient:
 
     async def _session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
         client = await self._attached_client(session)
-        await client.connection.notify(method, params)
+        await client._session_notify(session, method, params)
 
     # ------------------------------------------------------------------ the ACP API
 
@@ -792,12 +797,19 @@ class ReconnectingClient:
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
         additional_directories: Sequence[str] | None = None,
         timeout: float | None = 30.0,
+        meta: Mapping[str, Any] | None = None,
     ) -> Session:
-        """Create a session on the current connection; it is stored and recovered after every drop."""
+        """Create a session on the current connection; it is stored and recovered after every drop.
+
+        ``meta`` is stored with the session record (JSON-serialisable application data, e.g. a title or the
+        user it belongs to); strategies can read it as ``record.meta``.
+        """
         client = await self._require_client()
         session = await client.new_session(
             cwd, mcp_servers=mcp_servers, additional_directories=additional_directories, timeout=timeout
         )
+        if meta:
+            session.record.meta.update(meta)
         await self._store.save(session.record)
         return session
 
@@ -855,31 +867,38 @@ class ReconnectingClient:
         result: SessionStatusResponse = await self._idempotent(lambda c: c.session_status(session_id, timeout=timeout))
         return result
 
-    def list_sessions(self, cwd: str | None = None) -> AsyncIterator[SessionInfo]:
+    def list_sessions(self, cwd: str | None = None, *, timeout: float | None = 30.0) -> AsyncIterator[SessionInfo]:
         """``session/list`` over every page, on the current connection."""
 
         async def pages() -> AsyncIterator[SessionInfo]:
             client = await self._require_client()
-            async for info in client.list_sessions(cwd):
+            async for info in client.list_sessions(cwd, timeout=timeout):
                 yield info
 
         return pages()
 
-    async def close_session(self, session_id: str) -> None:
+    async def close_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
         """``session/close`` and forget the session locally (it leaves the store)."""
-        await (await self._require_client()).close_session(session_id)
-        self._sessions.pop(session_id, None)
-        await self._store.delete(session_id)
+        await (await self._require_client()).close_session(session_id, timeout=timeout)
+        await self._drop_local(session_id)
 
-    async def delete_session(self, session_id: str) -> None:
+    async def delete_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
         """``session/delete`` and forget the session locally (it leaves the store)."""
-        await (await self._require_client()).delete_session(session_id)
+        await (await self._require_client()).delete_session(session_id, timeout=timeout)
+        await self._drop_local(session_id)
+
+    async def _drop_local(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
+        self._strategies.pop(session_id, None)
         await self._store.delete(session_id)
 
-    async def authenticate(self, method_id: str) -> None:
+    async def save_session(self, session: Session) -> None:
+        """Persist the session's record now (after changing ``session.record.meta``, for example)."""
+        await self._store.save(session.record)
+
+    async def authenticate(self, method_id: str, *, timeout: float | None = 30.0) -> None:
         """Authenticate on the current connection (``authenticate`` / ``auth/login``)."""
-        await (await self._require_client()).authenticate(method_id)
+        await (await self._require_client()).authenticate(method_id, timeout=timeout)
 
     async def request(self, method: str, params: Any = None, *, timeout: float | None = 30.0) -> Any:
         """Send any request on the current connection (escape hatch); never re-sent after a drop."""
@@ -887,6 +906,7 @@ class ReconnectingClient:
 
 
 _EVENT_NAMES: dict[type, str] = {
+    SessionDetached: "session_detached",
     StateChanged: "state_changed",
     ConnectionDropped: "connection_dropped",
     SessionRecovered: "session_recovered",

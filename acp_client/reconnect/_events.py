@@ -10,6 +10,7 @@ __all__ = [
     "ClientState",
     "ConnectionDropped",
     "Event",
+    "SessionDetached",
     "SessionForgotten",
     "SessionRecovered",
     "SessionRecoveryFailed",
@@ -111,4 +112,15 @@ class SessionRecoveryFailed:
     will_retry: bool
 
 
-Event = StateChanged | ConnectionDropped | SessionRecovered | SessionForgotten | SessionRecoveryFailed
+@dataclass(frozen=True, slots=True)
+class SessionDetached:
+    """The recovery strategy chose :class:`~acp_client.recovery.Keep`: the session stays known but detached
+    until the application decides (``client.recover(id)`` or ``client.forget(id)``). Logged as
+    ``acp.session_detached``. ``not_found`` is ``True`` when the agent said it does not know the session."""
+
+    session_id: str
+    reason: str
+    not_found: bool
+
+
+Event = StateChanged | ConnectionDropped | SessionRecovered | SessionForgotten | SessionRecoveryFailed | SessionDetached

@@ -17,8 +17,10 @@ not advertised, ``-32601``, other error   go straight to resume/load and let its
 ========================================  ===============================================================
 
 Override per client (``ReconnectingClient(strategy=...)``) or per session
-(``client.set_strategy(session_id, ...)``). A strategy's ``decide`` may be a coroutine, so a notebook can
-ask its user before a session is forgotten.
+(``client.set_strategy(session_id, ...)``). ``decide`` may be a coroutine (to look something up), but it
+runs inside the session's ``recovery_timeout`` and holds a recovery slot: a strategy that needs a *human*
+(a notebook asking before forgetting) returns :class:`Keep` at once; the client then emits
+``SessionDetached`` and the application calls ``client.recover(id)`` or ``client.forget(id)`` later.
 """
 
 from __future__ import annotations
@@ -52,8 +54,10 @@ class StatusProbe:
     """What ``session/status`` said about one session on the new connection.
 
     ``status`` is the raw status string (open set) or ``None`` when no probe was made or it failed
-    (``skipped_reason`` says why: ``"not_advertised"``, ``"method_not_found"``, ``"error"``).
-    ``not_found`` is ``True`` for a ``-32002`` answer. ``state`` is the v2 foreground snapshot, if reported.
+    (``skipped_reason`` says why: ``"not_advertised"``, ``"method_not_found"``, ``"error"``; or the method
+    that answered ``-32002`` — ``"session/resume"``, ``"session/load"`` — when the strategy is asked again
+    after a re-attach found the session unknown). ``not_found`` is ``True`` for a ``-32002`` answer.
+    ``state`` is the v2 foreground snapshot, if reported.
     """
 
     status: str | None

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from acp_client._logging import get_logger
-from acp_client.exceptions import ConnectionLost, SessionLost, UsageError
+from acp_client.exceptions import ACPTimeoutError, ConnectionLost, SessionLost, UsageError
 from acp_client.schema import SessionUpdateEvent, parse_state_update
 from acp_client.sessions._store import SessionRecord
 from acp_client.sessions._transcript import Transcript
@@ -66,8 +66,8 @@ class RecoveryMarker:
     """Marks, inside a session's update stream, where a reconnect happened and how it ended.
 
     ``outcome`` is ``"reattached"`` (the agent still had it in memory), ``"restored"`` (loaded back from the
-    agent's storage), ``"lost"`` (forgotten; the stream ends after this marker) or ``"failed"`` (will be
-    retried). ``mode`` is the call used (``"resume"`` or ``"load"``). ``may_have_missed_updates`` is ``True``
+    agent's storage), ``"lost"`` (forgotten; the stream ends after this marker), ``"failed"`` (will be
+    retried) or ``"kept"`` (the strategy left it detached for the application to decide). ``mode`` is the call used (``"resume"`` or ``"load"``). ``may_have_missed_updates`` is ``True``
     when updates sent while the link was down cannot have been replayed.
     """
 
@@ -202,6 +202,9 @@ class Session:
 
         A prompt is never re-sent automatically: if the link drops, this raises ``ConnectionLost`` (with
         ``request_sent=True`` when the agent may have received it) and the caller decides after recovery.
+        ``timeout`` (float seconds, ``None`` = wait as long as the turn runs) raises ``ACPTimeoutError`` in
+        both versions. In v1 giving up also sends ``$/cancel_request``; in v2 the prompt was already
+        accepted, so the turn goes on — call :meth:`cancel` to stop it.
         """
         self._check_usable()
         params = {"sessionId": self.id, "prompt": text_blocks(content)}
@@ -214,9 +217,15 @@ class Session:
         waiter: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         self._turn_waiters.append(waiter)
         try:
-            async with asyncio.timeout(timeout):
-                result = await self._owner._session_request(self, "session/prompt", params, timeout=None)
-                stop = await waiter
+            try:
+                async with asyncio.timeout(timeout):
+                    result = await self._owner._session_request(self, "session/prompt", params, timeout=None)
+                    stop = await waiter
+            except TimeoutError as exc:
+                if isinstance(exc, ACPTimeoutError):
+                    raise
+                # the agent accepted the prompt and works on: say so (call cancel() to stop it)
+                raise ACPTimeoutError(f"the turn did not end within {timeout:g} s; it may still be running") from None
             return PromptResult(stop, result)
         finally:
             if waiter in self._turn_waiters:
