@@ -42,6 +42,7 @@ from acp_client.client import connect as _async_connect
 from acp_client.exceptions import UsageError
 from acp_client.reconnect import ClientState, Event
 from acp_client.reconnect import ReconnectingClient as _AsyncReconnectingClient
+from acp_client.recovery import RecoveryStrategy
 from acp_client.schema import SessionStatusResponse
 from acp_client.sessions import DEFAULT_UPDATES_BUFFER, PromptResult, Session, SessionLink, StreamItem, Transcript
 
@@ -427,13 +428,83 @@ class ReconnectingClient(_Facade):
         """``session/status`` on the current connection."""
         return self._runner.run(self.client.session_status(session_id, timeout=timeout), _wait_bound(timeout))
 
-    def list_sessions(self, cwd: str | None = None, *, timeout: float | None = None) -> list[SessionInfo]:
+    def list_sessions(self, cwd: str | None = None, *, timeout: float | None = 30.0) -> list[SessionInfo]:
         """``session/list`` over every page, as a list."""
 
         async def collect() -> list[SessionInfo]:
-            return [info async for info in self.client.list_sessions(cwd)]
+            return [info async for info in self.client.list_sessions(cwd, timeout=timeout)]
 
-        return self._runner.run(collect(), timeout)
+        return self._runner.run(collect(), _wait_bound(timeout))
+
+    def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        *,
+        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
+        additional_directories: Sequence[str] | None = None,
+        replay: bool = False,
+        timeout: float | None = 60.0,
+    ) -> SyncSession:
+        """Attach an existing session (``session/resume``) and keep it recovered from now on."""
+        coro = self.client.resume_session(
+            session_id,
+            cwd,
+            mcp_servers=mcp_servers,
+            additional_directories=additional_directories,
+            replay=replay,
+            timeout=timeout,
+        )
+        return self._wrap(self._runner.run(coro, _wait_bound(timeout)))
+
+    def load_session(
+        self,
+        session_id: str,
+        cwd: str,
+        *,
+        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
+        additional_directories: Sequence[str] | None = None,
+        timeout: float | None = 60.0,
+    ) -> SyncSession:
+        """v1 ``session/load`` an existing session and keep it recovered from now on."""
+        coro = self.client.load_session(
+            session_id, cwd, mcp_servers=mcp_servers, additional_directories=additional_directories, timeout=timeout
+        )
+        return self._wrap(self._runner.run(coro, _wait_bound(timeout)))
+
+    def close_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
+        """``session/close`` and forget the session locally."""
+        self._runner.run(self.client.close_session(session_id, timeout=timeout), _wait_bound(timeout))
+
+    def delete_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
+        """``session/delete`` and forget the session locally."""
+        self._runner.run(self.client.delete_session(session_id, timeout=timeout), _wait_bound(timeout))
+
+    def authenticate(self, method_id: str, *, timeout: float | None = 30.0) -> None:
+        """Authenticate on the current connection."""
+        self._runner.run(self.client.authenticate(method_id, timeout=timeout), _wait_bound(timeout))
+
+    def request(self, method: str, params: Any = None, *, timeout: float | None = 30.0) -> Any:
+        """Send any request on the current connection (never re-sent after a drop)."""
+        return self._runner.run(self.client.request(method, params, timeout=timeout), _wait_bound(timeout))
+
+    def set_strategy(self, session_id: str, strategy: RecoveryStrategy | None) -> None:
+        """Use ``strategy`` for one session (``None``: back to the client's strategy)."""
+
+        async def apply() -> None:
+            self.client.set_strategy(session_id, strategy)
+
+        self._runner.run(apply(), CLOSE_TIMEOUT)
+
+    def notify_network_changed(self) -> None:
+        """Hint that the network changed or the machine woke up (see the async client)."""
+
+        async def hint() -> None:
+            self.client.notify_network_changed()
+
+        self._runner.run(hint(), CLOSE_TIMEOUT)
+
+    notify_resumed_from_sleep = notify_network_changed
 
     def events(self, timeout: float | None = None) -> Generator[Event, None, None]:
         """Block over the client's typed events from this call on; ``timeout`` bounds the wait for each one

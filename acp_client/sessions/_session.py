@@ -67,8 +67,9 @@ class RecoveryMarker:
 
     ``outcome`` is ``"reattached"`` (the agent still had it in memory), ``"restored"`` (loaded back from the
     agent's storage), ``"lost"`` (forgotten; the stream ends after this marker), ``"failed"`` (will be
-    retried) or ``"kept"`` (the strategy left it detached for the application to decide). ``mode`` is the call used (``"resume"`` or ``"load"``). ``may_have_missed_updates`` is ``True``
-    when updates sent while the link was down cannot have been replayed.
+    retried) or ``"kept"`` (the strategy left it detached for the application to decide). ``mode`` is the
+    call used (``"resume"`` or ``"load"``). ``may_have_missed_updates`` is ``True`` when updates sent while
+    the link was down cannot have been replayed.
     """
 
     session_id: str
