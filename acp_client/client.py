@@ -285,11 +285,25 @@ class ACPClient:
     def _owner(self) -> Any:
         return self._session_owner
 
-    def _session_for(self, record: SessionRecord) -> Session:
-        session = self.sessions.get(record.session_id)
+    def _existing(
+        self,
+        session_id: str,
+        cwd: str,
+        mcp_servers: Sequence[Mapping[str, Any]] | None,
+        additional_directories: Sequence[str] | None,
+    ) -> Session:
+        """The handle of a session created elsewhere (this client's own if it knows the id already)."""
+        session = self.sessions.get(session_id)
         if session is None:
+            record = SessionRecord(
+                session_id,
+                cwd,
+                [dict(s) for s in mcp_servers or ()],
+                list(additional_directories) if additional_directories is not None else None,
+                self.protocol_version,
+            )
             session = Session(self._owner(), record)
-            self.sessions[record.session_id] = session
+            self.sessions[session_id] = session
         return session
 
     async def load_session(
@@ -305,14 +319,7 @@ class ACPClient:
 
         In v2 use :meth:`resume_session` with ``replay=True``.
         """
-        record = SessionRecord(
-            session_id,
-            cwd,
-            [dict(s) for s in mcp_servers or ()],
-            list(additional_directories) if additional_directories is not None else None,
-            self.protocol_version,
-        )
-        session = self._session_for(record)
+        session = self._existing(session_id, cwd, mcp_servers, additional_directories)
         await self.attach(session, mode="load", replay=True, timeout=timeout)
         return session
 
@@ -328,14 +335,7 @@ class ACPClient:
     ) -> Session:
         """``session/resume``: attach an existing session here. ``replay=True`` (v2 only) asks for the whole
         history first (``replayFrom: {"type": "start"}``); v1 resume never replays."""
-        record = SessionRecord(
-            session_id,
-            cwd,
-            [dict(s) for s in mcp_servers or ()],
-            list(additional_directories) if additional_directories is not None else None,
-            self.protocol_version,
-        )
-        session = self._session_for(record)
+        session = self._existing(session_id, cwd, mcp_servers, additional_directories)
         await self.attach(session, mode="resume", replay=replay, timeout=timeout)
         return session
 
