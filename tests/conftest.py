@@ -32,7 +32,7 @@ def pytest_configure(config: pytest.Config) -> None:
             structlog.processors.TimeStamper(fmt="%H:%M:%S.%f"),
             structlog.dev.ConsoleRenderer(colors=False, exception_formatter=structlog.dev.plain_traceback),
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG),
         cache_logger_on_first_use=False,
     )
 
