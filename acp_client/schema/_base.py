@@ -35,6 +35,7 @@ __all__ = [
     "patch_value",
     "skip_invalid_items",
     "tag_discriminator",
+    "tag_discriminator_key",
 ]
 
 
@@ -185,10 +186,22 @@ def tag_discriminator(
             return tag
         return OTHER_TAG
 
+    _DISCRIMINATOR_KEYS[discriminate] = wire_key
     return discriminate
 
 
 _MISSING: Final[Any] = _Marker("MISSING")
+
+#: The wire key of every callable :func:`tag_discriminator` made (for the fast path in ``_fast.py``).
+_DISCRIMINATOR_KEYS: Final[dict[Callable[[Any], str | None], str]] = {}
+
+
+def tag_discriminator_key(discriminator: Any) -> str | None:
+    """The wire key of a callable made by :func:`tag_discriminator`, ``None`` for any other discriminator."""
+    try:
+        return _DISCRIMINATOR_KEYS.get(discriminator)
+    except TypeError:  # unhashable
+        return None
 
 
 def skip_invalid_items(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:

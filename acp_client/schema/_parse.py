@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from types import ModuleType
 from typing import Any, Final
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from acp_client.exceptions import ProtocolError, UsageError
 from acp_client.schema._base import OTHER_TAG, MethodSpec
+from acp_client.schema._fast import fast_then_lenient
 from acp_client.schema._generated import v1, v2
 from acp_client.schema.status import SessionStatusResponse, StateSnapshot
 
@@ -98,15 +98,24 @@ class SessionUpdateEvent:
 
 
 def _update_validators(module: ModuleType) -> dict[str, Callable[[Any], Any]]:
-    """Per ``sessionUpdate`` kind, the validator of that variant alone (no trial of union members)."""
+    """Per ``sessionUpdate`` kind, the validator of that variant alone (no trial of union members).
+
+    Each validator tries the hook-free fast form first and falls back to the ordinary lenient one on any
+    error (:func:`~acp_client.schema._fast.fast_then_lenient`: same result, same errors). It is built the
+    first time its kind arrives (the table starts with stubs that replace themselves).
+    """
     table: dict[str, Callable[[Any], Any]] = {}
+
+    def stub(kind: str, member: Any) -> Callable[[Any], Any]:
+        def build_and_validate(obj: Any) -> Any:
+            validate = table[kind] = fast_then_lenient(member)
+            return validate(obj)
+
+        return build_and_validate
+
     for kind, member in module.UNION_VARIANTS["SessionUpdate"].items():
-        if kind == OTHER_TAG:
-            continue
-        if isinstance(member, type) and issubclass(member, BaseModel):
-            table[kind] = partial(member.model_validate, by_name=False)
-        else:  # a nested union (v2 state_update -> StateUpdate variants)
-            table[kind] = partial(TypeAdapter(member).validate_python, by_name=False)
+        if kind != OTHER_TAG:
+            table[kind] = stub(kind, member)
     return table
 
 
