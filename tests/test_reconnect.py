@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -361,6 +363,30 @@ async def test_session_not_found_from_prompt_never_forgets(agent: ReferenceAgent
             await session.prompt("echo: x")
         assert getattr(info.value, "code", None) == -32002
         assert session.id in client.sessions and not rec.of(SessionForgotten)
+    finally:
+        await rec.close()
+        await client.aclose()
+
+
+async def test_stdio_agent_exit_is_a_drop_and_a_new_process_is_spawned() -> None:
+    command = [sys.executable, "-m", "acp_client.testing.reference_agent", "--stdio", "--protocol", "2"]
+    client = ReconnectingClient(command, **FAST)
+    rec = Recorder(client)
+    await client.start()
+    try:
+        await client.wait_ready(timeout=bound(10))
+        session = await client.new_session("/w")
+        first_pid = client.current.connection.transport.pid  # type: ignore[union-attr]
+        os.kill(first_pid, signal.SIGKILL)
+        dropped = await rec.wait(lambda e: isinstance(e, ConnectionDropped), timeout=5)
+        assert "exited" in (dropped[0].reason or "")
+        # a new agent process knows nothing of the old one's in-memory sessions: -32002, forgotten, said why
+        forgotten = await rec.wait(lambda e: isinstance(e, SessionForgotten), timeout=10)
+        assert forgotten[0].session_id == session.id and forgotten[0].via == "session/status"
+        await client.wait_ready(timeout=bound(10))
+        assert client.current.connection.transport.pid != first_pid  # type: ignore[union-attr]
+        fresh = await client.new_session("/w")
+        assert (await asyncio.wait_for(fresh.prompt("echo: new process"), bound(5))).stop_reason == "end_turn"
     finally:
         await rec.close()
         await client.aclose()
