@@ -236,6 +236,15 @@ class _Facade:
         """Whether :meth:`close` was called (the loop thread is stopped)."""
         return not self._runner.alive
 
+    def close(self) -> None:
+        """Close the client and stop its private loop thread (each client says what it closes)."""
+        raise NotImplementedError
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
 
 class SyncClient(_Facade):
     """A blocking :class:`~acp_client.client.ACPClient` over one connection; made by :func:`connect`."""
@@ -250,11 +259,6 @@ class SyncClient(_Facade):
 
     def __enter__(self) -> SyncClient:
         return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Close the connection and stop the private loop thread. Idempotent."""
@@ -356,11 +360,6 @@ class ReconnectingClient(_Facade):
             self.close()
             raise
         return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
     def close(self) -> None:
         """Close the connection, stop reconnecting and stop the private loop thread. Idempotent."""
