@@ -540,3 +540,20 @@ async def test_an_error_inside_a_link_closes_only_that_link(monkeypatch: pytest.
             writer.write(b"fine")
             async with asyncio.timeout(bound(2)):
                 assert await reader.readexactly(4) == b"fine"
+
+
+def _nodelay(sock: Any) -> bool:
+    return bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+
+async def test_both_sockets_of_a_link_have_nagle_off(agent: ReferenceAgent, proxy: FaultProxy) -> None:
+    # asyncio leaves Nagle on for sockets accepted from a listener whose proto is 0 (the proxy's): a delayed
+    # answer that follows another small frame would then also wait for a delayed ACK (~40 ms)
+    async with raw_ws(proxy) as ws:
+        await initialize(ws)
+        await proxy.wait_for_upstream(1, timeout=bound(5))
+        [link] = proxy.links
+        sides = [link._client, link._server]
+        assert [side is not None and side.transport is not None for side in sides] == [True, True]
+        sockets = [side.transport.get_extra_info("socket") for side in sides if side and side.transport]
+        assert [_nodelay(sock) for sock in sockets] == [True, True]
