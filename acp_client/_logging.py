@@ -1,23 +1,169 @@
-"""Library logging: structlog loggers only, never configured here, and nothing secret in them."""
+"""Library logging: quiet unless the application asks, structured when it does, and nothing secret in it.
+
+Every module takes its logger from :func:`get_logger` (``acp_client.<module>``). Each call picks its route
+when it is made, so the application may configure logging before or after importing ``acp_client``:
+
+* **structlog is configured** (``structlog.configure(...)`` was called by the application, or by
+  ``structlog.testing.capture_logs``): the event goes to structlog with its key/values bound, so the
+  application's processors see the full structured stream (stable snake_case event names).
+* **otherwise** the event goes to the stdlib :mod:`logging` logger of the same name, as a record whose
+  message is ``event key=value ...`` (rendered lazily, only if a handler emits it) and whose
+  ``acp_event`` / ``acp_fields`` attributes carry the structured data. The ``acp_client`` logger has a
+  :class:`logging.NullHandler`, so without any configuration nothing is written anywhere — not even
+  warnings, which would otherwise reach stderr through :data:`logging.lastResort`.
+
+The library never calls ``structlog.configure()`` or ``logging.basicConfig()``; structlog's own default
+(print everything to stdout) is therefore never used by the library. One line turns the stream on::
+
+    structlog.configure()                      # every event, structlog's console renderer (stdout)
+    logging.basicConfig(level=logging.DEBUG)   # or: stdlib logging, stderr
+
+See ``docs/topics/logging.md``.
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import structlog
 
-__all__ = ["SECRET_HEADER_NAMES", "get_logger", "redact_headers"]
+__all__ = ["SECRET_HEADER_NAMES", "LibraryLogger", "get_logger", "redact_headers"]
 
 #: Header names whose values never appear in logs, reprs or error messages.
 SECRET_HEADER_NAMES = frozenset(
     {"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"}
 )
 
+#: The root of every logger the library uses; it carries a ``NullHandler`` (standard library manners).
+ROOT_LOGGER_NAME = "acp_client"
+logging.getLogger(ROOT_LOGGER_NAME).addHandler(logging.NullHandler())
 
-def get_logger(name: str, **initial: Any) -> Any:
-    """A structlog logger for module ``name``; binds ``initial`` key/values. Never configures logging."""
-    return structlog.get_logger(name, **initial)
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "msg": logging.INFO,
+    "warning": logging.WARNING,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "exception": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "fatal": logging.CRITICAL,
+}
+
+
+class _Message:
+    """A stdlib log message rendered only when a handler formats it."""
+
+    __slots__ = ("event", "fields")
+
+    def __init__(self, event: str, fields: dict[str, Any]) -> None:
+        self.event = event
+        self.fields = fields
+
+    def __str__(self) -> str:
+        if not self.fields:
+            return self.event
+        return self.event + " " + " ".join(f"{key}={value!r}" for key, value in self.fields.items())
+
+
+class LibraryLogger:
+    """What :func:`get_logger` returns: structlog's bound-logger methods, routed per call (see the module).
+
+    Supports ``bind``/``new``/``unbind``/``try_unbind`` and the level methods ``debug``, ``info``,
+    ``warning``, ``error``, ``exception`` and ``critical`` with structlog's calling convention
+    ``log.info("event_name", key=value)``.
+    """
+
+    __slots__ = ("_context", "_name", "_proxy", "_stdlib")
+
+    def __init__(self, name: str, context: dict[str, Any]) -> None:
+        self._name = name
+        self._context = context
+        self._proxy: Any = None
+        self._stdlib = logging.getLogger(name)
+
+    def __repr__(self) -> str:
+        return f"<LibraryLogger {self._name} {sorted(self._context)}>"
+
+    # ------------------------------------------------------------------ context
+
+    def bind(self, **values: Any) -> LibraryLogger:
+        """A logger with ``values`` added to every event."""
+        return LibraryLogger(self._name, {**self._context, **values})
+
+    def new(self, **values: Any) -> LibraryLogger:
+        """A logger with only ``values`` bound."""
+        return LibraryLogger(self._name, dict(values))
+
+    def unbind(self, *keys: str) -> LibraryLogger:
+        """A logger without ``keys`` (``KeyError`` if one is not bound)."""
+        context = dict(self._context)
+        for key in keys:
+            del context[key]
+        return LibraryLogger(self._name, context)
+
+    def try_unbind(self, *keys: str) -> LibraryLogger:
+        """A logger without ``keys`` (missing ones are ignored)."""
+        return LibraryLogger(self._name, {k: v for k, v in self._context.items() if k not in keys})
+
+    # ------------------------------------------------------------------ emitting
+
+    def _emit(self, method: str, event: str, values: dict[str, Any]) -> None:
+        if structlog.is_configured():
+            if self._proxy is None:
+                self._proxy = structlog.get_logger(self._name, **self._context)
+            getattr(self._proxy, method)(event, **values)
+            return
+        level = _LEVELS[method]
+        if not self._stdlib.isEnabledFor(level):
+            return
+        exc_info = values.pop("exc_info", method == "exception")
+        fields = {**self._context, **values}
+        self._stdlib.log(
+            level,
+            _Message(event, fields),
+            exc_info=exc_info,
+            extra={"acp_event": event, "acp_fields": fields},
+            stacklevel=3,
+        )
+
+    def debug(self, event: str, **values: Any) -> None:
+        """Log ``event`` at debug level."""
+        self._emit("debug", event, values)
+
+    def info(self, event: str, **values: Any) -> None:
+        """Log ``event`` at info level."""
+        self._emit("info", event, values)
+
+    def msg(self, event: str, **values: Any) -> None:
+        """Log ``event`` at info level (structlog's alias)."""
+        self._emit("msg", event, values)
+
+    def warning(self, event: str, **values: Any) -> None:
+        """Log ``event`` at warning level."""
+        self._emit("warning", event, values)
+
+    warn = warning
+
+    def error(self, event: str, **values: Any) -> None:
+        """Log ``event`` at error level."""
+        self._emit("error", event, values)
+
+    def exception(self, event: str, **values: Any) -> None:
+        """Log ``event`` at error level with the current exception's traceback."""
+        self._emit("exception", event, values)
+
+    def critical(self, event: str, **values: Any) -> None:
+        """Log ``event`` at critical level."""
+        self._emit("critical", event, values)
+
+
+def get_logger(name: str, **initial: Any) -> LibraryLogger:
+    """The library logger for module ``name`` (``acp_client.*``) with ``initial`` bound. Never configures
+    logging: without configuration it is silent (see the module docstring)."""
+    return LibraryLogger(name, dict(initial))
 
 
 def redact_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> dict[str, str]:

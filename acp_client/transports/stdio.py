@@ -12,11 +12,15 @@ Decisions, each mirrored on the WebSocket transport so that both behave alike:
 * **Blank lines** carry no message; they are skipped and counted in ``stats.empty_discarded``. A trailing
   ``\\r`` is removed, so agents that write ``\\r\\n`` work.
 * **stderr** is read by a background task owned by the transport (started by :func:`spawn_stdio`, never by
-  a constructor) and every line is logged as the structlog event ``agent_stderr`` at info level; the last
-  lines are kept in :attr:`StdioTransport.stderr_tail` for diagnostics. With ``stderr_to_log=False`` the
-  agent's stderr is inherited from this process instead.
+  a constructor) and every line is logged as the event ``agent_stderr`` at info level (silent unless the
+  application turned logging on); the last :data:`STDERR_TAIL_LINES` lines, each cut to
+  :data:`STDERR_LINE_CHARS` characters, are kept in :attr:`StdioTransport.stderr_tail`. With
+  ``stderr_to_log=False`` the agent's stderr is inherited from this process instead.
 * **End of stdout** means the agent is gone: ``recv`` raises ``ConnectionLost`` whose ``reason`` is
-  ``"process exited with code N"`` (N negative: killed by signal -N).
+  ``"process exited with code N"`` (N negative: killed by signal -N), with ``exit_code`` and
+  ``stderr_tail`` set (the stderr pump is given a moment to read what the agent wrote before it exited).
+* **A program that cannot be started** (missing, not executable) raises
+  :class:`~acp_client.exceptions.AgentNotFound` with the OS error; retrying would not help.
 * ``close()`` closes the agent's stdin, gives it ``close_timeout / 2`` seconds to exit, then sends SIGTERM,
   waits another ``close_timeout / 2``, then SIGKILL, and always reaps the process.
 """
@@ -31,15 +35,20 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from acp_client._logging import get_logger
-from acp_client.exceptions import ConnectError, ConnectionLost, UsageError
+from acp_client.exceptions import AgentNotFound, ConnectError, ConnectionLost, UsageError
 from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES, TransportStats
 
-__all__ = ["StdioTransport", "spawn_stdio"]
+__all__ = ["STDERR_LINE_CHARS", "STDERR_TAIL_LINES", "StdioTransport", "spawn_stdio"]
 
 _log = get_logger(__name__)
 
 #: How many stderr lines :attr:`StdioTransport.stderr_tail` keeps.
 STDERR_TAIL_LINES = 20
+#: Longer stderr lines are cut to this many characters in the tail (and end with ``"…"``).
+STDERR_LINE_CHARS = 500
+#: OS errors of ``exec`` that retrying cannot fix (missing program, no permission, not an executable).
+_NOT_STARTABLE = (FileNotFoundError, PermissionError, NotADirectoryError, IsADirectoryError)
+_ENOEXEC = 8
 #: How long ``recv`` waits, after stdout ended, for the exit status before reporting without it.
 _EXIT_STATUS_GRACE = 1.0
 #: How long ``close`` lets the stderr pump drain after the agent exited.
@@ -74,8 +83,7 @@ class StdioTransport:
         self._closing = False
         self._close_task: asyncio.Task[None] | None = None
         self._stderr_task: asyncio.Task[None] | None = None
-        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
-        """The last lines the agent wrote to stderr (when captured), oldest first."""
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self.stats = TransportStats()
         """Live counters of frames moved and discarded (see :class:`TransportStats`)."""
 
@@ -122,6 +130,12 @@ class StdioTransport:
         """The agent's exit status once it has exited (negative: killed by that signal), else ``None``."""
         return self._process.returncode if self._process is not None else None
 
+    @property
+    def stderr_tail(self) -> tuple[str, ...]:
+        """The last lines the agent wrote to stderr (when captured), oldest first; bounded in count
+        (:data:`STDERR_TAIL_LINES`) and length (:data:`STDERR_LINE_CHARS` characters per line)."""
+        return tuple(self._stderr_tail)
+
     # ------------------------------------------------------------------ I/O
 
     async def send(self, frame: str) -> None:
@@ -136,7 +150,7 @@ class StdioTransport:
         if self._closing:
             raise ConnectionLost("the stdio transport was closed", reason="closed by the client")
         if self._process is not None and self._process.returncode is not None:
-            raise self._set_lost(self._exit_reason(self._process.returncode))
+            raise self._set_lost(await self._eof_reason())
         data = frame.encode() + b"\n"
         try:
             self._writer.write(data)
@@ -245,6 +259,9 @@ class StdioTransport:
         if proc.returncode is None and not await self._wait_exit(_EXIT_STATUS_GRACE):
             return "the agent closed its stdout"
         assert proc.returncode is not None
+        if self._stderr_task is not None and not self._stderr_task.done():
+            # what the agent wrote just before exiting ("FATAL: ...") belongs in the error: let the pump read it
+            await asyncio.wait([self._stderr_task], timeout=_STDERR_DRAIN_TIMEOUT)
         _log.info("agent_exited", transport=self._description, pid=proc.pid, returncode=proc.returncode)
         return self._exit_reason(proc.returncode)
 
@@ -254,13 +271,20 @@ class StdioTransport:
 
     def _set_lost(self, reason: str) -> ConnectionLost:
         if self._lost is None:
-            self._lost = ConnectionLost(f"the stdio link to the agent was lost: {reason}", reason=reason)
-            _log.info("transport_lost", transport=self._description, reason=reason)
+            tail = self.stderr_tail
+            last = f"; its last stderr line: {tail[-1]}" if tail else ""
+            self._lost = ConnectionLost(
+                f"the stdio link to the agent was lost: {reason}{last}",
+                reason=reason,
+                exit_code=self.returncode,
+                stderr_tail=tail,
+            )
+            _log.info("transport_lost", transport=self._description, reason=reason, exit_code=self.returncode)
         return self._copy_lost()
 
     def _copy_lost(self) -> ConnectionLost:
         assert self._lost is not None
-        return ConnectionLost(str(self._lost), close_code=self._lost.close_code, reason=self._lost.reason)
+        return self._lost.with_request_sent(False)
 
     async def _pump_stderr(self, stderr: asyncio.StreamReader) -> None:
         pid = self.pid
@@ -277,7 +301,7 @@ class StdioTransport:
             if not raw:
                 return
             line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            self.stderr_tail.append(line)
+            self._stderr_tail.append(line if len(line) <= STDERR_LINE_CHARS else line[: STDERR_LINE_CHARS - 1] + "…")
             _log.info("agent_stderr", transport=self._description, pid=pid, line=line)
 
     def __repr__(self) -> str:
@@ -315,7 +339,8 @@ async def spawn_stdio(
     stderr lines become ``agent_stderr`` log events, else stderr is inherited. ``close_timeout`` bounds
     ``close()`` (see the module docstring).
 
-    Raises :class:`~acp_client.exceptions.ConnectError` if the program cannot be started.
+    Raises :class:`~acp_client.exceptions.AgentNotFound` (a :class:`~acp_client.exceptions.ConnectError`)
+    if the program is missing or cannot be executed, ``ConnectError`` for any other failure to start it.
     """
     argv = shlex.split(command) if isinstance(command, str) else list(command)
     if not argv:
@@ -334,6 +359,8 @@ async def spawn_stdio(
             limit=max_frame_bytes,
         )
     except OSError as exc:
+        if isinstance(exc, _NOT_STARTABLE) or exc.errno == _ENOEXEC:
+            raise AgentNotFound(argv[0], exc) from exc
         raise ConnectError(f"could not start the agent {argv[0]!r}: {exc}") from exc
     assert process.stdin is not None and process.stdout is not None
     transport = StdioTransport(
