@@ -7,9 +7,11 @@ survives drops and recovers its sessions. The public surface is exactly :data:`_
 
 from acp_client._version import __version__
 from acp_client.client import ACPClient, SessionInfo, connect
+from acp_client.connection import AgentProcess
 from acp_client.exceptions import (
     ACPError,
     ACPTimeoutError,
+    AgentNotFound,
     AuthRequired,
     BufferFull,
     CapabilityNotSupported,
@@ -75,6 +77,8 @@ __all__ = [
     "ACPClient",
     "ACPError",
     "ACPTimeoutError",
+    "AgentNotFound",
+    "AgentProcess",
     "AuthRequired",
     "Backoff",
     "BufferFull",

@@ -14,6 +14,7 @@ import contextlib
 import itertools
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from acp_client._logging import get_logger
@@ -36,7 +37,7 @@ from acp_client.jsonrpc import (
 )
 from acp_client.transports.base import Transport
 
-__all__ = ["DEFAULT", "Connection", "NotificationHandler", "RequestHandler"]
+__all__ = ["DEFAULT", "AgentProcess", "Connection", "NotificationHandler", "RequestHandler"]
 
 log = get_logger(__name__)
 
@@ -45,6 +46,15 @@ log = get_logger(__name__)
 RequestHandler = Callable[[str, Any], Awaitable[Any]]
 #: A plain callable receiving one inbound notification, called in order on the reader task; keep it fast.
 NotificationHandler = Callable[[str, Any], None]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentProcess:
+    """The agent process behind a stdio connection: its ``pid`` and, once it exited, its ``returncode``
+    (negative: killed by that signal; ``None`` while it runs). A snapshot taken when read."""
+
+    pid: int
+    returncode: int | None
 
 
 class _Default:
@@ -123,6 +133,15 @@ class Connection:
     def closed(self) -> bool:
         """``True`` once the connection is closed or its transport died."""
         return self._loss is not None
+
+    @property
+    def agent_process(self) -> AgentProcess | None:
+        """The agent process this connection spawned (stdio), or ``None`` for network transports."""
+        pid = getattr(self.transport, "pid", None)
+        if not isinstance(pid, int):
+            return None
+        returncode = getattr(self.transport, "returncode", None)
+        return AgentProcess(pid, returncode if isinstance(returncode, int) else None)
 
     @property
     def loss(self) -> ConnectionLost | None:

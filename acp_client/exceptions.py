@@ -9,6 +9,7 @@ tree exactly once, at the transport seam, so no caller ever needs to import ``we
     ACPError
     ├── TransportError                   the link to the agent failed
     │   ├── ConnectError                 could not open a connection (refused, DNS, timeout, spawn)
+    │   │   ├── AgentNotFound            the stdio agent's program is missing or not executable (fatal)
     │   │   ├── HandshakeRejected        the WebSocket upgrade got an HTTP status (401, 404, 429, 503 ...)
     │   │   └── TLSError                 the TLS handshake failed (certificate not trusted, ...)
     │   ├── ConnectionLost               an open connection died; ``request_sent`` says if the request
@@ -37,6 +38,10 @@ tree exactly once, at the transport seam, so no caller ever needs to import ``we
 
 ``ACPTimeoutError`` also derives from the builtin ``TimeoutError`` so ``except TimeoutError`` and
 ``asyncio.timeout()`` users are served too.
+
+A :class:`ConnectError` or :class:`ConnectionLost` caused by a stdio agent that died carries its
+``exit_code`` (negative: killed by that signal) and ``stderr_tail``, the last lines it wrote to stderr;
+both are empty (``None`` / ``()``) for other transports.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from typing import Any, ClassVar
 __all__ = [
     "ACPError",
     "ACPTimeoutError",
+    "AgentNotFound",
     "AuthRequired",
     "BufferFull",
     "CapabilityNotSupported",
@@ -88,7 +94,35 @@ class TransportError(ACPError):
 
 
 class ConnectError(TransportError):
-    """A connection could not be opened: refused, unresolvable, timed out, or the agent would not start."""
+    """A connection could not be opened: refused, unresolvable, timed out, or the agent would not start.
+
+    ``exit_code`` and ``stderr_tail`` describe a stdio agent that exited while the connection was being
+    opened (``None`` and ``()`` otherwise).
+    """
+
+    def __init__(
+        self,
+        message: str = "could not connect to the agent",
+        *,
+        exit_code: int | None = None,
+        stderr_tail: tuple[str, ...] = (),
+    ) -> None:
+        self.exit_code = exit_code
+        self.stderr_tail = tuple(stderr_tail)
+        super().__init__(message)
+
+
+class AgentNotFound(ConnectError):
+    """The stdio agent could not be started: its program is missing, not executable, or not permitted.
+
+    Retrying cannot help, so the reconnect manager treats it as fatal. ``program`` is the command's first
+    word; ``os_error`` the operating system's error (``FileNotFoundError``, ``PermissionError`` ...).
+    """
+
+    def __init__(self, program: str, os_error: OSError) -> None:
+        self.program = program
+        self.os_error = os_error
+        super().__init__(f"could not start the agent {program!r}: {os_error}")
 
 
 class HandshakeRejected(ConnectError):
@@ -123,7 +157,8 @@ class ConnectionLost(TransportError):
     ``request_sent`` is ``True`` when the request this error fails had already been written to the wire:
     the agent may have executed it, so the outcome is unknown. ``False`` means it never left the client.
     ``close_code`` and ``reason`` carry what the transport knew about the loss (WebSocket close code,
-    process exit status, ...).
+    process exit status, ...). For a stdio agent that exited, ``exit_code`` is its exit status (negative:
+    killed by that signal) and ``stderr_tail`` the last lines it wrote to stderr, oldest first.
     """
 
     def __init__(
@@ -133,7 +168,11 @@ class ConnectionLost(TransportError):
         request_sent: bool = False,
         close_code: int | None = None,
         reason: str | None = None,
+        exit_code: int | None = None,
+        stderr_tail: tuple[str, ...] = (),
     ) -> None:
+        self.exit_code = exit_code
+        self.stderr_tail = tuple(stderr_tail)
         self.request_sent = request_sent
         self.close_code = close_code
         self.reason = reason
@@ -141,7 +180,14 @@ class ConnectionLost(TransportError):
 
     def with_request_sent(self, request_sent: bool) -> ConnectionLost:
         """Return a copy of this error that says whether one particular request had been written."""
-        return type(self)(str(self), request_sent=request_sent, close_code=self.close_code, reason=self.reason)
+        return type(self)(
+            str(self),
+            request_sent=request_sent,
+            close_code=self.close_code,
+            reason=self.reason,
+            exit_code=self.exit_code,
+            stderr_tail=self.stderr_tail,
+        )
 
 
 class NotConnected(TransportError):
