@@ -31,10 +31,14 @@ tree exactly once, at the transport seam, so no caller ever needs to import ``we
     │   ├── CapabilityNotSupported       the agent did not advertise what this call needs
     │   ├── ClientClosed                 the client or connection was closed by its owner
     │   └── BufferFull                   a bounded queue is full (documented overflow policy)
-    └── RecoveryError                    the reconnect manager could not keep a session or a link
-        ├── SessionLost                  the agent no longer knows the session; it was forgotten
-        ├── RecoveryFailed               recovering a session failed for another reason (retried)
-        └── ReconnectFailed              the manager stopped reconnecting (fatal error or breaker)
+    ├── RecoveryError                    the reconnect manager could not keep a session or a link
+    │   ├── SessionLost                  the agent no longer knows the session; it was forgotten
+    │   ├── RecoveryFailed               recovering a session failed for another reason (retried)
+    │   └── ReconnectFailed              the manager stopped reconnecting (fatal error or breaker)
+    └── StoreError                       the session store failed or refused a write
+        ├── StoreUnavailable             the store's server cannot be reached (after bounded retries)
+        ├── StoreLocked                  another process owns the store (SQLite file lock)
+        └── LeaseLost                    this worker does not hold the session's lease; write rejected
 
 ``ACPTimeoutError`` also derives from the builtin ``TimeoutError`` so ``except TimeoutError`` and
 ``asyncio.timeout()`` users are served too.
@@ -63,6 +67,7 @@ __all__ = [
     "InternalError",
     "InvalidParams",
     "InvalidRequest",
+    "LeaseLost",
     "MethodNotFound",
     "NotConnected",
     "ParseError",
@@ -74,6 +79,9 @@ __all__ = [
     "RequestCancelled",
     "SessionLost",
     "SessionNotFound",
+    "StoreError",
+    "StoreLocked",
+    "StoreUnavailable",
     "TLSError",
     "TransportError",
     "UnsupportedProtocolVersion",
@@ -396,3 +404,56 @@ class ReconnectFailed(RecoveryError):
         self.cause = cause
         detail = f": {cause}" if cause is not None else ""
         super().__init__(f"reconnecting failed ({reason}){detail}")
+
+
+# --------------------------------------------------------------------------- session stores
+
+
+class StoreError(ACPError):
+    """The session store failed or refused an operation."""
+
+
+class StoreUnavailable(StoreError):
+    """The store's server could not be reached, even after the store's own bounded retries.
+
+    ``operation`` names what was attempted (``"save"``, ``"claim"`` ...); ``cause`` is the last error of
+    the client library (its text never contains the URL's password).
+    """
+
+    def __init__(self, operation: str, cause: BaseException | None = None) -> None:
+        self.operation = operation
+        self.cause = cause
+        detail = f": {type(cause).__name__}: {cause}" if cause is not None else ""
+        super().__init__(f"the session store is unavailable ({operation}){detail}")
+
+
+class StoreLocked(StoreError):
+    """Another process (or another store object) already owns this store; ``holder`` describes it."""
+
+    def __init__(self, path: str, holder: str | None = None) -> None:
+        self.path = path
+        self.holder = holder
+        who = f" by {holder}" if holder else ""
+        super().__init__(
+            f"the session store {path} is in use{who}; one process owns a SQLite store at a time "
+            "(use RedisSessionStore for several workers)"
+        )
+
+
+class LeaseLost(StoreError):
+    """A write was rejected because this worker does not hold the session's lease (fencing).
+
+    ``reason``: ``"expired"`` (the lease ran out before it was renewed), ``"taken"`` (another worker holds
+    it now, ``holder`` says which), ``"stale"`` (the write carried an older fencing ``token`` than the one
+    stored), or ``"reset"`` (the store lost its data).
+    """
+
+    def __init__(
+        self, session_id: str, reason: str, *, holder: str | None = None, token: int | None = None
+    ) -> None:
+        self.session_id = session_id
+        self.reason = reason
+        self.holder = holder
+        self.token = token
+        who = f" (held by {holder})" if holder else ""
+        super().__init__(f"lease on session {session_id} lost: {reason}{who}")

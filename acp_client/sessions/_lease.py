@@ -1,0 +1,98 @@
+"""Ownership of sessions shared by several worker processes: leases, fencing tokens, and the store protocol."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from acp_client.sessions._store import SessionRecord, SessionStore
+
+__all__ = ["Lease", "Renewal", "SharedSessionStore"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The right of one worker (``owner``) to serve one session until the lease expires.
+
+    ``token`` is the fencing token: it grows every time the session changes hands, and the store rejects a
+    write that carries an older token than the one it last accepted. ``expires_at`` is a conservative local
+    deadline on :func:`time.monotonic` (measured from *before* the claim or renewal was sent), so a worker
+    that cannot reach the store knows when it must stop assuming it still owns the session.
+    """
+
+    session_id: str
+    owner: str
+    token: int
+    expires_at: float
+
+    def expired(self, now: float | None = None) -> bool:
+        """Whether the local deadline has passed (``now`` defaults to ``time.monotonic()``)."""
+        return (time.monotonic() if now is None else now) >= self.expires_at
+
+
+@dataclass(frozen=True, slots=True)
+class Renewal:
+    """What one :meth:`SharedSessionStore.renew_all` found.
+
+    ``renewed`` are the sessions whose leases were extended; ``lost`` the ones this worker no longer holds
+    (expired, taken by another worker, or gone with the store's data); ``store_reset`` is ``True`` when the
+    store lost its data since the last call (a server restarted without persistence): every lease is then
+    lost and the records must be written again (:meth:`SharedSessionStore.reclaim`).
+    """
+
+    renewed: frozenset[str]
+    lost: frozenset[str]
+    store_reset: bool = False
+
+
+@runtime_checkable
+class SharedSessionStore(SessionStore, Protocol):
+    """A :class:`SessionStore` several worker processes share, with one lease per session.
+
+    A worker may write (``save``/``delete``) only the sessions it holds a lease on; the store rejects other
+    writes with :class:`~acp_client.exceptions.LeaseLost`. ``save`` of a session that nobody holds claims
+    it first (a new session belongs to its creator). Store errors are retried inside the store for a
+    bounded time and then raised as :class:`~acp_client.exceptions.StoreUnavailable`.
+    """
+
+    @property
+    def owner_id(self) -> str:
+        """This worker's identity in the store (unique among live workers)."""
+        ...
+
+    @property
+    def lease_ttl(self) -> float:
+        """Seconds a lease lasts without renewal."""
+        ...
+
+    def lease(self, session_id: str) -> Lease | None:
+        """The lease this worker believes it holds on ``session_id`` (no round trip), else ``None``."""
+        ...
+
+    async def claim(self, session_id: str) -> Lease | None:
+        """Take the session's lease if nobody else holds it (idempotent for the holder); ``None`` if held."""
+        ...
+
+    async def claimable(self) -> list[str]:
+        """Sessions in the store that no worker holds a lease on."""
+        ...
+
+    async def load_owned(self, *, want: Callable[[str], bool] | None = None) -> list[SessionRecord]:
+        """Claim every unheld session ``want`` accepts (all when ``None``) and return the records this
+        worker holds afterwards."""
+        ...
+
+    async def renew_all(self) -> Renewal:
+        """Extend every lease this worker holds; report the ones it lost."""
+        ...
+
+    async def release(self, session_id: str) -> bool:
+        """Give the session's lease up (the record stays, another worker may claim it at once)."""
+        ...
+
+    async def reclaim(self, records: Iterable[SessionRecord]) -> list[str]:
+        """Claim and write again records this worker serves (after the store lost its data); returns the
+        ids another worker holds by now."""
+        ...

