@@ -15,12 +15,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import SchemaValidator
 
+from acp_client.exceptions import ProtocolError
 from acp_client.schema import parse_session_update, v1, v2
 from acp_client.schema._base import OTHER_TAG, tag_discriminator_key
 from acp_client.schema._fast import fast_schema, fast_then_lenient, fast_validator
+from acp_client.schema._parse import _DEFERRED
 
 
 def _lenient(tp: Any) -> SchemaValidator:
@@ -330,3 +334,58 @@ def test_fast_then_lenient_equals_lenient_on_random_inputs(tp: Any) -> None:
     for i in range(24):
         base = gen.gen(schema)
         _check(tp, base if i % 3 == 0 else _mutate(rnd, base))
+
+
+# ---------------------------------------------------------------------------------------------- lazy parsing
+
+_LAZY_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+# keys that matter to the models: wire names, attribute names that shadow them, tags, unknown keys
+_LAZY_KEYS = st.sampled_from(
+    ["messageId", "message_id", "_meta", "field_meta", "content", "session_update", "annotations", "type", "text"]
+) | st.text(max_size=6)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("kind", ["user_message_chunk", "agent_message_chunk", "agent_thought_chunk"])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    outer=st.dictionaries(_LAZY_KEYS, _LAZY_VALUES, max_size=4),
+    inner=st.dictionaries(_LAZY_KEYS, _LAZY_VALUES, max_size=4),
+    text=st.text(max_size=8) | st.integers() | st.none(),
+    message_id=st.text(max_size=4) | st.integers() | st.none(),
+)
+def test_lazy_parse_defers_only_updates_that_validate(
+    version: int, kind: str, outer: dict[str, Any], inner: dict[str, Any], text: Any, message_id: Any
+) -> None:
+    # the cheap check behind lazy=True must imply that the validator succeeds, with the same model
+    update = {**outer, "sessionUpdate": kind, "content": {**inner, "type": "text", "text": text}}
+    if version == 2 or message_id is not None:
+        update["messageId"] = message_id
+    params = {"sessionId": "s1", "update": update}
+    try:
+        eager = parse_session_update(params, version)
+    except ProtocolError:
+        with pytest.raises(ProtocolError):  # rejected input is rejected at once, never deferred
+            parse_session_update(params, version, lazy=True)
+        return
+    lazy = parse_session_update(params, version, lazy=True)
+    assert _same(lazy.update, eager.update) is None
+
+
+def test_lazy_parse_defers_a_text_chunk_and_builds_it_once() -> None:
+    params = {"sessionId": "s1", "update": _chunk(2)}
+    event = parse_session_update(params, 2, lazy=True)
+    assert event._update is _DEFERRED
+    model = event.update
+    assert model is event.update
+    assert _same(model, parse_session_update(params, 2).update) is None
+    # anything else is validated at once, lazy or not
+    bad = {"sessionId": "s1", "update": _chunk(2, content={"type": "text", "text": 5})}
+    with pytest.raises(ProtocolError):
+        parse_session_update(bad, 2, lazy=True)
+    tool = {"sessionId": "s1", "update": {"sessionUpdate": "tool_call", "toolCallId": "c", "title": "t"}}
+    assert parse_session_update(tool, 2, lazy=True)._update is not _DEFERRED

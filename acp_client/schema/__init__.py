@@ -19,7 +19,13 @@ Patch fields (v2 ``tool_call_update``, ``user_message``/``agent_message``/``agen
 Tell them apart with :func:`patch_state` (``"omitted"``/``"null"``/``"value"``) or :func:`patch_value`
 (:data:`OMITTED` / ``None`` / value), both reading ``model.model_fields_set``. A malformed value of a
 default-on-error patch field reads as omitted (leave unchanged), never as a clear.
+
+The generated modules are imported on first use (``acp_client.schema.v1`` or ``from acp_client.schema import
+v2``), so a program pays only for the protocol version it speaks.
 """
+
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from acp_client.schema._base import (
     OMITTED,
@@ -29,7 +35,6 @@ from acp_client.schema._base import (
     patch_state,
     patch_value,
 )
-from acp_client.schema._generated import v1, v2
 from acp_client.schema._parse import (
     STATUS_CAPABILITY_PATH,
     SessionUpdateEvent,
@@ -52,6 +57,9 @@ from acp_client.schema.status import (
     StateSnapshot,
     StateValue,
 )
+
+if TYPE_CHECKING:
+    from acp_client.schema._generated import v1, v2
 
 __all__ = [
     "OMITTED",
@@ -81,3 +89,12 @@ __all__ = [
     "v1",
     "v2",
 ]
+
+
+def __getattr__(name: str) -> ModuleType:
+    """Import the generated module ``v1`` or ``v2`` when it is first used."""
+    if name in ("v1", "v2"):
+        module = models_for(int(name[1]))
+        globals()[name] = module
+        return module
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

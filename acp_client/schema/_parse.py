@@ -8,18 +8,22 @@ a Python attribute name, like ``session_id``, stays an unknown field). Malformed
 
 from __future__ import annotations
 
+import importlib
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import BaseModel, ValidationError
 
 from acp_client.exceptions import ProtocolError, UsageError
 from acp_client.schema._base import OTHER_TAG, MethodSpec
 from acp_client.schema._fast import fast_then_lenient
-from acp_client.schema._generated import v1, v2
 from acp_client.schema.status import SessionStatusResponse, StateSnapshot
+
+if TYPE_CHECKING:
+    from acp_client.schema._generated import v1, v2
 
 __all__ = [
     "STATUS_CAPABILITY_PATH",
@@ -37,15 +41,18 @@ __all__ = [
     "supports_status",
 ]
 
-_MODULES: Final[dict[int, ModuleType]] = {1: v1, 2: v2}
+#: The generated module of each protocol version, imported the first time it is needed (each takes a few
+#: hundred milliseconds to import: a program pays only for the version it speaks).
+_MODULE_NAMES: Final[dict[int, str]] = {1: "acp_client.schema._generated.v1", 2: "acp_client.schema._generated.v2"}
 
 
 def models_for(version: int) -> ModuleType:
-    """The generated module for a protocol version (``1`` -> :mod:`v1`, ``2`` -> :mod:`v2`)."""
-    try:
-        return _MODULES[version]
-    except KeyError:
-        raise UsageError(f"protocol version {version!r} has no models; this SDK speaks 1 and 2") from None
+    """The generated module for a protocol version (``1`` -> :mod:`v1`, ``2`` -> :mod:`v2`), imported on
+    first use."""
+    name = _MODULE_NAMES.get(version) if isinstance(version, int) else None
+    if name is None:
+        raise UsageError(f"protocol version {version!r} has no models; this SDK speaks 1 and 2")
+    return sys.modules.get(name) or importlib.import_module(name)
 
 
 def _fail(what: str, exc: ValidationError) -> ProtocolError:
@@ -71,19 +78,51 @@ class UnknownUpdate:
         return self.raw
 
 
-@dataclass(slots=True)
+class _Deferred:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<deferred>"
+
+
+#: Marks an update model not built yet (see :class:`SessionUpdateEvent`).
+_DEFERRED: Final = _Deferred()
+
+
 class SessionUpdateEvent:
     """One parsed ``session/update`` notification.
 
     ``kind`` is the raw ``sessionUpdate`` string; ``update`` is the typed variant model for a known kind
     (e.g. ``v2.SessionUpdateAgentMessageChunk``) or an :class:`UnknownUpdate`; ``raw`` is the ``params``
     object as received.
+
+    From :func:`parse_session_update` with ``lazy=True``, ``update`` of an update already known to be
+    valid is built from ``raw["update"]`` the first time it is read (most consumers of a long stream read
+    ``kind`` and ``raw`` only), then cached.
     """
 
-    session_id: str
-    kind: str
-    update: Any
-    raw: dict[str, Any]
+    __slots__ = ("_update", "_version", "kind", "raw", "session_id")
+
+    def __init__(self, session_id: str, kind: str, update: Any, raw: dict[str, Any]) -> None:
+        self.session_id = session_id
+        self.kind = kind
+        self._update = update
+        self.raw = raw
+        self._version = 0
+
+    @classmethod
+    def _deferred(cls, session_id: str, kind: str, raw: dict[str, Any], version: int) -> SessionUpdateEvent:
+        event = cls(session_id, kind, _DEFERRED, raw)
+        event._version = version
+        return event
+
+    @property
+    def update(self) -> Any:
+        """The typed model of the ``update`` object (or an :class:`UnknownUpdate`)."""
+        update = self._update
+        if update is _DEFERRED:
+            update = self._update = _validate_update(self.kind, self.raw["update"], self._version)
+        return update
 
     @property
     def is_known(self) -> bool:
@@ -95,6 +134,24 @@ class SessionUpdateEvent:
         """The notification's ``_meta`` object, if it sent a valid one."""
         meta = self.raw.get("_meta")
         return meta if isinstance(meta, dict) else None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SessionUpdateEvent):
+            return NotImplemented
+        return (self.session_id, self.kind, self.update, self.raw) == (
+            other.session_id,
+            other.kind,
+            other.update,
+            other.raw,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
+
+    def __repr__(self) -> str:
+        return (
+            f"SessionUpdateEvent(session_id={self.session_id!r}, kind={self.kind!r}, "
+            f"update={self._update!r}, raw={self.raw!r})"
+        )
 
 
 def _update_validators(module: ModuleType) -> dict[str, Callable[[Any], Any]]:
@@ -119,19 +176,52 @@ def _update_validators(module: ModuleType) -> dict[str, Callable[[Any], Any]]:
     return table
 
 
-_UPDATE_VALIDATORS: Final[dict[int, dict[str, Callable[[Any], Any]]]] = {
-    version: _update_validators(module) for version, module in _MODULES.items()
-}
+_UPDATE_VALIDATORS: Final[dict[int, dict[str, Callable[[Any], Any]]]] = {}
 
 
-def parse_session_update(params: Any, version: int) -> SessionUpdateEvent:
+def _validators(version: int) -> dict[str, Callable[[Any], Any]]:
+    table = _UPDATE_VALIDATORS.get(version)
+    if table is None:
+        table = _UPDATE_VALIDATORS[version] = _update_validators(models_for(version))
+    return table
+
+
+def _validate_update(kind: str, update: dict[str, Any], version: int) -> Any:
+    try:
+        return _validators(version)[kind](update)
+    except ValidationError as exc:
+        raise _fail(f"session/update {kind!r}", exc) from exc
+
+
+_TEXT_CHUNK_KINDS: Final = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"})
+
+
+def _surely_valid(kind: str, update: dict[str, Any], version: int) -> bool:
+    """A cheap check that implies validation succeeds: a message chunk whose content is a text block.
+
+    Such a chunk's only required fields are ``content`` (a text block needs only a string ``text``) and,
+    in v2, a string ``messageId``; everything else is optional, default-on-error, or an unknown key that is
+    kept. (``tests/test_schema_fast.py`` checks the implication against the validators.) ``False`` only
+    means "validate now".
+    """
+    if kind not in _TEXT_CHUNK_KINDS:
+        return False
+    content = update.get("content")
+    if type(content) is not dict or content.get("type") != "text" or type(content.get("text")) is not str:
+        return False
+    return version < 2 or type(update.get("messageId")) is str
+
+
+def parse_session_update(params: Any, version: int, *, lazy: bool = False) -> SessionUpdateEvent:
     """Parse the ``params`` of a ``session/update`` notification.
 
     Dispatches on the ``sessionUpdate`` string to that kind's cached validator. An unknown kind gives an
     :class:`UnknownUpdate`; a known kind with a malformed required field, or a missing ``sessionId`` /
-    ``update`` / ``sessionUpdate``, raises :class:`ProtocolError`.
+    ``update`` / ``sessionUpdate``, raises :class:`ProtocolError`. With ``lazy=True`` an update that a
+    cheap check proves valid (a text chunk of a message) is not validated now: its model is built when
+    :attr:`SessionUpdateEvent.update` is first read; the outcome is the same.
     """
-    validators = _UPDATE_VALIDATORS.get(version)
+    validators = _validators(version) if version in _MODULE_NAMES else None
     if validators is None:
         raise UsageError(f"protocol version {version!r} has no models; this SDK speaks 1 and 2")
     if not isinstance(params, dict):
@@ -148,6 +238,8 @@ def parse_session_update(params: Any, version: int) -> SessionUpdateEvent:
     validate = validators.get(kind)
     if validate is None:
         return SessionUpdateEvent(session_id, kind, UnknownUpdate(kind, update), params)
+    if lazy and _surely_valid(kind, update, version):
+        return SessionUpdateEvent._deferred(session_id, kind, params, version)
     try:
         model = validate(update)
     except ValidationError as exc:
@@ -297,10 +389,12 @@ def supports_status(caps: v1.AgentCapabilities | v2.AgentCapabilities | Mapping[
     """Whether typed (or raw v1-or-v2) agent capabilities advertise ``session/status``."""
     if caps is None:
         return False
-    if isinstance(caps, v1.AgentCapabilities):
+    # a model can only be an instance of a generated class if its module was imported
+    loaded1, loaded2 = sys.modules.get(_MODULE_NAMES[1]), sys.modules.get(_MODULE_NAMES[2])
+    if loaded1 is not None and isinstance(caps, loaded1.AgentCapabilities):
         session1 = caps.session_capabilities
         return session1 is not None and session1.status is not None
-    if isinstance(caps, v2.AgentCapabilities):
+    if loaded2 is not None and isinstance(caps, loaded2.AgentCapabilities):
         session2 = caps.session
         return session2 is not None and session2.status is not None
     raw = dict(caps)

@@ -22,12 +22,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeAlias
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, GetCoreSchemaHandler
+from pydantic_core import CoreSchema
 
 from acp_client.schema._base import DROP, LenientModel
-from acp_client.schema._generated.v2 import Usage
+
+if TYPE_CHECKING:
+    from acp_client.schema._generated.v2 import Usage
+
+    _Usage: TypeAlias = Usage
+else:
+
+    class _GeneratedV2Type:
+        """A field type resolved from the generated v2 module when the model's schema is built.
+
+        The models below are built on first use (``defer_build``), so importing this module does not import
+        the generated v2 models (a few hundred milliseconds); a v1-only program never pays for them.
+        """
+
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+            from acp_client.schema._generated import v2
+
+            return handler.generate_schema(getattr(v2, self.name))
+
+    _Usage = Annotated[Any, _GeneratedV2Type("Usage")]
 
 __all__ = [
     "SessionStatus",
@@ -78,7 +101,9 @@ class StateSnapshot(LenientModel):
     """The foreground state, raw (compare with :class:`StateValue`)."""
     stop_reason: str | None = Field(default=None, alias="stopReason")
     """Why foreground work stopped (idle only; optional). Raw string, e.g. ``"end_turn"``."""
-    usage: Usage | None = None
+    model_config = ConfigDict(defer_build=True)
+
+    usage: _Usage | None = None
     """**UNSTABLE** token usage for completed foreground work (idle only; optional)."""
     field_meta: dict[str, Any] | None = Field(default=None, alias="_meta")
     """Extension metadata."""
@@ -127,6 +152,7 @@ class SessionStatusResponse(LenientModel):
     """
 
     __acp_lenient__: ClassVar[Mapping[str, Any]] = {"state": DROP, "_meta": DROP, "field_meta": DROP}
+    model_config = ConfigDict(defer_build=True)
 
     status: str
     """``"active"``, ``"inactive"`` or any other string, raw (compare with :class:`SessionStatus`)."""
