@@ -1,0 +1,114 @@
+"""A sans-I/O parser for ``text/event-stream`` (Server-Sent Events), as the Streamable HTTP transport reads it.
+
+Bytes go in (:meth:`SSEParser.feed`), whole events come out. It follows the event-stream interpretation of
+the HTML standard: lines end in CRLF, LF or CR; a line starting with ``:`` is a comment (servers send
+``: keepalive`` about every 15 s); ``data`` lines of one event are joined with ``\\n``; ``id`` sets the
+last event id (an id containing NUL is ignored); ``event`` names the type; ``retry`` is a reconnection
+delay in milliseconds; a blank line dispatches. An event with no ``data`` line is not dispatched.
+
+No I/O, no asyncio, no JSON: the transport decides what an event means. Stdlib only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SSEEvent", "SSEParser"]
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """One dispatched event: ``event`` is ``"message"`` when the server named none; ``id`` is the last
+    event id in effect when it was dispatched (``None`` if the stream never set one)."""
+
+    data: str
+    event: str = "message"
+    id: str | None = None
+
+
+class SSEParser:
+    """Incremental event-stream parser. ``comments`` counts comment lines; ``retry`` holds the last valid
+    ``retry:`` value in milliseconds; ``bytes_in`` counts everything fed."""
+
+    def __init__(self, *, max_event_bytes: int | None = None) -> None:
+        """``max_event_bytes`` bounds the buffered data of one event (``ValueError`` past it)."""
+        self._buffer = b""
+        self._data: list[str] = []
+        self._data_size = 0
+        self._event = ""
+        self._max = max_event_bytes
+        self._first = True
+        self._pending_cr = False
+        self.last_event_id: str | None = None
+        self.retry: int | None = None
+        self.comments = 0
+        self.bytes_in = 0
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Parse ``chunk``; return the events it completed (possibly none)."""
+        self.bytes_in += len(chunk)
+        if self._pending_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]  # the LF of a CRLF split across chunks
+        self._pending_cr = False
+        data = self._buffer + chunk
+        events: list[SSEEvent] = []
+        start = 0
+        length = len(data)
+        while start < length:
+            cr = data.find(b"\r", start)
+            lf = data.find(b"\n", start)
+            if cr == -1 and lf == -1:
+                break
+            if cr != -1 and (lf == -1 or cr < lf):
+                end, nxt = cr, cr + 1
+                if nxt < length and data[nxt : nxt + 1] == b"\n":
+                    nxt += 1
+                elif nxt == length:
+                    self._pending_cr = True
+            else:
+                end, nxt = lf, lf + 1
+            line = data[start:end]
+            start = nxt
+            event = self._line(line)
+            if event is not None:
+                events.append(event)
+        self._buffer = data[start:]
+        if self._max is not None and len(self._buffer) + self._data_size > self._max:
+            raise ValueError(f"an event-stream event exceeded {self._max} bytes")
+        return events
+
+    def _line(self, raw: bytes) -> SSEEvent | None:
+        text = raw.decode("utf-8", errors="replace")
+        if self._first:
+            self._first = False
+            if text.startswith("\ufeff"):
+                text = text[1:]
+        if not text:
+            return self._dispatch()
+        if text.startswith(":"):
+            self.comments += 1
+            return None
+        name, sep, value = text.partition(":")
+        if sep and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._data.append(value)
+            self._data_size += len(value) + 1
+        elif name == "event":
+            self._event = value
+        elif name == "id":
+            if "\x00" not in value:
+                self.last_event_id = value
+        elif name == "retry" and value.isascii() and value.isdigit():
+            self.retry = int(value)
+        return None
+
+    def _dispatch(self) -> SSEEvent | None:
+        if not self._data:
+            self._event = ""
+            return None
+        event = SSEEvent("\n".join(self._data), self._event or "message", self.last_event_id)
+        self._data = []
+        self._data_size = 0
+        self._event = ""
+        return event
