@@ -1,0 +1,164 @@
+"""``acp-client bridge URL``: arguments, logging, stdout reservation, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Iterator
+from typing import TextIO
+from urllib.parse import urlsplit
+
+from acp_client.bridge._bridge import Bridge, BridgeOptions, describe_url
+from acp_client.bridge._editor import reserve_stdout
+
+__all__ = ["add_arguments", "run_command"]
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text!r}")
+    return value
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    if not sep or not name.strip() or any(c in name for c in " \t\r\n") or any(c in value for c in "\r\n"):
+        raise argparse.ArgumentTypeError("a header is 'Name: value'")  # never echo it: it may be a token
+    return name.strip(), value.strip()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``bridge`` subcommand's arguments."""
+    parser.add_argument("url", metavar="URL", help="the remote agent, ws:// or wss://")
+    parser.add_argument("--store", metavar="FILE", help="keep sessions in this SQLite file across bridge restarts")
+    parser.add_argument(
+        "--header",
+        metavar="'NAME: VALUE'",
+        type=_header,
+        action="append",
+        default=[],
+        help="add a header to the WebSocket handshake (repeatable), e.g. an Authorization token",
+    )
+    parser.add_argument("--log-file", metavar="F", help="write logs to this file instead of stderr")
+    parser.add_argument(
+        "--log-level", choices=sorted(_LEVELS), help="log level (default: warning on stderr, info in --log-file)"
+    )
+    parser.add_argument(
+        "--outage-timeout",
+        type=_seconds,
+        default=30.0,
+        metavar="S",
+        help="how long an editor request waits for a dropped link to come back (default 30)",
+    )
+    parser.add_argument(
+        "--connect-timeout",
+        type=_seconds,
+        default=15.0,
+        metavar="S",
+        help="give up (exit 1) when the remote cannot be reached within S seconds at start (default 15)",
+    )
+    parser.add_argument(
+        "--ping-interval", type=_seconds, default=10.0, metavar="S", help="liveness ping interval (default 10)"
+    )
+    parser.add_argument(
+        "--ping-timeout", type=_seconds, default=10.0, metavar="S", help="liveness ping timeout (default 10)"
+    )
+
+
+def _error(message: str) -> None:
+    sys.stderr.write(f"acp-client bridge: error: {message}\n")
+    sys.stderr.flush()
+
+
+def _check_url(url: str) -> str | None:
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError as exc:
+        return f"bad URL {describe_url(url)}: {exc}"
+    if parts.scheme not in ("ws", "wss") or not parts.hostname:
+        return f"bad URL {describe_url(url)}: expected ws://HOST[:PORT]/PATH or wss://..."
+    return None
+
+
+@contextlib.contextmanager
+def _logging(log_file: str | None, level_name: str | None) -> Iterator[None]:
+    """Route the library's (stdlib) logging to stderr or ``log_file``; restored afterwards."""
+    level = _LEVELS[level_name or ("info" if log_file else "warning")]
+    stream: TextIO = open(log_file, "a", encoding="utf-8", buffering=1) if log_file else sys.stderr  # noqa: SIM115
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+    handler.setLevel(level)
+    root = logging.getLogger()
+    library = logging.getLogger("acp_client")
+    previous = library.level
+    root.addHandler(handler)
+    library.setLevel(level)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        library.setLevel(previous)
+        if log_file:
+            stream.close()
+
+
+async def _serve(bridge: Bridge, out_fd: int) -> int:
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            loop.add_signal_handler(sig, bridge.stop)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no such signal
+            pass
+    try:
+        return await bridge.run(out_fd)
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run the bridge for parsed ``args``; returns the exit code (0 editor left, 1 remote unreachable or
+    I/O failure, 2 usage error)."""
+    problem = _check_url(args.url)
+    if problem is not None:
+        _error(problem)
+        return EXIT_USAGE
+    options = BridgeOptions(
+        url=args.url,
+        headers=tuple(args.header),
+        store=args.store,
+        outage_timeout=args.outage_timeout,
+        connect_timeout=args.connect_timeout,
+        ping_interval=args.ping_interval,
+        ping_timeout=args.ping_timeout,
+    )
+    bridge = Bridge(options)
+    try:
+        with _logging(args.log_file, args.log_level), reserve_stdout() as out_fd:
+            code = asyncio.run(_serve(bridge, out_fd))
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except ValueError as exc:  # stdin/stdout are regular files: asyncio cannot serve them
+        _error(f"stdin and stdout must be pipes or a terminal ({exc})")
+        return EXIT_USAGE
+    except OSError as exc:
+        _error(f"{type(exc).__name__}: {exc}")
+        return EXIT_FAILURE
+    if bridge.fatal is not None:
+        _error(bridge.fatal)
+    return code
