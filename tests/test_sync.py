@@ -187,7 +187,7 @@ async def test_called_from_inside_a_running_event_loop() -> None:
 def test_cancel_from_another_thread(host: AgentThread) -> None:
     with sync.connect(host.agent.url) as client, concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         session = client.new_session("/w")
-        pending = pool.submit(session.prompt, "sleep 30", bound(20))
+        pending = pool.submit(lambda: session.prompt("sleep 30", timeout=bound(20)))
         host.call(host.agent.wait_for_method("session/prompt", timeout=bound(10)))
         session.cancel()
         assert pending.result(bound(15)).stop_reason == "cancelled"
@@ -214,5 +214,5 @@ def test_a_call_from_the_clients_own_loop_is_refused(host: AgentThread) -> None:
 def test_connect_failure_leaves_no_thread() -> None:
     baseline = threading.active_count()
     with pytest.raises(UsageError):
-        sync.connect("http://127.0.0.1:1/nope")
+        sync.connect("ftp://127.0.0.1:1/nope")
     assert threading.active_count() == baseline
