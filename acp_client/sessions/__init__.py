@@ -1,5 +1,7 @@
 """Session handles that survive reconnects, their transcripts, and the stores that keep them."""
 
+from acp_client.sessions._lease import Lease, Renewal, SharedSessionStore
+from acp_client.sessions._redis import RedisSessionStore
 from acp_client.sessions._session import (
     DEFAULT_UPDATES_BUFFER,
     PromptResult,
@@ -17,10 +19,13 @@ from acp_client.sessions._transcript import Message, ToolCall, Transcript
 
 __all__ = [
     "DEFAULT_UPDATES_BUFFER",
+    "Lease",
     "MemorySessionStore",
     "Message",
     "PromptResult",
     "RecoveryMarker",
+    "RedisSessionStore",
+    "Renewal",
     "SQLiteSessionStore",
     "Session",
     "SessionLink",
@@ -28,6 +33,7 @@ __all__ = [
     "SessionRecord",
     "SessionStore",
     "SessionUpdate",
+    "SharedSessionStore",
     "StreamItem",
     "ToolCall",
     "Transcript",

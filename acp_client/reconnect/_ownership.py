@@ -1,0 +1,317 @@
+"""Session ownership among several worker processes that share a :class:`SharedSessionStore`.
+
+One :class:`SessionOwnership` per :class:`~acp_client.ReconnectingClient` whose store supports leases. It
+
+- decides which stored sessions this worker loads at start (the ones it holds or can claim, filtered by the
+  ``should_own(session_id)`` hook for sticky routing);
+- renews the leases every ``renew_every`` seconds while the worker lives (a task started by ``start()``);
+- adopts the sessions whose leases expired (a dead worker's) or were released, and hands them to the
+  client to recover with ``session/status`` → resume;
+- notices a lost lease (renewal refused, a fenced write rejected, the local deadline passed while the store
+  was unreachable, or the agent saying the session is attached elsewhere) and tells the client to turn the
+  handle detached with a :class:`SessionTakenOver` event;
+- notices that the store lost its data (:class:`SessionStoreReset`) and writes back the sessions this worker
+  still serves, instead of dropping them.
+
+It decides nothing about connections: the client (its :class:`OwnershipHost`) detaches and recovers handles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from acp_client._logging import get_logger
+from acp_client.exceptions import LeaseLost, StoreError, UsageError
+from acp_client.sessions import Session, SessionLink, SessionRecord
+from acp_client.sessions._lease import SharedSessionStore
+
+__all__ = ["OwnershipHost", "SessionOwnership", "SessionStoreReset", "SessionTakenOver"]
+
+log = get_logger("acp_client.reconnect")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTakenOver:
+    """This worker no longer owns the session: the handle is detached and nothing more is sent for it.
+
+    ``reason``: ``"lease_lost"`` (the renewal was refused: the lease expired or another worker holds it),
+    ``"lease_expired"`` (the store stayed unreachable past the lease's deadline), ``"write_rejected"`` (a
+    fenced write was refused), ``"attached_elsewhere"`` (the agent answered that the session is attached to
+    another connection and the store confirms another worker holds it), or ``"released"``
+    (``client.release(id)``). ``holder`` is the new owner's id when known. Logged as
+    ``acp.session_taken_over``.
+    """
+
+    session_id: str
+    reason: str
+    holder: str | None = None
+    generation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStoreReset:
+    """The shared store lost its data (a server restarted without persistence). The worker wrote back the
+    ``reclaimed`` sessions it still serves; ``taken`` ones had been claimed by another worker meanwhile and
+    are detached. Logged as ``acp.session_store_reset``."""
+
+    reclaimed: int
+    taken: int
+    generation: int = 0
+
+
+class OwnershipHost(Protocol):
+    """What the ownership manager needs from the client."""
+
+    def known_sessions(self) -> Mapping[str, Session]:
+        """The client's session handles by id."""
+        ...
+
+    def emit(self, event: Any) -> None:
+        """Report an event."""
+        ...
+
+    def detach_taken_over(self, session_id: str, reason: str, holder: str | None) -> None:
+        """Stop serving the session: cancel its recovery, turn the handle detached with ``reason``."""
+        ...
+
+    async def recover_adopted(self, records: list[SessionRecord]) -> None:
+        """Make handles for adopted records (or re-use detached ones) and recover them on the current
+        connection."""
+        ...
+
+
+_Want = Callable[[str], bool]
+
+
+class SessionOwnership:
+    """Leases, adoption and hand-over for one worker (see the module docstring).
+
+    ``renew_every`` defaults to a third of the lease TTL, ``adopt_every`` to half of it. ``should_own``
+    (default: every session) is asked before this worker claims a session it does not hold.
+    """
+
+    def __init__(
+        self,
+        store: SharedSessionStore,
+        *,
+        should_own: _Want | None = None,
+        renew_every: float | None = None,
+        adopt_every: float | None = None,
+        generation: Callable[[], int] = lambda: 0,
+    ) -> None:
+        ttl = store.lease_ttl
+        self.store = store
+        self._should_own = should_own
+        self._renew_every = renew_every if renew_every is not None else ttl / 3
+        self._adopt_every = adopt_every if adopt_every is not None else ttl / 2
+        if self._renew_every >= ttl:
+            raise UsageError("leases must be renewed more often than they expire (renew_every < lease_ttl)")
+        self._generation = generation
+        self._host: OwnershipHost | None = None
+        self._task: asyncio.Task[None] | None = None
+        #: sessions detached because another worker took them (adoption may bring them back if freed)
+        self._taken: set[str] = set()
+        self._last_adopt = 0.0
+        #: ids handed over on purpose by ``release``: never adopted back automatically
+        self._released: set[str] = set()
+        self.ticks = 0
+
+    def __repr__(self) -> str:
+        return f"<SessionOwnership owner={self.store.owner_id!r} held={len(self._held())}>"
+
+    @property
+    def owner_id(self) -> str:
+        """This worker's id in the store."""
+        return self.store.owner_id
+
+    def _held(self) -> list[str]:
+        host = self._host
+        if host is None:
+            return []
+        return [sid for sid in host.known_sessions() if self.store.lease(sid) is not None]
+
+    def should_own(self, session_id: str) -> bool:
+        """Whether this worker wants ``session_id`` when it is free (the ``should_own`` hook)."""
+        if session_id in self._released:
+            return False
+        return self._should_own is None or bool(self._should_own(session_id))
+
+    def owns(self, session_id: str) -> bool:
+        """Whether this worker holds an unexpired lease on the session (local view, no round trip)."""
+        lease = self.store.lease(session_id)
+        return lease is not None and not lease.expired()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def load(self) -> list[SessionRecord]:
+        """The records to load at start: the sessions this worker holds or can claim (``should_own``)."""
+        return await self.store.load_owned(want=self.should_own)
+
+    def start(self, host: OwnershipHost) -> None:
+        """Start renewing and adopting (called from the client's ``start()``)."""
+        self._host = host
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"acp-leases-{self.owner_id}")
+
+    async def stop(self) -> None:
+        """Stop the renewal task (the store's ``close()`` releases the leases)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task})
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._renew_every)
+            try:
+                await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug here must not end the leases' renewal silently
+                log.exception("acp.ownership_tick_crashed", owner=self.owner_id)
+
+    # ------------------------------------------------------------------ one round
+
+    async def tick(self, *, adopt: bool | None = None) -> None:
+        """One renewal round, then (every ``adopt_every`` seconds, or when ``adopt`` is true) one adoption
+        round. Public for tests and benchmarks; the renewal task calls it."""
+        host = self._require_host()
+        self.ticks += 1
+        try:
+            renewal = await self.store.renew_all()
+        except StoreError as exc:
+            self._expire_unreachable(host, exc)
+            return
+        if renewal.store_reset:
+            await self._reconcile_after_reset(host)
+        for sid in sorted(renewal.lost):
+            if not renewal.store_reset:
+                self._taken_over(host, sid, "lease_lost", None)
+        now = time.monotonic()
+        if adopt or (adopt is None and now - self._last_adopt >= self._adopt_every):
+            self._last_adopt = now
+            await self.adopt_free()
+
+    def _expire_unreachable(self, host: OwnershipHost, exc: BaseException) -> None:
+        """The store is unreachable: stop serving every session whose lease ran out by the local clock."""
+        log.warning("acp.lease_renewal_failed", owner=self.owner_id, error=str(exc))
+        for sid, session in list(host.known_sessions().items()):
+            lease = self.store.lease(sid)
+            if lease is not None and lease.expired() and session.link not in _GONE:
+                self._taken_over(host, sid, "lease_expired", None)
+
+    async def _reconcile_after_reset(self, host: OwnershipHost) -> None:
+        serving = [
+            s.record for sid, s in host.known_sessions().items() if s.link not in _GONE and sid not in self._taken
+        ]
+        try:
+            taken = await self.store.reclaim(serving)
+        except StoreError as exc:
+            log.warning("acp.store_reset_reclaim_failed", owner=self.owner_id, error=str(exc))
+            return  # the next round sees the reset again (every lease is still lost) and retries
+        host.emit(SessionStoreReset(len(serving) - len(taken), len(taken), self._generation()))
+        for sid in taken:
+            self._taken_over(host, sid, "lease_lost", None)
+
+    async def adopt_free(self) -> list[str]:
+        """Claim the free sessions this worker wants and hand them to the client to recover; returns their
+        ids. Two workers racing for one session: the store's claim lets exactly one win."""
+        host = self._require_host()
+        known = host.known_sessions()
+        try:
+            free = await self.store.claimable()
+            wanted = {
+                sid
+                for sid in free
+                if self.should_own(sid) and (sid not in known or sid in self._taken or known[sid].link in _GONE)
+            }
+            if not wanted:
+                return []
+            records = await self.store.load_owned(want=wanted.__contains__)
+        except StoreError as exc:
+            log.warning("acp.adoption_failed", owner=self.owner_id, error=str(exc))
+            return []
+        adopted = [r for r in records if r.session_id in wanted]
+        if not adopted:
+            return []
+        for record in adopted:
+            self._taken.discard(record.session_id)
+        log.info("acp.sessions_adopted", owner=self.owner_id, sessions=len(adopted))
+        await host.recover_adopted(adopted)
+        return [r.session_id for r in adopted]
+
+    # ------------------------------------------------------------------ hand-over on purpose
+
+    async def release(self, session_id: str) -> bool:
+        """Give the lease up and stop serving the session (it stays in the store for another worker)."""
+        host = self._require_host()
+        self._released.add(session_id)
+        released = await self.store.release(session_id)
+        self._taken_over(host, session_id, "released", None)
+        return released
+
+    async def adopt(self, session_id: str) -> SessionRecord:
+        """Claim one session now (it must be free or already ours) and recover it; raises ``LeaseLost``
+        when another worker holds it, ``KeyError`` when the store does not have it."""
+        host = self._require_host()
+        self._released.discard(session_id)
+        lease = await self.store.claim(session_id)
+        if lease is None:
+            raise LeaseLost(session_id, "taken")
+        records = await self.store.load_owned(want=lambda sid: sid == session_id)
+        record = next((r for r in records if r.session_id == session_id), None)
+        if record is None:
+            await self.store.release(session_id)
+            raise KeyError(session_id)
+        self._taken.discard(session_id)
+        await host.recover_adopted([record])
+        return record
+
+    # ------------------------------------------------------------------ signals from the client
+
+    def write_rejected(self, exc: LeaseLost) -> None:
+        """A fenced write of the client was refused: the session belongs to another worker now."""
+        host = self._require_host()
+        if exc.reason == "reset":
+            return  # the next renewal round reconciles the whole store and writes this session back
+        self._taken_over(host, exc.session_id, "write_rejected", exc.holder)
+
+    async def attached_elsewhere(self, session_id: str) -> bool:
+        """The agent says the session is attached to another connection. ``True`` when another worker holds
+        it (the handle is then detached); ``False`` when this worker still does (recover it)."""
+        host = self._require_host()
+        try:
+            lease = await self.store.claim(session_id)
+        except StoreError as exc:
+            log.warning("acp.ownership_check_failed", session_id=session_id, error=str(exc))
+            return False
+        if lease is not None:
+            return False
+        self._taken_over(host, session_id, "attached_elsewhere", None)
+        return True
+
+    def may_recover(self, session_id: str) -> bool:
+        """Whether the client may re-attach the session on a new connection (it holds the lease)."""
+        return self.owns(session_id) and session_id not in self._taken
+
+    # ------------------------------------------------------------------ internals
+
+    def _taken_over(self, host: OwnershipHost, session_id: str, reason: str, holder: str | None) -> None:
+        session = host.known_sessions().get(session_id)
+        if session is None or (session_id in self._taken and reason != "released"):
+            return
+        self._taken.add(session_id)
+        host.detach_taken_over(session_id, reason, holder)
+        host.emit(SessionTakenOver(session_id, reason, holder, self._generation()))
+
+    def _require_host(self) -> OwnershipHost:
+        if self._host is None:
+            raise UsageError("session ownership is not started (ReconnectingClient.start() starts it)")
+        return self._host
+
+
+_GONE = (SessionLink.LOST, SessionLink.CLOSED)

