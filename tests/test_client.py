@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 from typing import Any
 
 import pytest
@@ -286,13 +287,43 @@ async def test_session_cancel_answers_pending_permission_cancelled(agent: Refere
         assert client._permission_waiters == {}
 
 
-async def test_prompt_timeout_is_typed_in_both_versions(agent: ReferenceAgent) -> None:
+class WatchedCounter(collections.Counter[str]):
+    """A connection's ``stats`` that wakes a waiter on every change (so a test can wait for a late frame)."""
+
+    def __init__(self, initial: collections.Counter[str]) -> None:
+        super().__init__(initial)
+        self.changed = asyncio.Event()
+
+    def __setitem__(self, key: str, value: int) -> None:
+        super().__setitem__(key, value)
+        self.changed.set()
+
+    async def wait_until(self, predicate: Any, timeout: float) -> None:
+        async with asyncio.timeout(timeout):
+            while not predicate(self):
+                self.changed.clear()
+                await self.changed.wait()
+
+
+async def test_prompt_timeout_is_typed_in_both_versions(agent: ReferenceAgent, version: int) -> None:
     from acp_client import ACPTimeoutError
 
     async with connect(agent.url) as client:
+        stats = client.connection.stats = WatchedCounter(client.connection.stats)
         session = await client.new_session("/w")
+        finished = asyncio.Event()
+        session.on_turn_finished(lambda _session, _reason: finished.set())
         with pytest.raises(ACPTimeoutError):
             await session.prompt("sleep 5", timeout=0.1)
         await session.cancel()
-        # the late answer of the abandoned v1 request is an expected discard, not a warning
-        assert client.connection.stats["invalid_unknown_id"] == 0
+        if version == 1:
+            # the session/prompt request itself was abandoned: wait for its late answer (-32800 or the turn's end)
+            await stats.wait_until(lambda s: s["late_responses"] + s["invalid_unknown_id"] >= 1, bound(5))
+            # ... which is an expected discard, not a warning
+            assert stats["invalid_unknown_id"] == 0
+            assert stats["late_responses"] == 1
+        else:
+            # v2 answers session/prompt at once and reports the turn by updates: nothing was abandoned
+            await asyncio.wait_for(finished.wait(), bound(5))
+            assert stats["cancel_requests_out"] == 0
+            assert stats["invalid_unknown_id"] == 0 and stats["late_responses"] == 0
