@@ -8,6 +8,7 @@ survives drops and recovers its sessions. The public surface is exactly :data:`_
 from acp_client._version import __version__
 from acp_client.client import ACPClient, SessionInfo, connect
 from acp_client.connection import AgentProcess
+from acp_client.content import embedded_resource, image, resource_link, text
 from acp_client.exceptions import (
     ACPError,
     ACPTimeoutError,
@@ -72,13 +73,27 @@ from acp_client.sessions import (
     SQLiteSessionStore,
     UpdatesDropped,
 )
+from acp_client.updates import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    MessageUpdate,
+    Plan,
+    StateUpdate,
+    ToolCall,
+    ToolCallUpdate,
+    UnknownUpdate,
+    UserMessageChunk,
+    typed_update,
+)
 
 __all__ = [
     "ACPClient",
     "ACPError",
     "ACPTimeoutError",
+    "AgentMessageChunk",
     "AgentNotFound",
     "AgentProcess",
+    "AgentThoughtChunk",
     "AuthRequired",
     "Backoff",
     "BufferFull",
@@ -100,11 +115,13 @@ __all__ = [
     "InvalidRequest",
     "Keep",
     "MemorySessionStore",
+    "MessageUpdate",
     "MethodNotFound",
     "NotConnected",
     "ParseError",
     "PermissionOption",
     "PermissionRequest",
+    "Plan",
     "PromptResult",
     "ProtocolError",
     "RPCError",
@@ -130,12 +147,22 @@ __all__ = [
     "SessionStore",
     "SessionUpdate",
     "StateChanged",
+    "StateUpdate",
     "StatusProbe",
     "TLSError",
+    "ToolCall",
+    "ToolCallUpdate",
     "TransportError",
+    "UnknownUpdate",
     "UnsupportedProtocolVersion",
     "UpdatesDropped",
     "UsageError",
+    "UserMessageChunk",
     "__version__",
     "connect",
+    "embedded_resource",
+    "image",
+    "resource_link",
+    "text",
+    "typed_update",
 ]

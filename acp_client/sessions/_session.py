@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import collections
 import enum
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from acp_client._logging import get_logger
+from acp_client.content import PromptContent, prompt_blocks
 from acp_client.exceptions import ACPTimeoutError, ConnectionLost, SessionLost, UsageError
 from acp_client.schema import SessionUpdateEvent, parse_state_update
 from acp_client.sessions._store import SessionRecord
 from acp_client.sessions._transcript import Transcript
+from acp_client.updates import TypedUpdate, typed_update, update_text
 
 __all__ = [
     "PromptResult",
@@ -59,6 +61,16 @@ class SessionUpdate:
     update: Any
     raw: dict[str, Any]
     replay: bool = False
+
+    @property
+    def typed(self) -> TypedUpdate:
+        """A version-neutral dataclass for this update (see :mod:`acp_client.updates`), built when read."""
+        return typed_update(self.raw)
+
+    @property
+    def text(self) -> str:
+        """The text of a message or thought chunk (or v2 whole message); ``""`` for other updates."""
+        return update_text(self.raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,11 +130,10 @@ class SessionOwner(Protocol):
     async def _session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None: ...
 
 
-def text_blocks(content: str | Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Prompt content as ACP content blocks: a string becomes one text block."""
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [dict(block) for block in content]
+def text_blocks(content: PromptContent) -> list[dict[str, Any]]:
+    """Prompt content as ACP content blocks (see :func:`acp_client.content.prompt_blocks`): a string becomes
+    one text block; anything that is not content raises ``UsageError``."""
+    return prompt_blocks(content)
 
 
 class _Subscription:
@@ -198,7 +209,7 @@ class Session:
 
     # ------------------------------------------------------------------ user API
 
-    async def prompt(self, content: str | Sequence[dict[str, Any]], *, timeout: float | None = None) -> PromptResult:
+    async def prompt(self, content: PromptContent, *, timeout: float | None = None) -> PromptResult:
         """Send a prompt and wait until the turn ends (v1: the response; v2: the idle ``state_update``).
 
         A prompt is never re-sent automatically: if the link drops, this raises ``ConnectionLost`` (with
