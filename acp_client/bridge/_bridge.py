@@ -47,7 +47,7 @@ from acp_client.exceptions import (
     SessionLost,
     SessionNotFound,
 )
-from acp_client.reconnect import ClientState, ReconnectingClient, SessionForgotten, StateChanged
+from acp_client.reconnect import Backoff, ClientState, ReconnectingClient, SessionForgotten, StateChanged
 from acp_client.recovery import Action, Capabilities, DefaultStrategy, Forget, Reattach, StatusProbe
 from acp_client.sessions import MemorySessionStore, SessionRecord, SessionStore, SQLiteSessionStore
 from acp_client.transports import Transport
@@ -75,7 +75,8 @@ class BridgeOptions:
 
     ``outage_timeout`` bounds how long an editor request waits for the link to come back;
     ``connect_timeout`` bounds reaching the remote when the editor initializes (then the bridge exits);
-    ``ping_interval``/``ping_timeout`` set the liveness check that notices a silent (half-open) drop.
+    ``ping_interval``/``ping_timeout`` set the liveness check that notices a silent (half-open) drop;
+    ``max_backoff`` caps the wait between reconnect attempts (an editor request also cuts a wait short).
     """
 
     url: str
@@ -85,6 +86,7 @@ class BridgeOptions:
     connect_timeout: float = 15.0
     ping_interval: float | None = 10.0
     ping_timeout: float | None = 10.0
+    max_backoff: float = 5.0
     max_frame_bytes: int = 16 * 1024 * 1024
 
 
@@ -277,6 +279,8 @@ class Bridge:
             raise InvalidRequest(-32600, "Invalid request", {"reason": "send initialize first"})
         if rc.state is ClientState.FAILED:
             rc.reconnect_now()  # the editor wants the remote again: try once more (still bounded)
+        elif rc.state is ClientState.BACKOFF:
+            rc.notify_network_changed()  # someone is waiting: try now instead of at the end of the backoff
         return rc
 
     def _transport_factory(self) -> Callable[[], Awaitable[Transport]]:
@@ -398,6 +402,8 @@ class Bridge:
             handlers=EditorHandlers(self._editor, caps if isinstance(caps, dict) else {}),
             store=_HookedStore(store, self._on_saved),
             strategy=BridgeStrategy(),
+            backoff=Backoff(base=0.25, cap=options.max_backoff),
+            close_timeout=2.0,
             protocol_version=protocol,
             request_timeout=None,
             initialize_timeout=options.connect_timeout,

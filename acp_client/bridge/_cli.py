@@ -69,6 +69,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="give up (exit 1) when the remote cannot be reached within S seconds at start (default 15)",
     )
     parser.add_argument(
+        "--max-backoff",
+        type=_seconds,
+        default=5.0,
+        metavar="S",
+        help="longest wait between reconnect attempts (default 5)",
+    )
+    parser.add_argument(
         "--ping-interval", type=_seconds, default=10.0, metavar="S", help="liveness ping interval (default 10)"
     )
     parser.add_argument(
@@ -145,6 +152,7 @@ def run_command(args: argparse.Namespace) -> int:
         connect_timeout=args.connect_timeout,
         ping_interval=args.ping_interval,
         ping_timeout=args.ping_timeout,
+        max_backoff=args.max_backoff,
     )
     bridge = Bridge(options)
     try:

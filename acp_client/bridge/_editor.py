@@ -70,7 +70,10 @@ class EditorLink:
         await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
         out = os.fdopen(out_fd, "wb", buffering=0)
         try:
-            transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
+            # a StreamReaderProtocol (over an unused reader) gives the writer drain() and wait_closed()
+            transport, protocol = await loop.connect_write_pipe(
+                lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader()), out
+            )
         except BaseException:
             out.close()
             raise
