@@ -253,6 +253,8 @@ class HttpEndpoint:
     session_stream_delay: float = 0.0
     #: HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS to announce (``None``: never named, as Node)
     h2_max_concurrent_streams: int | None = 100
+    #: ``False``: WebSocket upgrades are not served (answered like any GET: 406), for ``transport="auto"``
+    serve_websocket: bool = True
 
     def __init__(self, agent: ReferenceAgent) -> None:
         """Bound to ``agent``; serves nothing until the agent listens."""
@@ -287,6 +289,18 @@ class HttpEndpoint:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+
+    def drop_streams(self) -> int:
+        """Reset the TCP connection of every open event stream, keeping the links (a network blip between
+        the client and the streams). With ``event_ids`` a client can resume them; without, the links end.
+        Returns how many streams were cut."""
+        cut = 0
+        for link in list(self.links.values()):
+            for out in list(link.streams.values()):
+                if out.responder is not None:
+                    out.responder.abort()
+                    cut += 1
+        return cut
 
     def spawn(self, coro: Awaitable[Any], name: str) -> asyncio.Task[Any]:
         """A task owned by the endpoint (cancelled by :meth:`aclose`)."""
@@ -555,7 +569,8 @@ class _DualConnection(ServerConnection):
         if end == -1 and len(buffered) < _SNIFF_LIMIT:
             return
         head = buffered[: end if end != -1 else len(buffered)].decode("latin-1").lower()
-        if "\nupgrade: websocket" in head or "\nupgrade:websocket" in head:
+        upgrade = "\nupgrade: websocket" in head or "\nupgrade:websocket" in head
+        if upgrade and self._endpoint.serve_websocket:
             self._mode = "ws"
             self._sniffed = b""
             if not self._decided.done():
@@ -888,4 +903,3 @@ class _H2Server:
         for stream in list(self.streams.values()):
             stream.mark_gone()
         self.done.set()
-

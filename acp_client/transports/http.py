@@ -34,8 +34,10 @@ initialize answered with a status other than 200             :class:`HTTPTranspo
                                                              as for a WebSocket handshake)
 a 200 that is HTML or not JSON, or has no                    :class:`HTTPTransportError` with status 200
 ``Acp-Connection-Id``
-later POST answered 400/406/415/501/...                      :class:`HTTPTransportError` from ``send``
-                                                             (the link stays usable)
+later POST answered 400/406/415/501/...                      a JSON-RPC error answer to that request
+                                                             (``-32603``, ``data.httpStatus``,
+                                                             ``data.bodyExcerpt``); counted in
+                                                             ``stats.posts_rejected``; the link stays
 404 for the connection, 401/403/5xx on a later POST, a       :class:`ConnectionLost`: the reconnect manager
 network error, a stream that ends and cannot be resumed,     re-initializes and recovers as after a
 a stream silent past ``ping_interval + ping_timeout``        WebSocket drop
@@ -109,6 +111,10 @@ _CREATE_METHODS = frozenset({"session/new", "session/fork"})
 _DETACH_METHODS = frozenset({"session/close", "session/delete"})
 #: Bound on the agent's answer to the ``initialize`` POST (the answer is the response body).
 INITIALIZE_TIMEOUT = 30.0
+#: A load/resume result waits until its session stream was quiet this long (seconds; see ``_replay_barrier``).
+REPLAY_QUIET = 0.05
+#: The longest a load/resume result is held back waiting for its replay.
+REPLAY_HOLD_MAX = 2.0
 _EXCERPT = 300
 _LOST_STATUSES = frozenset({401, 403, 404, 408, 409, 410, 429, 500, 502, 503, 504})
 
@@ -120,7 +126,8 @@ class HTTPTransportStats(TransportStats):
     ``posts`` counts POST requests; ``streams_opened`` SSE GETs answered 200; ``streams_resumed`` streams
     reopened with ``Last-Event-ID`` without a recovery; ``sse_discarded`` events dropped (not JSON, or an
     ``event:`` type other than ``message``); ``sse_comments`` comment lines (keepalives);
-    ``session_streams_refused`` session-scoped GETs the server refused.
+    ``session_streams_refused`` session-scoped GETs the server refused; ``posts_rejected`` POSTs answered
+    with an unusable status (400, 415 ...).
     """
 
     posts: int = 0
@@ -129,6 +136,7 @@ class HTTPTransportStats(TransportStats):
     sse_discarded: int = 0
     sse_comments: int = 0
     session_streams_refused: int = 0
+    posts_rejected: int = 0
 
 
 class _RejectAllCookies(http.cookiejar.DefaultCookiePolicy):
@@ -151,6 +159,14 @@ class _StreamRefused(Exception):
         self.excerpt = excerpt
 
 
+class _Exchange:
+    """One POST in flight: the frame and its parsed message."""
+
+    def __init__(self, frame: str, message: Any) -> None:
+        self.frame = frame
+        self.message = message
+
+
 class _Stream:
     """One SSE stream: its key (``None`` = the connection stream), task, and opening outcome."""
 
@@ -160,6 +176,9 @@ class _Stream:
         self.opened.add_done_callback(_retrieve)  # an opening nobody awaits any more is not an error
         self.task: asyncio.Task[None] | None = None
         self.detached = False  # the client closed/deleted the session: its stream may end quietly
+        self.events = 0  # JSON-RPC messages delivered from this stream
+        self.state_updates = 0  # v2 ``state_update`` notifications among them
+        self.changed = asyncio.Event()  # set on every delivered message
 
     @property
     def label(self) -> str:
@@ -190,16 +209,15 @@ class StreamableHTTPTransport:
         self._host = url.host
         self._secure = url.scheme == "https"
         self._cookies: CookieJar = options.cookies
-        http2 = options.http2
-        self._http1 = http2 != "prior_knowledge"
-        self._http2 = bool(http2)
-        self._verify: _ssl.SSLContext | bool = options.ssl if options.ssl is not None else True
+        self._http1, self._http2 = _http_versions(options)
+        self._verify: _ssl.SSLContext = options.ssl if options.ssl is not None else _default_ssl_context()
         self._inbound: asyncio.Queue[str | None] = asyncio.Queue()
         self._failure: ConnectionLost | None = None
         self._post_lock = asyncio.Lock()
         self._post_client: httpx.AsyncClient | None = None
+        self._post_tasks: set[asyncio.Task[None]] = set()
         self._streams: dict[str | None, _Stream] = {}
-        self._attaching: dict[int | str, tuple[str, str | None]] = {}
+        self._attaching: dict[int | str, tuple[str, str | None, int]] = {}
         self._inbound_routes: dict[int | str, str] = {}
         self._close_task: asyncio.Task[None] | None = None
         self._initialized = False
@@ -249,13 +267,13 @@ class StreamableHTTPTransport:
                 raise UsageError("the first frame sent over Streamable HTTP must be the initialize request")
             await self._initialize(frame)
             return
-        session_header = self._route_outgoing(message)
         if isinstance(message, dict) and message.get("method") in _ATTACH_METHODS and "id" in message:
             session_id = _session_id(message.get("params"))
             if session_id is not None and session_id not in self._streams:
                 # open the session stream first, so the replay the agent sends is received
-                session_header = session_id if await self._open_stream(session_id, required=False) else None
-        await self._post(frame, session_header)
+                await self._open_stream(session_id, required=False)
+        session_header = self._route_outgoing(message)
+        await self._post(frame, session_header, message)
 
     async def recv(self) -> str:
         """The next frame from any stream (or the ``initialize`` body). Raises ``ConnectionLost`` after the
@@ -346,21 +364,43 @@ class StreamableHTTPTransport:
 
     # ------------------------------------------------------------------ POST
 
-    async def _post(self, frame: str, session_id: str | None) -> None:
+    async def _post(self, frame: str, session_id: str | None, message: Any) -> None:
+        """Hand one frame to the POST sequence and return (as a WebSocket send returns once the frame is in
+        the socket's buffer). POSTs stay strictly ordered: a POST starts only after the previous one was
+        answered, so ``send`` waits while the previous POST is unanswered, never for its own. A caller
+        cancelled after ``send`` returned has sent its request (so the connection sends
+        ``$/cancel_request``). The answer is handled by the exchange: a lost link fails the transport;
+        another rejection of a request becomes a JSON-RPC error response (``-32603``, ``data.httpStatus``)
+        so the caller is not left waiting."""
+        await self._post_lock.acquire()
+        if self._failure is not None:
+            self._post_lock.release()
+            raise self._lost()
         headers = self._request_headers(content=True, session_id=session_id)
+        exchange = _Exchange(frame, message)
+        task = asyncio.get_running_loop().create_task(
+            self._post_exchange(exchange, headers), name=f"acp-client post {self._description}"
+        )
+        self._post_tasks.add(task)
+        task.add_done_callback(self._post_done)
+
+    def _post_done(self, task: asyncio.Task[None]) -> None:
+        self._post_tasks.discard(task)
+        self._post_lock.release()
+        if not task.cancelled():
+            task.exception()  # a bug in the exchange would show in the log, not as "never retrieved"
+
+    async def _post_exchange(self, exchange: _Exchange, headers: list[tuple[str, str]]) -> None:
         client = self._client_for_posts()
-        async with self._post_lock:
-            if self._failure is not None:
-                raise self._lost()
-            self.stats.posts += 1
-            try:
-                response = await client.post(self._url, content=frame.encode(), headers=headers)
-            except httpx.HTTPError as exc:
-                lost = ConnectionLost(
-                    f"POST to {self._description} failed: {_describe_error(exc)}", reason="post failed"
-                )
-                self._fail(lost)
-                raise self._lost() from exc
+        frame = exchange.frame
+        self.stats.posts += 1
+        try:
+            response = await client.post(self._url, content=frame.encode(), headers=headers)
+        except httpx.HTTPError as exc:
+            self._fail(
+                ConnectionLost(f"POST to {self._description} failed: {_describe_error(exc)}", reason="post failed")
+            )
+            return
         self._store_cookies(response)
         self.http_version = response.http_version
         status = response.status_code
@@ -383,8 +423,30 @@ class StreamableHTTPTransport:
                     reason=f"http {status}",
                 )
             )
-            raise self._lost()
-        raise _http_error(f"{self._description} rejected a POST with HTTP {status}", response)
+            return
+        error = _http_error(f"{self._description} rejected a POST with HTTP {status}", response)
+        self.stats.posts_rejected += 1
+        message = exchange.message
+        request_id = message.get("id") if isinstance(message, dict) and "method" in message else None
+        _log.warning("http_post_rejected", transport=self._description, status_code=status, request_id=request_id)
+        if _is_id(request_id):
+            self._inbound.put_nowait(
+                json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": request_id,
+                        "error": {
+                            "code": -32603,
+                            "message": str(error),
+                            "data": {
+                                "httpStatus": status,
+                                "contentType": error.content_type,
+                                "bodyExcerpt": error.body_excerpt,
+                            },
+                        },
+                    }
+                )
+            )
 
     def _route_outgoing(self, message: Any) -> str | None:
         """Note what an outgoing message means for routing; return its ``Acp-Session-Id`` (or ``None``)."""
@@ -395,7 +457,12 @@ class StreamableHTTPTransport:
             session_id = _session_id(message.get("params"))
             request_id = message.get("id")
             if _is_id(request_id) and (method in _ATTACH_METHODS or method in _CREATE_METHODS):
-                self._attaching[request_id] = (method, session_id if method in _ATTACH_METHODS else None)
+                attached = self._streams.get(session_id) if method in _ATTACH_METHODS else None
+                self._attaching[request_id] = (
+                    method,
+                    session_id if method in _ATTACH_METHODS else None,
+                    attached.state_updates if attached is not None else 0,
+                )
             if method in _DETACH_METHODS and session_id in self._streams:
                 self._streams[session_id].detached = True
             stream = self._streams.get(session_id) if session_id is not None else None
@@ -577,6 +644,13 @@ class StreamableHTTPTransport:
                 await self._deliver(stream, event.data, message)
 
     async def _deliver(self, stream: _Stream, text: str, message: Any) -> None:
+        stream.events += 1
+        if stream.session_id is not None and isinstance(message, dict) and message.get("method") == "session/update":
+            params = message.get("params")
+            update = params.get("update") if isinstance(params, dict) else None
+            if isinstance(update, dict) and update.get("sessionUpdate") == "state_update":
+                stream.state_updates += 1
+        stream.changed.set()
         if isinstance(message, dict):
             request_id = message.get("id")
             if "method" in message:
@@ -590,13 +664,18 @@ class StreamableHTTPTransport:
 
     async def _settle_attach(self, request_id: int | str, message: dict[str, Any], text: str) -> str:
         """A load/resume/new answer: make sure the session's stream is open before the result is seen."""
-        method, session_id = self._attaching.pop(request_id)
+        method, session_id, state_updates = self._attaching.pop(request_id)
         result = message.get("result")
         if "error" in message:
             return text
         if session_id is None and isinstance(result, dict):
             session_id = _session_id(result)
-        if session_id is None or session_id in self._streams:
+        if session_id is None:
+            return text
+        stream = self._streams.get(session_id)
+        if stream is not None:
+            if method in _ATTACH_METHODS and stream.opened.done() and not stream.opened.exception():
+                await self._replay_barrier(stream, method, state_updates)
             return text
         if await self._open_stream(session_id, required=False):
             return text
@@ -618,6 +697,33 @@ class StreamableHTTPTransport:
                 },
             }
         )
+
+    async def _replay_barrier(self, stream: _Stream, method: str, state_updates: int) -> None:
+        """Hold a load/resume result (connection stream) until its replay (session stream) is in.
+
+        The two streams are separate HTTP requests, so the result can overtake the replay sent before it.
+        A v2 ``session/resume`` ends its replay with a ``state_update`` snapshot: wait for it. Otherwise
+        (v1, or an agent without the snapshot) wait until the session stream was quiet for
+        ``REPLAY_QUIET`` seconds. Either wait is capped by ``REPLAY_HOLD_MAX``.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + REPLAY_HOLD_MAX
+        snapshot = method == "session/resume" and self.protocol_version == 2
+        while self._failure is None:
+            if snapshot and stream.state_updates > state_updates:
+                return
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                if snapshot:
+                    _log.debug("http_replay_snapshot_not_seen", transport=self._description, session=stream.label)
+                return
+            stream.changed.clear()
+            try:
+                async with asyncio.timeout(remaining if snapshot else min(remaining, REPLAY_QUIET)):
+                    await stream.changed.wait()
+            except TimeoutError:
+                if not snapshot:
+                    return  # quiet long enough
 
     def _lose_stream(self, stream: _Stream, why: str) -> None:
         if self._failure is not None:
@@ -699,7 +805,10 @@ class StreamableHTTPTransport:
         await self._release()
 
     async def _release(self) -> None:
-        tasks = [s.task for s in self._streams.values() if s.task is not None and s.task is not asyncio.current_task()]
+        tasks: list[asyncio.Task[Any]] = [
+            s.task for s in self._streams.values() if s.task is not None and s.task is not asyncio.current_task()
+        ]
+        tasks.extend(self._post_tasks)
         for task in tasks:
             task.cancel()
         if tasks:
@@ -730,6 +839,23 @@ class StreamableHTTPTransport:
 
 
 # ---------------------------------------------------------------------------- module helpers
+
+
+_SSL_CONTEXT: _ssl.SSLContext | None = None
+
+
+def _default_ssl_context() -> _ssl.SSLContext:
+    """One verifying context per process: building one loads the trust store (tens of ms), and every
+    stream's client would otherwise build its own."""
+    global _SSL_CONTEXT
+    if _SSL_CONTEXT is None:
+        _SSL_CONTEXT = _ssl.create_default_context()
+    return _SSL_CONTEXT
+
+
+def _http_versions(options: TransportOptions) -> tuple[bool, bool]:
+    """(HTTP/1.1 allowed, HTTP/2 allowed) for httpx; ``prior_knowledge`` allows only HTTP/2 (h2c)."""
+    return options.http2 != "prior_knowledge", bool(options.http2)
 
 
 def _retrieve(future: asyncio.Future[None]) -> None:
@@ -850,4 +976,3 @@ async def open_endpoint(url: str, options: TransportOptions) -> Transport:
         except HandshakeRejected as exc:
             _log.info("http_websocket_refused_fallback", transport=http_url.split("?", 1)[0], status=exc.status_code)
     return await open_http(http_url, options)
-
