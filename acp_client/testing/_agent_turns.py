@@ -19,6 +19,9 @@ the rest of their line verbatim (``;`` included). A prompt that is not a valid s
 ``drop [CODE]``            close the session's connection (WebSocket close ``CODE``, default 1011); the turn
                            runs on, its updates are dropped until a connection re-attaches the session
 ``abort``                  the same with a TCP reset
+``read PATH``              v1: ``fs/read_text_file`` → "read PATH: CONTENT" (see :mod:`._agent_tools`)
+``write PATH TEXT``        v1: ``fs/write_text_file`` with ``TEXT`` → "wrote PATH"
+``run COMMAND [ARG ...]``  v1: a client terminal runs it → "ran COMMAND: exit N" and its output
 =========================  ==================================================================================
 
 A turn ends with ``end_turn`` unless said otherwise, or ``cancelled`` once ``session/cancel`` arrived.
@@ -36,6 +39,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 from acp_client._logging import get_logger
 from acp_client.testing._agent_errors import INTERNAL_ERROR, AgentError, PeerError, PeerGone
 from acp_client.testing._agent_sessions import SessionRecord, TranscriptMessage, new_message_id
+from acp_client.testing._agent_tools import TOOL_COMMANDS, run_tool
 
 if TYPE_CHECKING:
     from acp_client.testing._agent_connection import AgentConnection, Reply
@@ -103,6 +107,8 @@ def _command(segment: str) -> ScriptStep | None:
         return ScriptStep("drop", code=int(args[0]) if args else 1011)
     if head == "abort" and not args:
         return ScriptStep("abort")
+    if head in TOOL_COMMANDS and args and (head != "write" or len(args) >= 2):
+        return ScriptStep("tool", text=" ".join(words))
     return None
 
 
@@ -488,4 +494,7 @@ async def run_script(turn: PromptTurn, steps: Sequence[ScriptStep]) -> str:
             return step.text
         elif step.kind in ("drop", "abort"):
             await turn.drop_connection(step.code or 1011, abort=step.kind == "abort")
+        elif step.kind == "tool":
+            command, *words = step.text.split()
+            await run_tool(turn, command.lower(), words)
     return "cancelled" if turn.is_cancelled() else "end_turn"
