@@ -6,6 +6,7 @@
     acp-client status URL SESSION_ID... [--timeout S]
     acp-client locate SESSION_ID URL... [--timeout S]
     acp-client serve-reference [--host H] [--port N] [--protocol 1|2] [--also-v1] [--stdio]
+    acp-client bridge URL [--store FILE] [--header 'NAME: VALUE'] [--log-file F] [--outage-timeout S]
 
 Exit codes: 0 success, 1 failure (unreachable agent, session not active anywhere, ...), 2 usage errors.
 The CLI is the only place in the package that prints and that configures logging.
@@ -186,6 +187,16 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--stdio", action="store_true", help="serve one connection on stdin/stdout")
     serve.add_argument("--require-auth", action="store_true", help="session methods need authentication first")
     serve.add_argument("--verbose", action="store_true", help="debug logs on stderr")
+
+    from acp_client.bridge import add_arguments as add_bridge_arguments
+
+    bridge = sub.add_parser(
+        "bridge",
+        help="be a stdio agent for an editor, forwarding to a remote agent across dropped links",
+        description="Speak ACP on stdin/stdout to an editor and forward to the remote agent at URL through the "
+        "reconnect manager. Nothing but JSON-RPC is written to stdout. See examples/editor_bridge.md.",
+    )
+    add_bridge_arguments(bridge)
     return parser
 
 
@@ -551,6 +562,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve-reference":
             return _serve_reference(args)  # configures its own logging
+        if args.command == "bridge":
+            from acp_client.bridge import run_command as run_bridge
+
+            return run_bridge(args)  # stdout carries JSON-RPC only; logs go to stderr or --log-file
         with _quiet_library_logs():
             return _run(args, parser)
     except KeyboardInterrupt:

@@ -284,24 +284,13 @@ class Bridge:
         return rc
 
     def _transport_factory(self) -> Callable[[], Awaitable[Transport]]:
-        from acp_client.client import open_transport
-        from acp_client.transports import CookieJar
-
-        options = self.options
-        cookies = CookieJar()  # one jar for every reconnect (load-balancer affinity)
-        headers = dict(options.headers) if options.headers else None
+        """What the client opens on every (re)connect: the transport its own options describe (headers, ping,
+        cookies, ...), with the tap on it."""
+        from acp_client._connect import open_transport
 
         async def open_remote() -> Transport:
-            transport = await open_transport(
-                options.url,
-                headers=headers,
-                cookies=cookies,
-                open_timeout=min(10.0, options.connect_timeout),
-                ping_interval=options.ping_interval,
-                ping_timeout=options.ping_timeout,
-                max_frame_bytes=options.max_frame_bytes,
-            )
-            return self._tap.wrap(transport)
+            assert self._rc is not None
+            return self._tap.wrap(await open_transport(self.options.url, self._rc.transport_options))
 
         return open_remote
 
@@ -405,6 +394,9 @@ class Bridge:
             backoff=Backoff(base=0.25, cap=options.max_backoff),
             close_timeout=2.0,
             protocol_version=protocol,
+            headers=list(options.headers) or None,
+            open_timeout=min(10.0, options.connect_timeout),
+            max_frame_bytes=options.max_frame_bytes,
             request_timeout=None,
             initialize_timeout=options.connect_timeout,
             ping_interval=options.ping_interval,
