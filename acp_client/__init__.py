@@ -5,8 +5,9 @@ survives drops and recovers its sessions. The public surface is exactly :data:`_
 ``docs/reference/api.md``); everything else is private.
 """
 
+from acp_client._connect import connect
 from acp_client._version import __version__
-from acp_client.client import ACPClient, SessionInfo, connect
+from acp_client.client import ACPClient, SessionInfo
 from acp_client.connection import AgentProcess
 from acp_client.content import embedded_resource, image, resource_link, text
 from acp_client.exceptions import (
@@ -14,7 +15,6 @@ from acp_client.exceptions import (
     ACPTimeoutError,
     AgentNotFound,
     AuthRequired,
-    BufferFull,
     CapabilityNotSupported,
     ClientClosed,
     ConnectError,
@@ -45,11 +45,14 @@ from acp_client.reconnect import (
     ClientState,
     ConnectionDropped,
     CrashLoopBreaker,
+    EventsDropped,
     ReconnectingClient,
+    RecoveryRoundFinished,
     SessionDetached,
     SessionForgotten,
     SessionRecovered,
     SessionRecoveryFailed,
+    SessionStoreFailed,
     StateChanged,
 )
 from acp_client.recovery import (
@@ -73,6 +76,7 @@ from acp_client.sessions import (
     SQLiteSessionStore,
     UpdatesDropped,
 )
+from acp_client.transports import TransportOptions
 from acp_client.updates import (
     AgentMessageChunk,
     AgentThoughtChunk,
@@ -96,7 +100,6 @@ __all__ = [
     "AgentThoughtChunk",
     "AuthRequired",
     "Backoff",
-    "BufferFull",
     "Capabilities",
     "CapabilityNotSupported",
     "ClientClosed",
@@ -108,6 +111,7 @@ __all__ = [
     "CrashLoopBreaker",
     "DefaultStrategy",
     "ElicitationRequest",
+    "EventsDropped",
     "Forget",
     "HandshakeRejected",
     "InternalError",
@@ -131,6 +135,7 @@ __all__ = [
     "RecoveryError",
     "RecoveryFailed",
     "RecoveryMarker",
+    "RecoveryRoundFinished",
     "RecoveryStrategy",
     "RequestCancelled",
     "SQLiteSessionStore",
@@ -145,6 +150,7 @@ __all__ = [
     "SessionRecovered",
     "SessionRecoveryFailed",
     "SessionStore",
+    "SessionStoreFailed",
     "SessionUpdate",
     "StateChanged",
     "StateUpdate",
@@ -153,6 +159,7 @@ __all__ = [
     "ToolCall",
     "ToolCallUpdate",
     "TransportError",
+    "TransportOptions",
     "UnknownUpdate",
     "UnsupportedProtocolVersion",
     "UpdatesDropped",

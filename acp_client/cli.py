@@ -28,8 +28,9 @@ from urllib.parse import urlsplit
 
 import structlog
 
+from acp_client._connect import connect
 from acp_client._version import __version__
-from acp_client.client import ACPClient, connect
+from acp_client.client import ACPClient
 from acp_client.exceptions import ACPError, ConnectionLost, RPCError, SessionNotFound, TransportError, UsageError
 from acp_client.reconnect import (
     Backoff,
@@ -37,6 +38,7 @@ from acp_client.reconnect import (
     ConnectionDropped,
     Event,
     ReconnectingClient,
+    RecoveryRoundFinished,
     SessionForgotten,
     SessionRecovered,
     SessionRecoveryFailed,
@@ -359,9 +361,15 @@ class _Demo:
         if isinstance(event, SessionForgotten):
             cause = f"the agent answered -32002 to {event.via}" if event.via else event.reason
             return f"recov  {_short(event.session_id)}: {s('forgotten', 'red')} (reason {event.reason}: {cause})"
-        assert isinstance(event, SessionRecoveryFailed)
-        retry = "will retry" if event.will_retry else "no more tries on this connection"
-        return s(f"recov  {_short(event.session_id)}: failed ({event.error}; {retry})", "red")
+        if isinstance(event, SessionRecoveryFailed):
+            retry = "will retry" if event.will_retry else "no more tries on this connection"
+            return s(f"recov  {_short(event.session_id)}: failed ({event.error}; {retry})", "red")
+        if isinstance(event, RecoveryRoundFinished):
+            return (
+                f"round  gen {event.generation}: {event.reattached} reattached, {event.restored} restored, "
+                f"{event.forgotten} forgotten, {event.failed} failed, {event.kept} kept"
+            )
+        return f"event  {event}"
 
     async def _watch_events(self, events: AsyncIterator[Event]) -> None:
         async for event in events:

@@ -9,8 +9,7 @@ and returns an :class:`ACPClient`. It works as ``client = await connect(url)`` a
 from __future__ import annotations
 
 import asyncio
-import shlex
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -21,6 +20,7 @@ from acp_client.exceptions import (
     CapabilityNotSupported,
     ConnectionLost,
     ProtocolError,
+    SessionLost,
     UnsupportedProtocolVersion,
     UsageError,
 )
@@ -31,29 +31,18 @@ from acp_client.schema import (
     parse_session_update,
     parse_status_response,
 )
-from acp_client.sessions import Session, SessionLink, SessionRecord
+from acp_client.sessions import Session, SessionLink, SessionRecord, SessionRegistry
 from acp_client.transports.base import Transport
 
-__all__ = [
-    "SUPPORTED_PROTOCOL_VERSIONS",
-    "ACPClient",
-    "Connector",
-    "ProtocolVersionOption",
-    "SessionInfo",
-    "Target",
-    "connect",
-    "open_transport",
-]
+__all__ = ["SUPPORTED_PROTOCOL_VERSIONS", "ACPClient", "ProtocolVersionOption", "SessionInfo", "shape_mcp_servers"]
 
 log = get_logger(__name__)
 
 #: Protocol versions this client speaks.
 SUPPORTED_PROTOCOL_VERSIONS = (1, 2)
 
+#: ``1``, ``2`` or ``"auto"`` (offer v2, accept v1).
 ProtocolVersionOption: TypeAlias = Literal[1, 2, "auto"]
-#: What to connect to: a ``ws://``/``wss://`` URL, a command (string or argv list) to spawn over stdio, an
-#: open :class:`~acp_client.transports.Transport`, or a zero-argument coroutine function returning one.
-Target: TypeAlias = str | Sequence[str] | Transport | Callable[[], Awaitable[Transport]]
 
 # what each gated call needs, per protocol version: (capability path, human name)
 _GATES: dict[tuple[str, int], tuple[tuple[str, ...], str]] = {
@@ -102,17 +91,27 @@ class ACPClient:
 
     def __init__(
         self,
-        connection: Connection,
+        transport: Transport,
         *,
         handlers: ClientHandlers | None = None,
-        sessions: dict[str, Session] | None = None,
+        registry: SessionRegistry | None = None,
         client_info: Mapping[str, str] | None = None,
         session_owner: Any = None,
+        request_timeout: float | None = 30.0,
+        generation: int | None = None,
     ) -> None:
-        self.connection = connection
+        #: The JSON-RPC connection over ``transport`` (this client's callbacks are bound at construction).
+        self.connection = Connection(
+            transport,
+            request_timeout=request_timeout,
+            generation=generation,
+            on_request=self._on_request,
+            on_notification=self._on_notification,
+            on_close=self._on_connection_lost,
+        )
         self.handlers = handlers or ClientHandlers()
-        #: Sessions known to this client by id (shared with a reconnecting client when it owns this one).
-        self.sessions: dict[str, Session] = sessions if sessions is not None else {}
+        # a reconnecting client lends its registry (it owns it); on its own this client owns a fresh one
+        self._registry = registry if registry is not None else SessionRegistry()
         self.client_info = dict(client_info or {"name": "acp-client", "version": __version__})
         self.protocol_version: int = 0
         self.agent_capabilities: dict[str, Any] = {}
@@ -122,9 +121,13 @@ class ACPClient:
         # sessions made here answer to this client, or to the reconnecting client that owns it
         self._session_owner: Any = session_owner if session_owner is not None else self
         self._permission_waiters: dict[str, set[asyncio.Event]] = {}
-        connection._on_request = self._on_request
-        connection._on_notification = self._on_notification
-        connection._on_close = self._on_connection_lost
+        # sessions with a resume/load outstanding on this connection: their updates are routed here
+        self._attaching: set[str] = set()
+
+    @property
+    def sessions(self) -> Mapping[str, Session]:
+        """Sessions known to this client by id (read-only; shared with a reconnecting client that owns it)."""
+        return self._registry.view
 
     def __repr__(self) -> str:
         return f"<ACPClient v{self.protocol_version or '?'} {self.connection!r}>"
@@ -246,7 +249,7 @@ class ACPClient:
         additional_directories: Sequence[str] | None,
         method: str,
     ) -> dict[str, Any]:
-        params: dict[str, Any] = {"cwd": cwd, "mcpServers": [dict(s) for s in mcp_servers or ()]}
+        params: dict[str, Any] = {"cwd": cwd, "mcpServers": shape_mcp_servers(mcp_servers or (), self.protocol_version)}
         if additional_directories is not None:
             self._require(method, "additional_directories")
             params["additionalDirectories"] = list(additional_directories)
@@ -279,7 +282,7 @@ class ACPClient:
         if self.protocol_version >= 2:
             session._apply_snapshot("idle")  # "a new session defaults to idle"
         session._attached(self.connection.id)
-        self.sessions[session_id] = session
+        self._registry.add(session)
         return session
 
     def _owner(self) -> Any:
@@ -303,7 +306,7 @@ class ACPClient:
                 self.protocol_version,
             )
             session = Session(self._owner(), record)
-            self.sessions[session_id] = session
+        self._registry.reopen(session)  # asked for by id: a forgotten id may come back on purpose
         return session
 
     async def load_session(
@@ -340,7 +343,14 @@ class ACPClient:
         return session
 
     async def attach(
-        self, session: Session, *, mode: Literal["resume", "load"], replay: bool, timeout: float | None = 60.0
+        self,
+        session: Session,
+        *,
+        mode: Literal["resume", "load"],
+        replay: bool,
+        timeout: float | None = 60.0,
+        silence: float | None = None,
+        deadline: float | None = None,
     ) -> None:
         """Attach a known session on this connection with ``session/resume`` or (v1) ``session/load``.
 
@@ -348,6 +358,11 @@ class ACPClient:
         from empty and swapped in when the answer arrives. In v2 the state snapshot that precedes the answer
         becomes the current state; without one the state is unknown. Raises ``SessionNotFound`` (-32002)
         when the agent does not know the session; the caller decides whether to forget it.
+
+        With ``silence`` (seconds) the call is timed by progress instead of ``timeout``: it is given up only
+        after that long with neither an answer nor a replayed update (and after ``deadline`` in all), see
+        :meth:`~acp_client.connection.Connection.request_watched`. A session recorded under another
+        protocol version is sent in this connection's shape (v2 ``mcpServers`` entries carry ``type``).
         """
         record = session.record
         if mode == "load":
@@ -362,20 +377,30 @@ class ACPClient:
                 raise CapabilityNotSupported(
                     "session/resume with replay", None, 1, hint="v1 resume never replays: use load_session()"
                 )
-        params: dict[str, Any] = {"sessionId": record.session_id, "cwd": record.cwd, "mcpServers": record.mcp_servers}
+        servers = shape_mcp_servers(record.mcp_servers, self.protocol_version)
+        params: dict[str, Any] = {"sessionId": record.session_id, "cwd": record.cwd, "mcpServers": servers}
         if record.additional_directories is not None and self.supports("additional_directories"):
             params["additionalDirectories"] = list(record.additional_directories)
         if mode == "resume" and replay:
             params["replayFrom"] = {"type": "start"}
         record.protocol_version = self.protocol_version
-        self.sessions[record.session_id] = session
+        if self._registry.get(record.session_id) is not session and not self._registry.add(session):
+            raise SessionLost(record.session_id, "forgotten")
         session._begin_replay(rebuild=replay)
+        self._attaching.add(record.session_id)
         ok = False
         try:
-            await self.connection.request(method, params, timeout=timeout)
+            if silence is None:
+                await self.connection.request(method, params, timeout=timeout)
+            else:
+                await self.connection.request_watched(
+                    method, params, silence=silence, deadline=deadline, progress=session._replay_progress
+                )
             ok = True
         finally:
+            self._attaching.discard(record.session_id)
             session._end_replay(success=ok)
+        record.mcp_servers = servers
         session._attached(self.connection.id)
 
     def list_sessions(self, cwd: str | None = None, *, timeout: float | None = 30.0) -> AsyncIterator[SessionInfo]:
@@ -426,7 +451,7 @@ class ACPClient:
         self._end_session(session_id)
 
     def _end_session(self, session_id: str) -> None:
-        session = self.sessions.pop(session_id, None)
+        session = self._registry.remove(session_id)
         if session is not None:
             session._terminate(SessionLink.CLOSED, None)
 
@@ -518,12 +543,18 @@ class ACPClient:
         if not isinstance(params, dict):
             self.connection.stats["updates_malformed"] += 1
             return
-        session = self.sessions.get(params.get("sessionId"))  # type: ignore[arg-type]
+        session_id = params.get("sessionId")
+        session = self._registry.get(session_id) if isinstance(session_id, str) else None
         if session is None:
             self.connection.stats["updates_unknown_session"] += 1
             return
+        if not session._attached_to(self.connection.id) and session.id not in self._attaching:
+            # late frames of a connection the session has left (or never joined) reach nothing
+            self.connection.stats["updates_other_connection"] += 1
+            return
         try:
-            event = parse_session_update(params, self.protocol_version)
+            # lazy: a text chunk's typed model is built only if someone reads SessionUpdate.update
+            event = parse_session_update(params, self.protocol_version, lazy=True)
         except ProtocolError as exc:
             self.connection.stats["updates_malformed"] += 1
             log.warning("update_discarded", session_id=session.id, error=str(exc))
@@ -534,170 +565,31 @@ class ACPClient:
         self._on_connection_lost(self.connection.loss or ConnectionLost(reason="closed"))
 
     def _on_connection_lost(self, loss: ConnectionLost) -> None:
-        for session in self.sessions.values():
+        for session in self._registry:
             if session.link is SessionLink.ATTACHED and session._connection_id in (None, self.connection.id):
                 session._detach(loss)
 
 
-# ---------------------------------------------------------------------- connect()
+def shape_mcp_servers(servers: Sequence[Mapping[str, Any]], version: int) -> list[dict[str, Any]]:
+    """MCP server entries in the shape of protocol ``version``.
 
-
-async def open_transport(
-    target: Target,
-    *,
-    headers: Mapping[str, str] | Callable[[], Any] | None = None,
-    cookies: Any = None,
-    ssl: Any = None,
-    open_timeout: float | None = 10.0,
-    ping_interval: float | None = 20.0,
-    ping_timeout: float | None = 20.0,
-    close_timeout: float = 10.0,
-    max_frame_bytes: int = 16 * 1024 * 1024,
-) -> Transport:
-    """Open a transport for ``target`` (see :data:`Target`)."""
-    if isinstance(target, Transport):
-        return target
-    if callable(target):
-        return await target()
-    if isinstance(target, str) and target.startswith(("ws://", "wss://")):
-        from acp_client.transports.websocket import connect_websocket
-
-        return await connect_websocket(
-            target,
-            headers=headers,
-            cookies=cookies,
-            ssl=ssl,
-            open_timeout=open_timeout,
-            ping_interval=ping_interval,
-            ping_timeout=ping_timeout,
-            close_timeout=close_timeout,
-            max_frame_bytes=max_frame_bytes,
-        )
-    if isinstance(target, str) and "://" in target:
-        raise UsageError(f"unsupported URL scheme in {target.split('://', 1)[0]!r}: use ws://, wss:// or a command")
-    from acp_client.transports.stdio import spawn_stdio
-
-    argv = shlex.split(target) if isinstance(target, str) else list(target)
-    if not argv:
-        raise UsageError("an empty command cannot be spawned")
-    return await spawn_stdio(argv, max_frame_bytes=max_frame_bytes)
-
-
-class Connector:
-    """What :func:`connect` returns: await it for an :class:`ACPClient`, or use it with ``async with``."""
-
-    def __init__(self, target: Target, **options: Any) -> None:
-        self._target = target
-        self._options = options
-        self._client: ACPClient | None = None
-        self._client_options: dict[str, Any] = {}
-
-    def __await__(self) -> Generator[Any, None, ACPClient]:
-        return self._open().__await__()
-
-    async def __aenter__(self) -> ACPClient:
-        self._client = await self._open()
-        return self._client
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-
-    async def _open(self) -> ACPClient:
-        opts = dict(self._options)
-        handlers: ClientHandlers | None = opts.pop("handlers", None)
-        protocol_version: ProtocolVersionOption = opts.pop("protocol_version", "auto")
-        request_timeout: float | None = opts.pop("request_timeout", 30.0)
-        client_info = opts.pop("client_info", None)
-        initialize_timeout: float | None = opts.pop("initialize_timeout", 10.0)
-        self._client_options = {
-            "sessions": opts.pop("sessions", None),
-            "session_owner": opts.pop("session_owner", None),
-            "generation": opts.pop("generation", None),
-        }
-        reopenable = not isinstance(self._target, Transport)
-        offer = 1 if protocol_version == 1 else 2
-        client = await self._attempt(offer, handlers, request_timeout, client_info, initialize_timeout, opts)
-        if protocol_version == "auto" and client.protocol_version == 1 and client.handlers.needs_v1_only_capabilities():
-            if reopenable:
-                # a v2-shaped initialize cannot carry fs/terminal: introduce ourselves again, v1-shaped
-                log.info("reinitializing_v1_shaped", reason="handlers offer v1-only capabilities")
-                await client.aclose()
-                client = await self._attempt(1, handlers, request_timeout, client_info, initialize_timeout, opts)
-            else:
-                log.warning("v1_capabilities_not_advertised", reason="the transport cannot be reopened")
-        if protocol_version == 2 and client.protocol_version != 2:
-            answered = client.protocol_version
-            await client.aclose()
-            raise UnsupportedProtocolVersion(2, answered, accepted=(2,))
-        return client
-
-    async def _attempt(
-        self,
-        offer: int,
-        handlers: ClientHandlers | None,
-        request_timeout: float | None,
-        client_info: Mapping[str, str] | None,
-        initialize_timeout: float | None,
-        transport_options: dict[str, Any],
-    ) -> ACPClient:
-        transport = await open_transport(self._target, **transport_options)
-        extra = self._client_options
-        connection = Connection(transport, request_timeout=request_timeout, generation=extra["generation"])
-        client = ACPClient(
-            connection,
-            handlers=handlers,
-            client_info=client_info,
-            sessions=extra["sessions"],
-            session_owner=extra["session_owner"],
-        )
-        try:
-            await connection.start()
-            await client.initialize(offer, timeout=initialize_timeout)
-        except BaseException:
-            await client.aclose()
-            raise
-        return client
-
-
-def connect(
-    target: Target,
-    *,
-    handlers: ClientHandlers | None = None,
-    protocol_version: ProtocolVersionOption = "auto",
-    headers: Mapping[str, str] | Callable[[], Any] | None = None,
-    cookies: Any = None,
-    ssl: Any = None,
-    request_timeout: float | None = 30.0,
-    open_timeout: float | None = 10.0,
-    initialize_timeout: float | None = 10.0,
-    ping_interval: float | None = 20.0,
-    ping_timeout: float | None = 20.0,
-    close_timeout: float = 10.0,
-    max_frame_bytes: int = 16 * 1024 * 1024,
-    client_info: Mapping[str, str] | None = None,
-) -> Connector:
-    """Connect to an agent and initialize; returns a :class:`Connector` (await it or ``async with`` it).
-
-    ``protocol_version``: ``1``, ``2`` or ``"auto"`` (offer v2 v2-shaped, accept an answer of 1; when the
-    handlers implement v1-only capabilities such as ``fs`` or ``terminal``, initialize again v1-shaped on a
-    fresh connection so the agent learns them). ``headers`` may be a mapping or a zero-argument callable
-    (sync or async) called before every connection attempt, e.g. to fetch a fresh token. Timeouts are float
-    seconds; ``None`` disables one.
+    v1 stdio entries carry no ``type`` and require ``args`` and ``env``; in v2 every entry carries
+    ``type`` (``"stdio"`` for one with a ``command``). So a session recorded under one version is sent
+    correctly after the agent moved to the other. Entries of other (future or custom) types pass unchanged.
     """
-    return Connector(
-        target,
-        handlers=handlers,
-        protocol_version=protocol_version,
-        headers=headers,
-        cookies=cookies,
-        ssl=ssl,
-        request_timeout=request_timeout,
-        open_timeout=open_timeout,
-        initialize_timeout=initialize_timeout,
-        ping_interval=ping_interval,
-        ping_timeout=ping_timeout,
-        close_timeout=close_timeout,
-        max_frame_bytes=max_frame_bytes,
-        client_info=client_info,
-    )
+    shaped: list[dict[str, Any]] = []
+    for server in servers:
+        entry = dict(server)
+        kind = entry.get("type")
+        stdio = kind == "stdio" or (kind is None and "command" in entry)
+        if stdio:
+            if version >= 2:
+                entry = {"type": "stdio", **{k: v for k, v in entry.items() if k != "type"}}
+            else:
+                entry.pop("type", None)
+                entry.setdefault("args", [])
+                entry.setdefault("env", [])
+        elif kind in ("http", "sse") and version < 2:
+            entry.setdefault("headers", [])
+        shaped.append(entry)
+    return shaped

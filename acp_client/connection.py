@@ -85,6 +85,7 @@ class Connection:
         request_timeout: float | None = 30.0,
         on_request: RequestHandler | None = None,
         on_notification: NotificationHandler | None = None,
+        on_close: Callable[[ConnectionLost], None] | None = None,
         max_frame_chars: int = DEFAULT_MAX_FRAME_CHARS,
         generation: int | None = None,
     ) -> None:
@@ -95,7 +96,7 @@ class Connection:
         self.generation = generation
         self._on_request = on_request
         self._on_notification = on_notification
-        self._on_close: Callable[[ConnectionLost], None] | None = None
+        self._on_close = on_close
         self._core = JsonRpcCore(max_frame_chars=max_frame_chars)
         self._futures: dict[int, asyncio.Future[Any]] = {}
         # ids of requests whose callers gave up: their late answers (e.g. -32800) are expected, not noise
@@ -223,6 +224,75 @@ class Connection:
             self._futures.pop(id_, None)
             self._core.forget(id_)
 
+    async def request_watched(
+        self,
+        method: str,
+        params: Any,
+        *,
+        silence: float,
+        progress: Callable[[], object],
+        deadline: float | None = None,
+        settle: float = 5.0,
+    ) -> Any:
+        """Send a request whose answer may take long while the agent shows progress (a replaying load).
+
+        The request is given up only after ``silence`` seconds with no answer and no change of
+        ``progress()`` (e.g. a count of replayed updates), or after ``deadline`` seconds in all. Giving up
+        sends ``$/cancel_request`` and then waits up to ``settle`` seconds for the agent's answer to it (a
+        result or ``-32800``), so the next attempt never overlaps this one; a result that still arrives is
+        returned. Raises ``ACPTimeoutError`` when given up, otherwise like :meth:`request`.
+        """
+        if self._loss is not None:
+            if self._closing:
+                raise ClientClosed(f"{method}: the connection was closed")
+            raise self._loss.with_request_sent(False)
+        if self._reader is None:
+            raise RuntimeError("call start() before sending requests")
+        loop = asyncio.get_running_loop()
+        id_, frame = self._core.request(method, params)
+        fut: asyncio.Future[Any] = loop.create_future()
+        self._futures[id_] = fut
+        written = False
+        try:
+            try:
+                await self.transport.send(frame)
+            except ConnectionLost as exc:
+                raise exc.with_request_sent(False) from None
+            written = True
+            self.stats["requests_out"] += 1
+            started = loop.time()
+            seen = progress()
+            while True:
+                wait = silence if deadline is None else min(silence, max(0.0, started + deadline - loop.time()))
+                await asyncio.wait({fut}, timeout=wait)
+                if fut.done():
+                    return fut.result()
+                capped = deadline is not None and loop.time() - started >= deadline
+                now = progress()
+                if now != seen and not capped:
+                    seen = now  # the agent is still streaming: silence starts again
+                    continue
+                break
+            self._send_cancel_request(id_)
+            self.stats["requests_given_up"] += 1
+            await asyncio.wait({fut}, timeout=settle)
+            if fut.done():
+                self.stats["given_up_answers_settled"] += 1
+                if fut.exception() is None:
+                    return fut.result()
+            else:
+                self._abandoned.append(id_)
+            why = f"no answer and no progress for {silence:g} s" if not capped else f"no answer within {deadline:g} s"
+            raise ACPTimeoutError(f"{method}: {why}")
+        except asyncio.CancelledError:
+            if written and self._loss is None:
+                self._abandoned.append(id_)
+                self._send_cancel_request(id_)
+            raise
+        finally:
+            self._futures.pop(id_, None)
+            self._core.forget(id_)
+
     async def notify(self, method: str, params: Any = None) -> None:
         """Send a notification (no response expected)."""
         if self._loss is not None:
@@ -252,11 +322,18 @@ class Connection:
     async def _read_loop(self) -> None:
         loss: ConnectionLost | None = None
         try:
+            recv, receive_one, stats = self.transport.recv, self._core.receive_one, self.stats
             while True:
-                text = await self.transport.recv()
-                self.stats["frames_in"] += 1
-                for event in self._core.iter_receive(text):
-                    await self._dispatch(event)
+                text = await recv()
+                stats["frames_in"] += 1
+                events = receive_one(text)
+                if type(events) is Notification:  # the hot path (a stream of updates): no coroutine per frame
+                    self._notification(events)
+                elif isinstance(events, list):
+                    for event in events:
+                        await self._dispatch(event)
+                else:
+                    await self._dispatch(events)
         except ConnectionLost as exc:
             loss = _LOCAL_CLOSE if self._closing else exc
         except asyncio.CancelledError:
@@ -303,15 +380,7 @@ class Connection:
             else:
                 self.stats["late_responses"] += 1
         elif isinstance(event, Notification):
-            self.stats["notifications_in"] += 1
-            if event.method == _CANCEL_METHOD:
-                self._cancel_inbound(event.params)
-            elif self._on_notification is not None:
-                try:
-                    self._on_notification(event.method, event.params)
-                except Exception:
-                    self.stats["notification_handler_errors"] += 1
-                    self._log.exception("notification_handler_failed", method=event.method)
+            self._notification(event)
         elif isinstance(event, Request):
             self.stats["requests_in"] += 1
             task = asyncio.create_task(self._serve(event), name=f"acp-inbound-{self.id}-{event.id}")
@@ -344,6 +413,17 @@ class Connection:
             if event.reply is not None:
                 with contextlib.suppress(ConnectionLost):
                     await self.transport.send(event.reply)
+
+    def _notification(self, event: Notification) -> None:
+        self.stats["notifications_in"] += 1
+        if event.method == _CANCEL_METHOD:
+            self._cancel_inbound(event.params)
+        elif self._on_notification is not None:
+            try:
+                self._on_notification(event.method, event.params)
+            except Exception:
+                self.stats["notification_handler_errors"] += 1
+                self._log.exception("notification_handler_failed", method=event.method)
 
     def _cancel_inbound(self, params: Any) -> None:
         target = params.get("requestId") if isinstance(params, dict) else None

@@ -11,6 +11,7 @@ tree exactly once, at the transport seam, so no caller ever needs to import ``we
     │   ├── ConnectError                 could not open a connection (refused, DNS, timeout, spawn)
     │   │   ├── AgentNotFound            the stdio agent's program is missing or not executable (fatal)
     │   │   ├── HandshakeRejected        the WebSocket upgrade got an HTTP status (401, 404, 429, 503 ...)
+    │   │   │   └── HTTPTransportError   a Streamable HTTP answer the transport cannot use (415, HTML ...)
     │   │   └── TLSError                 the TLS handshake failed (certificate not trusted, ...)
     │   ├── ConnectionLost               an open connection died; ``request_sent`` says if the request
     │   │                                had been written before the loss
@@ -30,7 +31,6 @@ tree exactly once, at the transport seam, so no caller ever needs to import ``we
     ├── UsageError                       the caller misused the SDK
     │   ├── CapabilityNotSupported       the agent did not advertise what this call needs
     │   ├── ClientClosed                 the client or connection was closed by its owner
-    │   └── BufferFull                   a bounded queue is full (documented overflow policy)
     ├── RecoveryError                    the reconnect manager could not keep a session or a link
     │   ├── SessionLost                  the agent no longer knows the session; it was forgotten
     │   ├── RecoveryFailed               recovering a session failed for another reason (retried)
@@ -58,11 +58,11 @@ __all__ = [
     "ACPTimeoutError",
     "AgentNotFound",
     "AuthRequired",
-    "BufferFull",
     "CapabilityNotSupported",
     "ClientClosed",
     "ConnectError",
     "ConnectionLost",
+    "HTTPTransportError",
     "HandshakeRejected",
     "InternalError",
     "InvalidParams",
@@ -155,6 +155,33 @@ class HandshakeRejected(ConnectError):
         super().__init__(f"the agent rejected the WebSocket handshake with HTTP {status_code}{hint}")
 
 
+class HTTPTransportError(HandshakeRejected):
+    """A Streamable HTTP endpoint answered something the transport cannot use.
+
+    ``status_code`` is the HTTP status (``200`` for a success answer of the wrong shape: an HTML page, a
+    body that is not JSON, no ``Acp-Connection-Id``); ``content_type`` and ``body_excerpt`` (the first
+    few hundred characters of the body) show what came instead. As a :class:`HandshakeRejected` it is
+    classified by its status: 401/403 are authentication failures, 408/429/5xx are retried, other 4xx and a
+    wrong-shaped 200 stop the reconnect manager (the endpoint does not speak the ACP HTTP transport).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int,
+        content_type: str | None = None,
+        body_excerpt: str = "",
+        retry_after: float | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(status_code, retry_after=retry_after, headers=headers)
+        self.content_type = content_type
+        self.body_excerpt = body_excerpt
+        excerpt = f": {body_excerpt!r}" if body_excerpt else ""
+        self.args = (f"{message}{excerpt}",)
+
+
 class TLSError(ConnectError):
     """The TLS handshake failed, for example because the certificate is not trusted."""
 
@@ -176,6 +203,7 @@ class ConnectionLost(TransportError):
         request_sent: bool = False,
         close_code: int | None = None,
         reason: str | None = None,
+        closed_by_client: bool = False,
         exit_code: int | None = None,
         stderr_tail: tuple[str, ...] = (),
     ) -> None:
@@ -184,18 +212,23 @@ class ConnectionLost(TransportError):
         self.request_sent = request_sent
         self.close_code = close_code
         self.reason = reason
+        #: ``True`` when this client sent ``close_code`` (e.g. 1009 because the agent sent an oversized
+        #: frame): a fault of the link, not the agent's verdict on the client.
+        self.closed_by_client = closed_by_client
         super().__init__(message)
 
     def with_request_sent(self, request_sent: bool) -> ConnectionLost:
         """Return a copy of this error that says whether one particular request had been written."""
-        return type(self)(
+        copy = type(self)(
             str(self),
             request_sent=request_sent,
             close_code=self.close_code,
             reason=self.reason,
-            exit_code=self.exit_code,
-            stderr_tail=self.stderr_tail,
+            closed_by_client=self.closed_by_client,
         )
+        copy.__dict__.update(vars(self))  # attributes added by subclasses or transports (stderr tail ...)
+        copy.request_sent = request_sent
+        return copy
 
 
 class NotConnected(TransportError):
@@ -360,13 +393,6 @@ class CapabilityNotSupported(UsageError):
 
 class ClientClosed(UsageError):
     """The client or connection was closed by its owner; it cannot be used or reopened."""
-
-
-class BufferFull(UsageError):
-    """A bounded buffer is full and its overflow policy is to refuse new items."""
-
-
-# --------------------------------------------------------------------------- recovery
 
 
 class RecoveryError(ACPError):

@@ -204,6 +204,21 @@ def _opt_int(params: dict[str, Any], key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+#: The agent→client methods :func:`dispatch_request` answers (besides ``session/request_permission``).
+_CLIENT_METHODS = frozenset(
+    {
+        "fs/read_text_file",
+        "fs/write_text_file",
+        "terminal/create",
+        "terminal/output",
+        "terminal/wait_for_exit",
+        "terminal/kill",
+        "terminal/release",
+        "elicitation/create",
+    }
+)
+
+
 async def dispatch_request(handlers: ClientHandlers, method: str, params: Any) -> Any:
     """Answer one agent→client request with ``handlers``; returns the JSON result or raises ``RPCError``."""
     if method == "session/request_permission":
@@ -212,6 +227,8 @@ async def dispatch_request(handlers: ClientHandlers, method: str, params: Any) -
         if choice is None:
             return {"outcome": {"outcome": "cancelled"}}
         return {"outcome": {"outcome": "selected", "optionId": choice}}
+    if method not in _CLIENT_METHODS:  # before looking at params: an unknown method is -32601 whatever it carries
+        raise MethodNotFound(-32601, "Method not found", {"method": method})
     if not isinstance(params, dict):
         raise InvalidParams(-32602, "Invalid params", {"reason": "params must be an object"})
     if method == "fs/read_text_file":

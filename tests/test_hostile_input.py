@@ -14,7 +14,6 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from acp_client import connect
 from acp_client.client import ACPClient
-from acp_client.connection import Connection
 from acp_client.transports import memory_pair
 from tests.conftest import bound
 
@@ -163,7 +162,7 @@ frames = st.one_of(
 def test_random_frames_never_break_the_client(batch: list[str]) -> None:
     async def scenario() -> None:
         ours, peer = memory_pair()
-        client = ACPClient(Connection(ours))
+        client = ACPClient(ours)
         client.protocol_version = 2
         await client.connection.start()
         client.connection._core._next_id = 1000  # garbage responses (ids -2..5) must not settle the probe

@@ -22,6 +22,7 @@ from acp_client import (
     Session,
     SessionLink,
     SessionUpdate,
+    StateChanged,
 )
 from acp_client.reconnect import LEGAL_TRANSITIONS
 from acp_client.testing import ReferenceAgent
@@ -46,13 +47,21 @@ class ReconnectModel(RuleBasedStateMachine):
             wait_for_ready=True,
             session_wait_timeout=10.0,
         )
-        self.run(self.client.__aenter__())
+        self.transitions: list[tuple[ClientState, ClientState]] = []
+        self.run(self.client.start())
+        self.watcher = self.loop.create_task(self._watch_states())
+        self.run(self.client.wait_ready())
         self.sessions: list[Session] = []
         self.forgotten: set[str] = set()
         self.calls: list[asyncio.Task[Any]] = []
         self.outcomes: collections.Counter[str] = collections.Counter()
         self.live_seen: collections.Counter[tuple[str, str, str]] = collections.Counter()
         self.readers: list[asyncio.Task[None]] = []
+
+    async def _watch_states(self) -> None:
+        async for event in self.client.events():
+            if isinstance(event, StateChanged):
+                self.transitions.append((event.old, event.new))
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(asyncio.wait_for(coro, bound(20)))
@@ -151,7 +160,7 @@ class ReconnectModel(RuleBasedStateMachine):
 
     @invariant()
     def transitions_are_legal(self) -> None:
-        for old, new in self.client._transitions:
+        for old, new in self.transitions:
             assert new in LEGAL_TRANSITIONS[old]
 
     @invariant()
@@ -185,6 +194,7 @@ class ReconnectModel(RuleBasedStateMachine):
     def teardown(self) -> None:
         try:
             self.run(self.client.aclose())
+            self.run(asyncio.wait({self.watcher}))  # the events iterator ends when the client closes
             for reader in self.readers:
                 reader.cancel()
             if self.readers:

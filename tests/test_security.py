@@ -21,6 +21,7 @@ from acp_client import (
     UpdatesDropped,
     connect,
 )
+from acp_client.reconnect import EventsDropped, StateChanged
 from acp_client.testing import ReferenceAgent
 from tests.conftest import bound
 from tests.test_reconnect import FAST, Recorder
@@ -139,16 +140,21 @@ async def test_slow_consumer_cannot_grow_memory_without_bound() -> None:
 async def test_event_buffer_is_bounded() -> None:
     async with ReferenceAgent(2) as agent:
         client = ReconnectingClient(agent.url, event_buffer=5, **FAST)
-        stale = client.events()  # subscribed at once, never read
+        stale = client.events()
         rec = Recorder(client)
         try:
             await client.start()
+            first = await asyncio.wait_for(stale.__anext__(), bound(5))  # registered now; then never read
+            assert isinstance(first, StateChanged)
             for n in range(2, 5):
                 await client.wait_ready(timeout=bound(5))
                 await agent.drop_all_connections()
                 await rec.ready_count(n)
             assert len(rec.events) > 5 * 2
-            assert len(client._subscribers[0]) == 5  # the oldest were dropped
+            dropped = await asyncio.wait_for(stale.__anext__(), bound(5))
+            assert isinstance(dropped, EventsDropped) and dropped.count > 0  # never dropped silently
+            kept = [await asyncio.wait_for(stale.__anext__(), bound(5)) for _ in range(5)]
+            assert kept == rec.events[-5:]  # the newest five were kept
         finally:
             await rec.close()
             await client.aclose()

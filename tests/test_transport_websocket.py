@@ -22,8 +22,8 @@ from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
 from acp_client.exceptions import ConnectError, ConnectionLost, HandshakeRejected, TLSError, UsageError
-from acp_client.transports import CookieJar, Transport, WebSocketTransport, connect_websocket
-from acp_client.transports.websocket import parse_retry_after
+from acp_client.transports import CookieJar, Transport
+from acp_client.transports.websocket import WebSocketTransport, connect_websocket, parse_retry_after
 
 WAIT = 5.0  # upper bound on any wait for something that must happen
 FAST: dict[str, Any] = {"ping_interval": 0.2, "ping_timeout": 0.2, "close_timeout": 0.2}

@@ -8,9 +8,6 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
-
-import tenacity
 
 __all__ = ["Backoff", "Clock", "CrashLoopBreaker"]
 
@@ -27,20 +24,14 @@ class Clock:
         await asyncio.sleep(seconds)
 
 
-class _RetryState:
-    """The little of tenacity's RetryCallState that its wait strategies read."""
-
-    def __init__(self, attempt_number: int) -> None:
-        self.attempt_number = attempt_number
-
-
 @dataclass
 class Backoff:
     """Full-jitter exponential backoff: attempt ``n`` (1-based) waits ``U(0, min(cap, base * 2**n))``.
 
-    The bound comes from tenacity's ``wait_exponential``; the draw uses the injectable ``rng`` so tests can
-    seed it. A server hint (``Retry-After``, close 1013) raises the delay to at least the hint, plus jitter
-    of up to ``hint_jitter`` of the hint so a herd told the same number still spreads out.
+    The draw uses the injectable ``rng`` so tests can seed it. A server hint (``Retry-After``, close 1013)
+    raises the delay to at least the hint, plus jitter of up to ``hint_jitter`` of the hint so a herd told
+    the same number still spreads out. The same policy paces the reconnect loop, the per-session recovery
+    retries and the store's write retries (see docs/design.md for why this is not tenacity).
     """
 
     base: float = 0.5
@@ -48,13 +39,9 @@ class Backoff:
     hint_jitter: float = 0.2
     rng: random.Random = field(default_factory=random.Random)
 
-    def __post_init__(self) -> None:
-        self._bound = tenacity.wait_exponential(multiplier=self.base, exp_base=2, max=self.cap)
-
     def bound(self, attempt: int) -> float:
         """The upper bound of the delay before attempt ``attempt`` (1-based)."""
-        # tenacity's wait_exponential gives multiplier * 2 ** (n - 1); we want base * 2 ** n, capped
-        return float(self._bound(_RetryState(attempt + 1)))  # type: ignore[arg-type]
+        return min(self.cap, self.base * 2.0 ** min(attempt, 64))
 
     def delay(self, attempt: int, hint: float | None = None) -> float:
         """The delay before attempt ``attempt`` (1-based), honouring a server ``hint`` in seconds."""
@@ -88,7 +75,3 @@ class CrashLoopBreaker:
     def reset(self) -> None:
         """Forget every recorded death (after a manual ``reconnect_now()``)."""
         self._deaths.clear()
-
-    def snapshot(self) -> dict[str, Any]:
-        """Counters for logs."""
-        return {"recent_short_lived": len(self._deaths), "threshold": self.threshold}

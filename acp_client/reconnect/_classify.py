@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from acp_client.exceptions import (
     AuthRequired,
+    ConnectError,
     ConnectionLost,
     HandshakeRejected,
     TLSError,
@@ -20,6 +21,8 @@ __all__ = ["Classifier", "Verdict", "classify_error"]
 # payload, policy violation, too big, missing extension); 4000-4099 are application "do not retry" codes.
 _FATAL_CLOSE_CODES = frozenset({1002, 1003, 1007, 1008, 1009, 1010})
 _RETRYABLE_STATUS = frozenset({408, 425, 429})
+# codes this client sends when the agent's data was bad (invalid UTF-8, too big): retryable when ours
+_LINK_FAULT_CODES = frozenset({1007, 1009})
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +59,13 @@ def classify_error(exc: BaseException) -> Verdict:
         return Verdict(False, "auth_required", auth=True)
     if isinstance(exc, UsageError):
         return Verdict(False, "usage")
+    if isinstance(exc, ConnectError) and isinstance(exc.__cause__, (FileNotFoundError, PermissionError)):
+        return Verdict(False, "agent_not_found")  # the agent's executable is missing or not runnable
     if isinstance(exc, ConnectionLost):
         code = exc.close_code
+        if exc.closed_by_client and code in _LINK_FAULT_CODES:
+            # we closed because the agent sent bad UTF-8 or an oversized frame: a fault of this link
+            return Verdict(True, f"close_{code}_sent")
         if code is not None and (code in _FATAL_CLOSE_CODES or 4000 <= code <= 4099):
             return Verdict(False, f"close_{code}", auth=code in (1008, 4001, 4003))
         if code == 1013:  # try again later

@@ -1,27 +1,29 @@
-"""ReconnectingClient: one connection at a time, recovered sessions, stable handles."""
+"""ReconnectingClient: one connection at a time, recovered sessions, stable handles.
+
+This module is the connection loop and the lifecycle. Per-session recovery belongs to
+:class:`~acp_client.reconnect._recoverer.SessionRecoverer`, events to
+:class:`~acp_client.reconnect._events.EventBus`, the sessions to one
+:class:`~acp_client.sessions.SessionRegistry`, store writes to
+:class:`~acp_client.reconnect._store_writer.StoreWriter`, and the ACP calls to the ``SessionAPI`` mixin.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import collections
-import inspect
 import random
-import types
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from typing import Any, Literal
 
+from acp_client._connect import Connector, Target, open_transport
 from acp_client._logging import get_logger
-from acp_client.client import ACPClient, Connector, ProtocolVersionOption, SessionInfo, Target, open_transport
+from acp_client.client import ACPClient, ProtocolVersionOption
 from acp_client.exceptions import (
-    AuthRequired,
     ClientClosed,
     ConnectionLost,
-    MethodNotFound,
     NotConnected,
     ReconnectFailed,
     RecoveryFailed,
     SessionLost,
-    SessionNotFound,
     UsageError,
 )
 from acp_client.handlers import ClientHandlers
@@ -32,54 +34,55 @@ from acp_client.reconnect._events import (
     ClientState,
     ConnectionDropped,
     Event,
-    SessionDetached,
+    EventBus,
     SessionForgotten,
-    SessionRecovered,
-    SessionRecoveryFailed,
     StateChanged,
 )
-from acp_client.recovery import (
-    Capabilities,
-    DefaultStrategy,
-    Forget,
-    Keep,
-    Reattach,
-    RecoveryStrategy,
-    StatusProbe,
-)
-from acp_client.schema import SessionStatusResponse
-from acp_client.sessions import (
-    MemorySessionStore,
-    RecoveryMarker,
-    Session,
-    SessionLink,
-    SessionStore,
-)
-from acp_client.transports import CookieJar, Transport
+from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
+from acp_client.reconnect._recoverer import RecoveryPolicy, SessionRecoverer
+from acp_client.reconnect._session_api import SessionAPI
+from acp_client.reconnect._store_writer import StoreWriter
+from acp_client.recovery import DefaultStrategy, RecoveryStrategy
+from acp_client.sessions import MemorySessionStore, RecoveryMarker, Session, SessionLink, SessionRegistry, SessionStore
+from acp_client.transports import CookieJar, Transport, TransportKind, TransportOptions
+from acp_client.transports.options import HeadersLike, HeadersProvider
 
 __all__ = ["ReconnectingClient"]
 
 log = get_logger("acp_client.reconnect")
 
 _NO_CONNECTION = (ClientState.IDLE, ClientState.CONNECTING, ClientState.INITIALIZING, ClientState.BACKOFF)
+_PAUSED = (ClientState.BACKOFF, ClientState.SUSPENDED)
 
 
-class ReconnectingClient:
+class ReconnectingClient(SessionAPI):
     """An ACP client that survives dropped links and recovers every session it knows.
 
     Use it as ``async with ReconnectingClient(url) as client:`` (entering waits until the first connection
-    is ready, or raises the fatal error). It owns one connection at a time and runs an explicit state
-    machine (:class:`ClientState`: connecting → initializing → recovering → ready → backoff → …, and
-    failed / closed), reported by :meth:`events` and as structlog events named ``acp.<event>``.
+    is ready, and raises the error if the client gives up its first connection: a fatal verdict, or an
+    agent that keeps dying before it is ever ready; ``ready_timeout`` bounds the wait further). It owns
+    one connection at a time and runs an explicit state machine (:class:`ClientState`), reported by
+    :meth:`events` and as log events named ``acp.<event>``.
 
     After every (re)connect each known session is probed with ``session/status`` (when advertised) and
-    handed to the recovery ``strategy`` (default :class:`~acp_client.recovery.DefaultStrategy`), at most
-    ``recovery_concurrency`` at a time, each bounded by ``recovery_timeout`` and tried ``recovery_tries``
-    times. :class:`~acp_client.sessions.Session` handles stay valid across reconnects. Sessions are kept
-    in ``store`` (memory by default; :class:`~acp_client.sessions.SQLiteSessionStore` survives process
-    restarts), so a client started on a store that holds sessions recovers them on its first connect.
+    handed to the recovery ``strategy`` (default :class:`~acp_client.recovery.DefaultStrategy`).
+    ``recovery_concurrency`` bounds the recovery requests in flight: ``"adaptive"`` (default) grows while
+    answers stay fast and shrinks on slowness and errors; an int fixes it. ``recovery_timeout`` is the
+    silence after which an attempt is given up (a replay that keeps streaming is never cut off; add
+    ``recovery_deadline`` for an overall cap); failed attempts are retried with backoff, ``recovery_tries``
+    of them inside the recovery round, then in the background while the connection lives.
+    ``unknown_session_codes`` are the error codes read as "the agent does not know this session" (default
+    ``{-32002}``; real agents also answer -32602/-32603, which are then checked against ``session/list``).
 
-    Timing options are float seconds. ``clock`` and ``rng`` are injectable for tests.
+    A connection that keeps dying soon after it became ready trips the ``breaker``: the client is then
+    ``SUSPENDED`` and retries every ``suspended_interval`` seconds. ``FAILED`` is kept for fatal verdicts
+    (auth refused, HTTP 4xx other than 408/425/429, the agent executable missing, no common version).
+    ``reconnect_now()`` re-arms either at once.
+
+    Sessions are kept in ``store`` (memory by default; :class:`~acp_client.sessions.SQLiteSessionStore`
+    survives process restarts); a store that fails never fails a recovery. Transport keywords (``headers``
+    ... ``transport``) are gathered into one :class:`~acp_client.transports.TransportOptions`. Timing
+    options are float seconds. ``clock`` and ``rng`` are injectable for tests.
     """
 
     def __init__(
@@ -90,7 +93,7 @@ class ReconnectingClient:
         store: SessionStore | None = None,
         strategy: RecoveryStrategy | None = None,
         protocol_version: ProtocolVersionOption = "auto",
-        headers: Mapping[str, str] | Callable[[], Any] | None = None,
+        headers: HeadersLike | HeadersProvider | None = None,
         cookies: CookieJar | None = None,
         ssl: Any = None,
         request_timeout: float | None = 30.0,
@@ -100,16 +103,23 @@ class ReconnectingClient:
         ping_timeout: float | None = 20.0,
         close_timeout: float = 10.0,
         max_frame_bytes: int = 16 * 1024 * 1024,
+        compression: Literal["deflate"] | None = "deflate",
+        transport: TransportKind = None,
+        http2: bool | Literal["prior_knowledge"] = True,
         backoff: Backoff | None = None,
         breaker: CrashLoopBreaker | None = None,
         classifier: Classifier = classify_error,
         stable_after: float = 10.0,
-        recovery_concurrency: int = 8,
+        suspended_interval: float = 30.0,
+        recovery_concurrency: int | Literal["adaptive"] = "adaptive",
         recovery_timeout: float = 10.0,
+        recovery_deadline: float | None = None,
         recovery_tries: int = 3,
         recovery_start_jitter: float = 0.25,
+        unknown_session_codes: Iterable[int] = (-32002,),
         session_wait_timeout: float = 30.0,
         wait_for_ready: bool = False,
+        ready_timeout: float | None = None,
         on_auth_required: Callable[[ACPClient], Awaitable[None]] | None = None,
         clock: Clock | None = None,
         rng: random.Random | None = None,
@@ -120,21 +130,22 @@ class ReconnectingClient:
             raise UsageError("a ReconnectingClient needs something it can reopen: a URL, a command or a factory")
         self._target = target
         self._handlers = handlers or ClientHandlers()
-        self._store: SessionStore = store if store is not None else MemorySessionStore()
         self._strategy: RecoveryStrategy = strategy or DefaultStrategy()
         self._strategies: dict[str, RecoveryStrategy] = {}
         self._protocol_option = protocol_version
-        self._cookies = cookies if cookies is not None else CookieJar()
-        self._transport_options: dict[str, Any] = {
-            "headers": headers,
-            "cookies": self._cookies,
-            "ssl": ssl,
-            "open_timeout": open_timeout,
-            "ping_interval": ping_interval,
-            "ping_timeout": ping_timeout,
-            "close_timeout": close_timeout,
-            "max_frame_bytes": max_frame_bytes,
-        }
+        self._options = TransportOptions(
+            headers=headers,
+            cookies=cookies if cookies is not None else CookieJar(),
+            ssl=ssl,
+            open_timeout=open_timeout,
+            ping_interval=ping_interval,
+            ping_timeout=ping_timeout,
+            close_timeout=close_timeout,
+            max_frame_bytes=max_frame_bytes,
+            compression=compression,
+            transport=transport,
+            http2=http2,
+        )
         self._request_timeout = request_timeout
         self._initialize_timeout = initialize_timeout
         self._client_info = client_info
@@ -144,18 +155,44 @@ class ReconnectingClient:
         self._breaker = breaker or CrashLoopBreaker(clock=self._clock.monotonic)
         self._classify = classifier
         self._stable_after = stable_after
-        self._recovery_concurrency = recovery_concurrency
-        self._recovery_timeout = recovery_timeout
-        self._recovery_tries = recovery_tries
-        self._recovery_start_jitter = recovery_start_jitter
+        self._suspended_interval = suspended_interval
         self._session_wait_timeout = session_wait_timeout
         self._wait_for_ready = wait_for_ready
+        self._ready_timeout = ready_timeout
         self._on_auth_required = on_auth_required
-        self._can_refresh_auth = callable(headers)
-        self._event_buffer = event_buffer
 
         self._state = ClientState.IDLE
-        self._sessions: dict[str, Session] = {}
+        self._registry = SessionRegistry()
+        self._bus = EventBus(buffer=event_buffer)
+        self._writer = StoreWriter(
+            store if store is not None else MemorySessionStore(),
+            emit=self._bus.emit,
+            generation=lambda: self._generation,
+            backoff=self._backoff,
+            clock=self._clock,
+        )
+        if recovery_concurrency == "adaptive":
+            limit: FixedLimit = AdaptiveLimit()
+        elif isinstance(recovery_concurrency, int) and not isinstance(recovery_concurrency, bool):
+            limit = FixedLimit(recovery_concurrency)
+        else:
+            raise UsageError(f"recovery_concurrency must be an int or 'adaptive', not {recovery_concurrency!r}")
+        policy = RecoveryPolicy(
+            timeout=recovery_timeout,
+            deadline=recovery_deadline,
+            tries=recovery_tries,
+            start_jitter=recovery_start_jitter,
+            unknown_session_codes=frozenset(unknown_session_codes),
+        )
+        self._recoverer = SessionRecoverer(
+            self,
+            policy=policy,
+            limit=limit,
+            backoff=self._backoff,
+            clock=self._clock,
+            rng=self._rng,
+            on_auth_required=on_auth_required,
+        )
         self._client: ACPClient | None = None
         self._last_version = 2 if protocol_version != 1 else 1
         self._generation = 0
@@ -163,19 +200,14 @@ class ReconnectingClient:
         self._wake: asyncio.Event | None = None
         self._changed: asyncio.Event | None = None
         self._failure: ReconnectFailed | None = None
-        self._skip_backoff = False
+        self._ever_ready = False
+        self._skip_pause_of: int | None = None  # reconnect_now() during this attempt: no backoff after it
+        self._manual_cut_of: int | None = None  # reconnect_now() dropped this connection: not a crash
         self._loaded_store = False
-        self._subscribers: list[collections.deque[Event]] = []
-        self._sub_events: list[asyncio.Event] = []
-        #: background recovery retries of sessions that failed the recovery phase, by session id
-        self._recovering: dict[str, asyncio.Task[None]] = {}
-        self._retry_cap = 30.0
-        #: short-lived helper tasks (manual reconnects, liveness checks), cancelled on close
         self._aux: set[asyncio.Task[Any]] = set()
-        self._transitions: list[tuple[ClientState, ClientState]] = []
 
     def __repr__(self) -> str:
-        return f"<ReconnectingClient {self._state.value} sessions={len(self._sessions)} generation={self._generation}>"
+        return f"<ReconnectingClient {self._state.value} sessions={len(self._registry)} generation={self._generation}>"
 
     # ------------------------------------------------------------------ properties
 
@@ -187,7 +219,7 @@ class ReconnectingClient:
     @property
     def sessions(self) -> Mapping[str, Session]:
         """Known sessions by id (read-only view; handles stay valid across reconnects)."""
-        return types.MappingProxyType(self._sessions)
+        return self._registry.view
 
     @property
     def protocol_version(self) -> int:
@@ -206,15 +238,25 @@ class ReconnectingClient:
 
     @property
     def failure(self) -> ReconnectFailed | None:
-        """Why the client is ``FAILED`` (``None`` otherwise)."""
-        return self._failure if self._state is ClientState.FAILED else None
+        """Why the client is ``FAILED`` or ``SUSPENDED`` (``None`` otherwise)."""
+        return self._failure if self._state in (ClientState.FAILED, ClientState.SUSPENDED) else None
+
+    @property
+    def transport_options(self) -> TransportOptions:
+        """The transport settings every connection of this client uses."""
+        return self._options
+
+    @property
+    def recovery_limit(self) -> int:
+        """How many recovery requests may be in flight right now (adapts unless fixed)."""
+        return self._recoverer.limit.limit
 
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> ReconnectingClient:
         await self.start()
         try:
-            await self.wait_ready()
+            await self.wait_ready(timeout=self._ready_timeout, first=True)
         except BaseException:
             await self.aclose()
             raise
@@ -230,12 +272,11 @@ class ReconnectingClient:
         if self._task is not None:
             return
         self._wake = asyncio.Event()
-        self._changed = asyncio.Event()
         if not self._loaded_store:
             self._loaded_store = True
-            for record in await self._store.load_all():
-                if record.session_id not in self._sessions:
-                    self._sessions[record.session_id] = Session(self, record)
+            for record in await self._writer.store.load_all():
+                if record.session_id not in self._registry:
+                    self._registry.add(Session(self, record))
         self._task = asyncio.create_task(self._run(), name="acp-reconnect")
 
     async def aclose(self) -> None:
@@ -246,7 +287,7 @@ class ReconnectingClient:
         if task is not None:
             task.cancel()
             await asyncio.wait({task})
-        await self._stop_retries()
+        await self._recoverer.stop_all()
         aux = list(self._aux)
         for helper in aux:
             helper.cancel()
@@ -256,16 +297,18 @@ class ReconnectingClient:
         if client is not None:
             await client.aclose()
         self._set_state(ClientState.CLOSED, reason="closed by the application")
-        for session in self._sessions.values():
+        for session in self._registry:
             if session.link not in (SessionLink.LOST, SessionLink.CLOSED):
                 session._terminate(SessionLink.CLOSED, None)
-        await self._store.close()
+        self._bus.close()
+        await self._writer.aclose()
 
     close = aclose
 
-    async def wait_ready(self, timeout: float | None = None) -> None:
-        """Wait until the state is ``READY``. Raises the ``ReconnectFailed`` if it becomes ``FAILED``,
-        ``ClientClosed`` if closed, ``TimeoutError`` after ``timeout`` seconds."""
+    async def wait_ready(self, timeout: float | None = None, *, first: bool = False) -> None:
+        """Wait until the state is ``READY``. Raises the ``ReconnectFailed`` if it becomes ``FAILED`` (with
+        ``first=True`` also if it is ``SUSPENDED`` before it was ever ready), ``ClientClosed`` if closed,
+        ``TimeoutError`` after ``timeout`` seconds."""
         async with asyncio.timeout(timeout):
             while True:
                 changed = self._changed_event()
@@ -273,34 +316,38 @@ class ReconnectingClient:
                     return
                 if self._state is ClientState.FAILED and self._failure is not None:
                     raise self._failure
+                if first and self._state is ClientState.SUSPENDED and self._failure and not self._ever_ready:
+                    raise self._failure
                 if self._state is ClientState.CLOSED:
                     raise ClientClosed("the client was closed")
                 await changed.wait()
 
     def reconnect_now(self) -> None:
-        """Reconnect without waiting: cut a backoff short, drop a live connection, or re-arm after FAILED."""
-        self._skip_backoff = True
+        """Reconnect without waiting: cut a backoff or suspension short, drop a live connection, or re-arm
+        after ``FAILED``. During connecting/initializing it only spares that attempt its backoff."""
         if self._state is ClientState.FAILED:
             self._breaker.reset()
             self._failure = None
-            self._set_state(ClientState.CONNECTING, reason="reconnect_now")
+            self._skip_pause_of = self._generation + 1
             self._task = asyncio.create_task(self._run(), name="acp-reconnect")
-        elif self._state is ClientState.BACKOFF and self._wake is not None:
+        elif self._state in _PAUSED and self._wake is not None:
+            if self._state is ClientState.SUSPENDED:
+                self._breaker.reset()
             self._wake.set()
+        elif self._state in (ClientState.CONNECTING, ClientState.INITIALIZING):
+            self._skip_pause_of = self._generation
         elif self._client is not None:
             log.info("acp.reconnect_requested", generation=self._generation)
-            task = asyncio.get_running_loop().create_task(self._client.connection.close(), name="acp-reconnect-now")
-            self._aux.add(task)
-            task.add_done_callback(self._aux.discard)
+            self._manual_cut_of = self._generation
+            self._spawn(self._client.connection.close(), "acp-reconnect-now")
 
     def notify_network_changed(self) -> None:
         """A hint that the network changed or the machine woke up (Python has no such events of its own).
 
-        While waiting to reconnect, reconnect now. While connected, check liveness now with a WebSocket ping
-        instead of waiting for the next scheduled one, so nothing is written into a dead socket for long.
+        While waiting to reconnect, reconnect now. While connected, check liveness now with a ping instead
+        of waiting for the next scheduled one, so nothing is written into a dead socket for long.
         """
         if self._state is ClientState.BACKOFF and self._wake is not None:
-            self._skip_backoff = True
             self._wake.set()
             return
         client = self._client
@@ -317,70 +364,57 @@ class ReconnectingClient:
                 log.exception("acp.liveness_check_failed")
                 await client.connection.close()
 
-        task = asyncio.get_running_loop().create_task(check(), name="acp-liveness-check")
-        self._aux.add(task)
-        task.add_done_callback(self._aux.discard)
+        self._spawn(check(), "acp-liveness-check")
 
     notify_resumed_from_sleep = notify_network_changed
 
-    # ------------------------------------------------------------------ events
+    def _spawn(self, coro: Awaitable[Any], name: str) -> None:
+        task = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self._aux.add(task)
+        task.add_done_callback(self._aux.discard)
+
+    # ------------------------------------------------------------------ events and state
 
     def events(self) -> AsyncIterator[Event]:
-        """Subscribe to typed events from now on (bounded per subscriber: the oldest are dropped)."""
-        queue: collections.deque[Event] = collections.deque(maxlen=self._event_buffer)
-        flag = asyncio.Event()
-        self._subscribers.append(queue)
-        self._sub_events.append(flag)
-        return self._iterate_events(queue, flag)
+        """Typed events from the first ``__anext__`` on. Bounded per reader: one that falls behind loses the
+        oldest and receives :class:`~acp_client.reconnect.EventsDropped`. Closing the iterator (or
+        dropping it) unsubscribes; it ends when the client closes."""
+        return self._bus.subscribe()
 
-    async def _iterate_events(self, queue: collections.deque[Event], flag: asyncio.Event) -> AsyncIterator[Event]:
-        try:
-            while True:
-                while queue:
-                    yield queue.popleft()
-                if self._state is ClientState.CLOSED:
-                    return
-                flag.clear()
-                await flag.wait()
-        finally:
-            if queue in self._subscribers:
-                index = self._subscribers.index(queue)
-                del self._subscribers[index]
-                del self._sub_events[index]
+    def emit(self, event: Any) -> None:
+        """Deliver an event (the recoverer and the store writer report through here)."""
+        self._bus.emit(event)
 
-    def _emit(self, event: Event) -> None:
-        name = "acp." + _EVENT_NAMES[type(event)]
-        fields = {k: getattr(event, k) for k in event.__dataclass_fields__}
-        for key in ("old", "new"):
-            if key in fields:
-                fields[key] = fields[key].value
-        log.info(name, **fields)
-        for queue, flag in zip(self._subscribers, self._sub_events, strict=True):
-            queue.append(event)
-            flag.set()
+    def changed(self) -> None:
+        """Wake everything waiting on a change of state or of a session's link."""
+        old = self._changed_event()
+        self._changed = asyncio.Event()
+        old.set()
 
     def _changed_event(self) -> asyncio.Event:
         if self._changed is None:
             self._changed = asyncio.Event()
         return self._changed
 
-    def _bump(self) -> None:
-        old = self._changed_event()
-        self._changed = asyncio.Event()
-        old.set()
-
-    def _set_state(
-        self, new: ClientState, *, reason: str | None = None, attempt: int = 0, delay: float | None = None
-    ) -> None:
+    def _set_state(self, new: ClientState, *, reason: str | None = None, attempt: int = 0, delay: float | None = None,
+                   error: BaseException | None = None) -> None:
         old = self._state
         if old is new:
             return
         if new not in LEGAL_TRANSITIONS[old]:
             raise RuntimeError(f"illegal state transition {old.value} -> {new.value}")
         self._state = new
-        self._transitions.append((old, new))
-        self._emit(StateChanged(old, new, reason, attempt, delay, self._generation))
-        self._bump()
+        cause = error.cause if isinstance(error, ReconnectFailed) else error
+        self._bus.emit(
+            StateChanged(
+                old, new, reason, attempt, delay, self._generation,
+                error=str(cause) if cause is not None else None,
+                exit_code=getattr(cause, "exit_code", None),
+                stderr_tail=tuple(getattr(cause, "stderr_tail", None) or ()),
+            )
+        )
+        self.changed()
 
     # ------------------------------------------------------------------ the loop
 
@@ -407,54 +441,84 @@ class ReconnectingClient:
             except Exception as exc:
                 verdict = self._classify(exc)
                 retry = verdict.retry
-                if not retry and verdict.auth and self._can_refresh_auth and not auth_retry_used:
+                if not retry and verdict.auth and self._options.refreshes_headers and not auth_retry_used:
                     auth_retry_used, retry = True, True  # the header provider gets one chance to refresh
                 log.warning("acp.connect_failed", error=str(exc), reason=verdict.reason, generation=generation)
                 if not retry:
                     self._fail(ReconnectFailed(verdict.reason, exc))
                     return
+                # an agent that dies before initialize completes is a crash, not a slow network
+                if isinstance(exc, ConnectionLost) and self._breaker.record(0.0):
+                    if not await self._suspend(ReconnectFailed("agent_keeps_dying", exc)):
+                        return
+                    attempt = 0
+                    continue
                 attempt += 1
-                await self._pause(self._backoff.delay(attempt, verdict.retry_after), verdict.reason, attempt)
+                delay = self._backoff.delay(attempt, verdict.retry_after)
+                await self._pause(delay, verdict.reason, attempt, generation)
                 continue
             auth_retry_used = False
             self._client = client
             self._last_version = client.protocol_version
             self._set_state(ClientState.RECOVERING)
-            await self._recover_all(client)
+            todo = [
+                s for s in self._registry
+                if s.link not in (SessionLink.LOST, SessionLink.CLOSED) and not s._attached_to(client.connection.id)
+            ]
+            if todo:
+                self._bus.emit(await self._recoverer.run_round(client, todo, generation))
             ready_at = self._clock.monotonic()
             if not client.connection.closed:
                 self._set_state(ClientState.READY)
+                self._ever_ready = True
                 loss = await client.connection.wait_closed()
             else:
                 loss = client.connection.loss or ConnectionLost()
             lived = self._clock.monotonic() - ready_at
             self._client = None
-            await self._stop_retries()
+            await self._recoverer.stop_all()
             await client.aclose()
-            self._emit(ConnectionDropped(loss.reason, loss.close_code, generation, lived))
-            manual = self._skip_backoff  # reconnect_now() dropped it: not a crash of the agent
+            self._bus.emit(ConnectionDropped(loss.reason, loss.close_code, generation, lived, loss.closed_by_client))
+            manual = self._manual_cut_of == generation  # reconnect_now() dropped it: not a crash of the agent
             verdict = self._classify(loss)
             if not verdict.retry and not manual:
                 self._fail(ReconnectFailed(verdict.reason, loss))
                 return
             if not manual and self._breaker.record(lived):
-                self._fail(ReconnectFailed("flapping", loss))
-                return
+                if not await self._suspend(ReconnectFailed("flapping", loss)):
+                    return
+                attempt = 0
+                continue
             if lived >= self._stable_after:
                 attempt = 0
             attempt += 1
-            await self._pause(self._backoff.delay(attempt, verdict.retry_after), verdict.reason, attempt)
+            await self._pause(self._backoff.delay(attempt, verdict.retry_after), verdict.reason, attempt, generation)
 
     def _fail(self, error: ReconnectFailed) -> None:
         self._failure = error
         self._task = None
-        self._set_state(ClientState.FAILED, reason=error.reason)
+        self._set_state(ClientState.FAILED, reason=error.reason, error=error)
 
-    async def _pause(self, delay: float, reason: str, attempt: int) -> None:
-        if self._skip_backoff:
-            self._skip_backoff = False
+    async def _suspend(self, error: ReconnectFailed) -> bool:
+        """The breaker tripped: ``FAILED`` if never ready (``async with`` raises it), else ``SUSPENDED``
+        with a slow retry. Returns ``False`` when the loop must stop."""
+        if not self._ever_ready:
+            self._fail(error)
+            return False
+        self._failure = error
+        self._set_state(ClientState.SUSPENDED, reason=error.reason, delay=self._suspended_interval, error=error)
+        await self._wait(self._suspended_interval)
+        self._failure = None
+        return True
+
+    async def _pause(self, delay: float, reason: str, attempt: int, generation: int) -> None:
+        if self._skip_pause_of == generation:
             delay = 0.0
         self._set_state(ClientState.BACKOFF, reason=reason, attempt=attempt, delay=delay)
+        await self._wait(delay)
+
+    async def _wait(self, delay: float) -> None:
+        """Sleep ``delay`` seconds, or less if ``reconnect_now()`` / a network hint wakes the loop."""
         wake = self._wake
         assert wake is not None
         wake.clear()
@@ -466,17 +530,14 @@ class ReconnectingClient:
             sleeper.cancel()
             waker.cancel()
             await asyncio.wait({sleeper, waker})
-        self._skip_backoff = False
 
     async def _open(self, generation: int) -> ACPClient:
         first: list[Transport] = []
 
         async def factory() -> Transport:
-            if first:
-                return first.pop()
-            return await open_transport(self._target, **self._transport_options)
+            return first.pop() if first else await open_transport(self._target, self._options)
 
-        first.append(await open_transport(self._target, **self._transport_options))
+        first.append(await open_transport(self._target, self._options))
         self._set_state(ClientState.INITIALIZING)
         connector = Connector(
             factory,
@@ -485,7 +546,7 @@ class ReconnectingClient:
             request_timeout=self._request_timeout,
             initialize_timeout=self._initialize_timeout,
             client_info=self._client_info,
-            sessions=self._sessions,
+            registry=self._registry,
             session_owner=self,
             generation=generation,
         )
@@ -495,208 +556,30 @@ class ReconnectingClient:
             for leftover in first:  # the factory was never called (initialize not reached)
                 await leftover.close()
 
-    # ------------------------------------------------------------------ recovery
+    def _live_client(self) -> ACPClient | None:
+        """The current per-connection client, unless its connection already died (the loop has not
+        noticed yet: a call must wait for the next one rather than go out on a dead link)."""
+        client = self._client
+        return client if client is not None and not client.connection.closed else None
 
-    async def _recover_all(self, client: ACPClient) -> None:
-        todo = [
-            s
-            for s in self._sessions.values()
-            if s.link not in (SessionLink.LOST, SessionLink.CLOSED)
-            and not (s.link is SessionLink.ATTACHED and s._connection_id == client.connection.id)
-        ]
-        if not todo:
-            return
-        for session in todo:
-            session.link = SessionLink.RECOVERING
-        self._bump()
-        limit = asyncio.Semaphore(self._recovery_concurrency)
+    def _usable_client(self) -> ACPClient | None:
+        """The client a call may use now; ``None`` to wait; raises when waiting cannot help."""
+        if self._state is ClientState.CLOSED:
+            raise ClientClosed("the client was closed")
+        if self._state is ClientState.FAILED and self._failure is not None:
+            raise self._failure
+        live = self._live_client()
+        if live is not None and self._state in (ClientState.READY, ClientState.RECOVERING):
+            return live
+        if not self._wait_for_ready and self._task is not None and self._state in (*_NO_CONNECTION, *_PAUSED):
+            raise NotConnected(f"no connection to the agent right now ({self._state.value}); nothing was sent")
+        return None
 
-        async def one(session: Session) -> None:
-            try:
-                if self._recovery_start_jitter > 0:
-                    await self._clock.sleep(self._rng.uniform(0.0, self._recovery_start_jitter))
-                async with limit:
-                    await self._recover_session(client, session)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # e.g. a user strategy that raised: the session stays known
-                log.exception("acp.session_recovery_crashed", session_id=session.id)
-                self._recovery_failed(session, exc, 0, will_retry=False)
+    # ------------------------------------------------------------------ recovery host, manual control
 
-        async with asyncio.TaskGroup() as group:
-            for session in todo:
-                group.create_task(one(session), name=f"acp-recover-{session.id}")
-
-    def _capabilities(self, client: ACPClient) -> Capabilities:
-        return Capabilities(
-            protocol_version=client.protocol_version,
-            load=client.supports("load"),
-            resume=client.supports("resume"),
-            status=client.supports("status"),
-        )
-
-    async def _probe(self, client: ACPClient, session: Session, caps: Capabilities) -> StatusProbe:
-        if not caps.status:
-            return StatusProbe(None, skipped_reason="not_advertised")
-        try:
-            answer: SessionStatusResponse = await client.session_status(session.id, timeout=None)
-        except SessionNotFound as exc:
-            return StatusProbe(None, not_found=True, error=exc)
-        except MethodNotFound as exc:
-            return StatusProbe(None, skipped_reason="method_not_found", error=exc)
-        except (ConnectionLost, AuthRequired):
-            raise
-        except Exception as exc:
-            if isinstance(exc, TimeoutError):
-                raise
-            log.warning("acp.status_probe_failed", session_id=session.id, error=str(exc))
-            return StatusProbe(None, skipped_reason="error", error=exc)
-        return StatusProbe(answer.status, state=answer.state)
-
-    async def _decide(self, session: Session, probe: StatusProbe, caps: Capabilities) -> Any:
-        strategy = self._strategies.get(session.id, self._strategy)
-        action = strategy.decide(session.record, probe, caps)
-        if inspect.isawaitable(action):
-            action = await action
-        return action
-
-    async def _recover_session(
-        self, client: ACPClient, session: Session, *, background: bool = False, first_attempt: int = 1
-    ) -> None:
-        """Probe, decide and re-attach one session; failures are retried (in the recovery phase up to
-        ``recovery_tries`` times, then in the background with capped backoff while the connection lives)."""
-        caps = self._capabilities(client)
-        auth_tried = False
-        attempt = first_attempt - 1
-        while True:
-            attempt += 1
-            via = "session/status"
-            try:
-                async with asyncio.timeout(self._recovery_timeout):
-                    probe = await self._probe(client, session, caps)
-                    if probe.state is not None and caps.protocol_version >= 2:
-                        session._apply_snapshot(probe.state.state)
-                    action = await self._decide(session, probe, caps)
-                    if isinstance(action, Reattach):
-                        via = f"session/{action.mode}"
-                        mode, replayed = await self._reattach(client, session, action, caps)
-                if isinstance(action, Forget):
-                    await self._forget(session, action.reason, via)
-                elif isinstance(action, Keep):
-                    self._keep(session, action, probe.not_found)
-                else:
-                    assert isinstance(action, Reattach)
-                    await self._recovered(session, action, mode, replayed, probe)
-                self._bump()
-                return
-            except asyncio.CancelledError:
-                raise
-            except SessionNotFound:
-                not_found = StatusProbe(None, not_found=True, skipped_reason=via)
-                verdict = await self._decide(session, not_found, caps)
-                if isinstance(verdict, Forget):
-                    await self._forget(session, verdict.reason, via)
-                else:
-                    self._keep(session, verdict if isinstance(verdict, Keep) else Keep("kept"), True)
-                self._bump()
-                return
-            except ConnectionLost:
-                session.link = SessionLink.DETACHED  # the next connection tries again
-                self._bump()
-                return
-            except AuthRequired as exc:
-                if self._on_auth_required is not None and not auth_tried:
-                    auth_tried = True
-                    await self._on_auth_required(client)
-                    attempt -= 1
-                    continue
-                error: BaseException = exc
-            except Exception as exc:
-                error = exc
-            if client.connection.closed:
-                session.link = SessionLink.DETACHED
-                self._bump()
-                return
-            in_phase = attempt < self._recovery_tries
-            self._recovery_failed(session, error, attempt, will_retry=True)
-            if not in_phase and not background:
-                # the recovery phase must not wait forever for one session: go on retrying in the background
-                self._retry_later(client, session, attempt)
-                return
-            await self._clock.sleep(self._rng.uniform(0.0, min(self._retry_cap, 0.5 * 2**attempt)))
-            session.link = SessionLink.RECOVERING
-
-    def _recovery_failed(self, session: Session, error: BaseException, attempt: int, *, will_retry: bool) -> None:
-        text = f"{type(error).__name__}: {error}"
-        session.link = SessionLink.FAILED
-        self._emit(SessionRecoveryFailed(session.id, text, attempt, will_retry))
-        session._mark(RecoveryMarker(session.id, "failed", reason=text))
-        self._bump()
-
-    def _retry_later(self, client: ACPClient, session: Session, attempt: int) -> None:
-        if session.id in self._recovering:
-            return
-
-        async def retry() -> None:
-            try:
-                await self._clock.sleep(self._rng.uniform(0.0, min(self._retry_cap, 0.5 * 2**attempt)))
-                session.link = SessionLink.RECOVERING
-                self._bump()
-                await self._recover_session(client, session, background=True, first_attempt=attempt + 1)
-            finally:
-                self._recovering.pop(session.id, None)
-
-        self._recovering[session.id] = asyncio.create_task(retry(), name=f"acp-retry-{session.id}")
-
-    async def _stop_retries(self) -> None:
-        tasks = list(self._recovering.values())
-        self._recovering.clear()
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
-
-    def _keep(self, session: Session, action: Keep, not_found: bool) -> None:
-        session.link = SessionLink.DETACHED
-        session._mark(RecoveryMarker(session.id, "kept", reason=action.reason))
-        self._emit(SessionDetached(session.id, action.reason, not_found))
-
-    async def _reattach(
-        self, client: ACPClient, session: Session, action: Reattach, caps: Capabilities
-    ) -> tuple[str, bool]:
-        mode, replay = action.mode, action.replay
-        try:
-            await client.attach(session, mode=mode, replay=replay, timeout=None)
-        except MethodNotFound:
-            if mode != "resume" or not caps.load or caps.protocol_version >= 2:
-                raise
-            log.info("acp.resume_not_implemented_falling_back_to_load", session_id=session.id)
-            mode, replay = "load", True
-            await client.attach(session, mode="load", replay=True, timeout=None)
-        return mode, (replay or mode == "load")
-
-    async def _recovered(
-        self, session: Session, action: Reattach, mode: str, replayed: bool, probe: StatusProbe
-    ) -> None:
-        missed = not replayed
-        self._emit(
-            SessionRecovered(
-                session.id, action.outcome, mode, replayed, missed, probe.status, session.state, self._generation
-            )
-        )
-        session._mark(RecoveryMarker(session.id, action.outcome, mode, replayed, missed, status=probe.status))
-        await self._store.save(session.record)
-
-    async def _forget(self, session: Session, reason: str, via: str | None) -> None:
-        self._sessions.pop(session.id, None)
-        self._strategies.pop(session.id, None)
-        error = SessionLost(session.id, reason)
-        session._mark(RecoveryMarker(session.id, "lost", reason=reason))
-        session._terminate(SessionLink.LOST, error)
-        await self._store.delete(session.id)
-        self._emit(SessionForgotten(session.id, reason, via))
-
-    # ------------------------------------------------------------------ manual control
+    def strategy_for(self, session_id: str) -> RecoveryStrategy:
+        """The strategy that decides for ``session_id`` (its own, or the client's)."""
+        return self._strategies.get(session_id, self._strategy)
 
     def set_strategy(self, session_id: str, strategy: RecoveryStrategy | None) -> None:
         """Use ``strategy`` for one session (``None`` returns it to the client's strategy)."""
@@ -705,211 +588,52 @@ class ReconnectingClient:
         else:
             self._strategies[session_id] = strategy
 
+    async def save_session_record(self, session: Session) -> None:
+        """Store a recovered session's record (never raises: a store fault is reported and retried)."""
+        if self._registry.get(session.id) is session:
+            await self._writer.save(session.record)
+
+    async def forget_session(self, session: Session, reason: str, via: str | None) -> None:
+        """Forget ``session`` for good (registry tombstone, store, handle); exactly one event."""
+        await self._recoverer.cancel(session.id)
+        if self._registry.get(session.id) is not session:
+            return  # already forgotten, closed, or replaced
+        self._registry.forget(session.id)
+        self._strategies.pop(session.id, None)
+        session._mark(RecoveryMarker(session.id, "lost", reason=reason))
+        session._terminate(SessionLink.LOST, SessionLost(session.id, reason))
+        self._bus.emit(SessionForgotten(session.id, reason, via, self._generation))
+        self.changed()
+        await self._writer.delete(session.id)
+
     async def recover(self, session_id: str) -> Session:
         """Probe and recover one session now on the current connection; returns its handle.
 
-        Raises ``SessionLost`` if it was forgotten, ``RecoveryFailed`` if it could not be attached.
+        Joins a recovery already running for it (cutting its backoff short) rather than starting a second
+        one. Raises ``SessionLost`` if it was forgotten, ``RecoveryFailed`` if it could not be attached.
         """
-        session = self._sessions.get(session_id)
+        session = self._registry.get(session_id)
         if session is None:
             raise SessionLost(session_id, "not known to this client")
         await self.wait_ready(timeout=self._session_wait_timeout)
-        async with asyncio.timeout(self._session_wait_timeout):
-            while True:
-                changed = self._changed_event()
-                client = await self._require_client()
-                if session.link is SessionLink.ATTACHED and session._connection_id == client.connection.id:
-                    break
-                if session.link is SessionLink.RECOVERING:
-                    await changed.wait()  # the automatic recovery is on it: never run a second one
-                    continue
-                pending = self._recovering.pop(session.id, None)
-                if pending is not None:  # a background retry waiting out its backoff: do it now instead
-                    pending.cancel()
-                    await asyncio.wait({pending})
-                session.link = SessionLink.RECOVERING
-                await self._recover_session(client, session)
-                break
+        client = await self._require_client()
+        if not session._attached_to(client.connection.id):
+            async with asyncio.timeout(self._session_wait_timeout):
+                await self._recoverer.recover_now(client, session, self._generation)
         session._check_usable()
-        if session.link is not SessionLink.ATTACHED:
+        if not session._attached_to(client.connection.id):
             raise RecoveryFailed(session_id)
         return session
 
     async def forget(self, session_id: str) -> None:
-        """Forget a session locally (client and store); the agent is not told (use close/delete for that)."""
-        session = self._sessions.get(session_id)
-        if session is not None:
-            await self._forget(session, "application", None)
-        else:
-            await self._store.delete(session_id)
+        """Forget a session locally (client and store) for good; the agent is not told (use close/delete).
 
-    # ------------------------------------------------------------------ SessionOwner
-
-    async def _require_client(self) -> ACPClient:
-        async with asyncio.timeout(self._session_wait_timeout):
-            while True:
-                changed = self._changed_event()
-                if self._state is ClientState.CLOSED:
-                    raise ClientClosed("the client was closed")
-                if self._state is ClientState.FAILED and self._failure is not None:
-                    raise self._failure
-                live = self._live_client()
-                if live is not None and self._state in (ClientState.READY, ClientState.RECOVERING):
-                    return live
-                if not self._wait_for_ready and self._state in _NO_CONNECTION and self._task is not None:
-                    raise NotConnected(f"no connection to the agent right now ({self._state.value})")
-                await changed.wait()
-
-    def _live_client(self) -> ACPClient | None:
-        """The current per-connection client, unless its connection already died (the loop has not
-        noticed yet: a call must wait for the next one rather than go out on a dead link)."""
-        client = self._client
-        return client if client is not None and not client.connection.closed else None
-
-    async def _attached_client(self, session: Session) -> ACPClient:
-        async with asyncio.timeout(self._session_wait_timeout):
-            while True:
-                changed = self._changed_event()
-                session._check_usable()
-                client = await self._require_client()
-                if session.link is SessionLink.ATTACHED and session._connection_id == client.connection.id:
-                    return client
-                if self._state is ClientState.READY and session.link in (SessionLink.FAILED, SessionLink.DETACHED):
-                    raise RecoveryFailed(session.id)
-                await changed.wait()
-
-    async def _session_request(
-        self, session: Session, method: str, params: dict[str, Any], *, timeout: float | None
-    ) -> Any:
-        client = await self._attached_client(session)
-        return await client.connection.request(method, params, timeout=timeout)
-
-    async def _session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
-        client = await self._attached_client(session)
-        await client._session_notify(session, method, params)
-
-    # ------------------------------------------------------------------ the ACP API
-
-    async def new_session(
-        self,
-        cwd: str,
-        *,
-        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
-        additional_directories: Sequence[str] | None = None,
-        timeout: float | None = 30.0,
-        meta: Mapping[str, Any] | None = None,
-    ) -> Session:
-        """Create a session on the current connection; it is stored and recovered after every drop.
-
-        ``meta`` is stored with the session record (JSON-serialisable application data, e.g. a title or the
-        user it belongs to); strategies can read it as ``record.meta``.
+        Whatever its recovery is doing, nothing more is sent for it and a late answer is discarded.
         """
-        client = await self._require_client()
-        session = await client.new_session(
-            cwd, mcp_servers=mcp_servers, additional_directories=additional_directories, timeout=timeout
-        )
-        if meta:
-            session.record.meta.update(meta)
-        await self._store.save(session.record)
-        return session
-
-    async def resume_session(
-        self,
-        session_id: str,
-        cwd: str,
-        *,
-        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
-        additional_directories: Sequence[str] | None = None,
-        replay: bool = False,
-        timeout: float | None = 60.0,
-    ) -> Session:
-        """Attach an existing session (``session/resume``) and keep it recovered from now on."""
-        client = await self._require_client()
-        session = await client.resume_session(
-            session_id,
-            cwd,
-            mcp_servers=mcp_servers,
-            additional_directories=additional_directories,
-            replay=replay,
-            timeout=timeout,
-        )
-        await self._store.save(session.record)
-        return session
-
-    async def load_session(
-        self,
-        session_id: str,
-        cwd: str,
-        *,
-        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
-        additional_directories: Sequence[str] | None = None,
-        timeout: float | None = 60.0,
-    ) -> Session:
-        """v1 ``session/load`` an existing session and keep it recovered from now on."""
-        client = await self._require_client()
-        session = await client.load_session(
-            session_id, cwd, mcp_servers=mcp_servers, additional_directories=additional_directories, timeout=timeout
-        )
-        await self._store.save(session.record)
-        return session
-
-    async def _idempotent(self, call: Callable[[ACPClient], Awaitable[Any]]) -> Any:
-        """Run a read-only call; if the link drops under it, run it once more on the next connection."""
-        try:
-            return await call(await self._require_client())
-        except ConnectionLost:
-            log.info("acp.idempotent_call_retried", generation=self._generation)
-            await self.wait_ready(timeout=self._session_wait_timeout)  # the next connection, not this one
-            return await call(await self._require_client())
-
-    async def session_status(self, session_id: str, *, timeout: float | None = 10.0) -> SessionStatusResponse:
-        """``session/status`` on the current connection (side-effect free, so retried once after a drop)."""
-        result: SessionStatusResponse = await self._idempotent(lambda c: c.session_status(session_id, timeout=timeout))
-        return result
-
-    def list_sessions(self, cwd: str | None = None, *, timeout: float | None = 30.0) -> AsyncIterator[SessionInfo]:
-        """``session/list`` over every page, on the current connection."""
-
-        async def pages() -> AsyncIterator[SessionInfo]:
-            client = await self._require_client()
-            async for info in client.list_sessions(cwd, timeout=timeout):
-                yield info
-
-        return pages()
-
-    async def close_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
-        """``session/close`` and forget the session locally (it leaves the store)."""
-        await (await self._require_client()).close_session(session_id, timeout=timeout)
-        await self._drop_local(session_id)
-
-    async def delete_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
-        """``session/delete`` and forget the session locally (it leaves the store)."""
-        await (await self._require_client()).delete_session(session_id, timeout=timeout)
-        await self._drop_local(session_id)
-
-    async def _drop_local(self, session_id: str) -> None:
-        self._sessions.pop(session_id, None)
-        self._strategies.pop(session_id, None)
-        await self._store.delete(session_id)
-
-    async def save_session(self, session: Session) -> None:
-        """Persist the session's record now (after changing ``session.record.meta``, for example)."""
-        await self._store.save(session.record)
-
-    async def authenticate(self, method_id: str, *, timeout: float | None = 30.0) -> None:
-        """Authenticate on the current connection (``authenticate`` / ``auth/login``)."""
-        await (await self._require_client()).authenticate(method_id, timeout=timeout)
-
-    async def request(self, method: str, params: Any = None, *, timeout: float | None = 30.0) -> Any:
-        """Send any request on the current connection (escape hatch); never re-sent after a drop."""
-        return await (await self._require_client()).request(method, params, timeout=timeout)
-
-
-_EVENT_NAMES: dict[type, str] = {
-    SessionDetached: "session_detached",
-    StateChanged: "state_changed",
-    ConnectionDropped: "connection_dropped",
-    SessionRecovered: "session_recovered",
-    SessionForgotten: "session_forgotten",
-    SessionRecoveryFailed: "session_recovery_failed",
-}
+        session = self._registry.get(session_id)
+        if session is not None:
+            await self.forget_session(session, "application", None)
+        else:
+            await self._recoverer.cancel(session_id)
+            self._registry.forget(session_id)
+            await self._writer.delete(session_id)

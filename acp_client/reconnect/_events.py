@@ -1,21 +1,41 @@
-"""The reconnect manager's states and the typed events it reports."""
+"""The reconnect manager's states, the typed events it reports, and the bus that delivers them.
+
+Every event is a frozen dataclass. :class:`EventBus` hands each one to every subscriber (bounded buffers:
+a reader that falls behind loses the oldest events and then receives one :class:`EventsDropped`) and
+mirrors it to the log as ``acp.<name>``.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import enum
-from dataclasses import dataclass
+import weakref
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from acp_client._logging import get_logger
 
 __all__ = [
     "LEGAL_TRANSITIONS",
     "ClientState",
     "ConnectionDropped",
     "Event",
+    "EventBus",
+    "EventsDropped",
+    "RecoveryRoundFinished",
     "SessionDetached",
     "SessionForgotten",
     "SessionRecovered",
     "SessionRecoveryFailed",
+    "SessionStoreFailed",
+    "SessionStoreReset",
+    "SessionTakenOver",
     "StateChanged",
 ]
+
+log = get_logger("acp_client.reconnect")
 
 
 class ClientState(enum.Enum):
@@ -27,7 +47,8 @@ class ClientState(enum.Enum):
     RECOVERING = "recovering"  #: probing and re-attaching known sessions
     READY = "ready"  #: connected; every session that could be recovered is attached
     BACKOFF = "backoff"  #: waiting before the next attempt
-    FAILED = "failed"  #: stopped reconnecting (fatal error or crash-loop breaker); reconnect_now() re-arms
+    SUSPENDED = "suspended"  #: the link keeps failing (crash-loop breaker): retrying at a slow pace
+    FAILED = "failed"  #: stopped for a fatal verdict (auth, 4xx, no agent executable, no common version)
     CLOSED = "closed"  #: closed by the application; final
 
 
@@ -35,11 +56,12 @@ _S = ClientState
 #: Every legal ``old -> new`` transition; anything else is a bug and raises.
 LEGAL_TRANSITIONS: dict[ClientState, frozenset[ClientState]] = {
     _S.IDLE: frozenset({_S.CONNECTING, _S.CLOSED}),
-    _S.CONNECTING: frozenset({_S.INITIALIZING, _S.BACKOFF, _S.FAILED, _S.CLOSED}),
-    _S.INITIALIZING: frozenset({_S.RECOVERING, _S.BACKOFF, _S.FAILED, _S.CLOSED}),
-    _S.RECOVERING: frozenset({_S.READY, _S.BACKOFF, _S.FAILED, _S.CLOSED}),
-    _S.READY: frozenset({_S.BACKOFF, _S.FAILED, _S.CLOSED, _S.RECOVERING}),
+    _S.CONNECTING: frozenset({_S.INITIALIZING, _S.BACKOFF, _S.SUSPENDED, _S.FAILED, _S.CLOSED}),
+    _S.INITIALIZING: frozenset({_S.RECOVERING, _S.BACKOFF, _S.SUSPENDED, _S.FAILED, _S.CLOSED}),
+    _S.RECOVERING: frozenset({_S.READY, _S.BACKOFF, _S.SUSPENDED, _S.FAILED, _S.CLOSED}),
+    _S.READY: frozenset({_S.BACKOFF, _S.SUSPENDED, _S.FAILED, _S.CLOSED, _S.RECOVERING}),
     _S.BACKOFF: frozenset({_S.CONNECTING, _S.FAILED, _S.CLOSED}),
+    _S.SUSPENDED: frozenset({_S.CONNECTING, _S.CLOSED}),
     _S.FAILED: frozenset({_S.CONNECTING, _S.CLOSED}),
     _S.CLOSED: frozenset(),
 }
@@ -47,7 +69,11 @@ LEGAL_TRANSITIONS: dict[ClientState, frozenset[ClientState]] = {
 
 @dataclass(frozen=True, slots=True)
 class StateChanged:
-    """``client.state`` moved from ``old`` to ``new``. Logged as ``acp.state_changed``."""
+    """``client.state`` moved from ``old`` to ``new``. Logged as ``acp.state_changed``.
+
+    For ``FAILED`` and ``SUSPENDED``, ``error`` says why (the OS error, the close code, ...) and, when the
+    agent is a local process, ``exit_code`` and ``stderr_tail`` (its last stderr lines) say how it ended.
+    """
 
     old: ClientState
     new: ClientState
@@ -55,6 +81,9 @@ class StateChanged:
     attempt: int = 0
     delay: float | None = None
     generation: int = 0
+    error: str | None = None
+    exit_code: int | None = None
+    stderr_tail: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +94,7 @@ class ConnectionDropped:
     close_code: int | None
     generation: int
     lived: float
+    closed_by_client: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +103,9 @@ class SessionRecovered:
 
     ``outcome``: ``"reattached"`` (it was live on the agent) or ``"restored"``; ``mode``: ``"resume"`` or
     ``"load"``; ``replayed``: history was replayed; ``may_have_missed_updates``: updates sent while the link
-    was down may be lost (no replay); ``status``: the raw ``session/status`` answer, if probed.
+    was down may be lost (no replay); ``status``: the raw ``session/status`` answer, if probed. ``path``
+    names the way back: ``"ladder"`` (status → resume/load on a new connection) or a transport's own
+    stream resumption (``"stream_resumed"``).
     """
 
     session_id: str
@@ -84,32 +116,34 @@ class SessionRecovered:
     status: str | None
     state: str | None
     generation: int
+    path: str = "ladder"
 
 
 @dataclass(frozen=True, slots=True)
 class SessionForgotten:
-    """A session was dropped from the client and the store. Logged as ``acp.session_forgotten``.
+    """A session was dropped from the client and the store, for good. Logged as ``acp.session_forgotten``.
 
-    ``reason``: ``"unknown"`` (the agent answered -32002 to ``via``), or ``"application"`` (``forget()``).
+    ``reason``: ``"unknown"`` (the agent answered an unknown-session error to ``via``), ``"not_listed"``
+    (resume/load failed and ``session/list`` does not name it), or ``"application"`` (``forget()``).
     """
 
     session_id: str
     reason: str
     via: str | None
+    generation: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class SessionRecoveryFailed:
-    """Recovering a session failed for a reason other than -32002; it stays known and is retried.
-
-    Logged as ``acp.session_recovery_failed``. ``will_retry`` says whether another try is scheduled on
-    this connection (otherwise the next reconnect or ``recover()`` tries again).
-    """
+    """Recovering a session failed for a reason other than an unknown session; it stays known and is
+    retried. Logged as ``acp.session_recovery_failed``. ``will_retry`` says whether another try is
+    scheduled on this connection (otherwise the next reconnect or ``recover()`` tries again)."""
 
     session_id: str
     error: str
     attempt: int
     will_retry: bool
+    generation: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +155,195 @@ class SessionDetached:
     session_id: str
     reason: str
     not_found: bool
+    generation: int = 0
 
 
-Event = StateChanged | ConnectionDropped | SessionRecovered | SessionForgotten | SessionRecoveryFailed | SessionDetached
+@dataclass(frozen=True, slots=True)
+class SessionStoreFailed:
+    """Writing a session to the store failed (``operation``: ``"save"`` or ``"delete"``). The session
+    itself is unaffected; the write is retried later. Reported once until a write of that session
+    succeeds again. Logged as ``acp.session_store_failed``."""
+
+    session_id: str
+    operation: str
+    error: str
+    generation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryRoundFinished:
+    """Every session of one recovery round has an outcome (counts per outcome; ``failed`` ones are
+    retried in the background). Logged as ``acp.recovery_round_finished``."""
+
+    generation: int
+    reattached: int
+    restored: int
+    forgotten: int
+    failed: int
+    kept: int
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTakenOver:
+    """Another worker owns this session now (its lease expired and was claimed, or the agent says the
+    session is attached elsewhere): the handle is detached with ``reason`` and this worker stops
+    recovering it. ``holder`` names the new owner when known. Logged as ``acp.session_taken_over``."""
+
+    session_id: str
+    reason: str
+    holder: str | None
+    generation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStoreReset:
+    """The shared store lost its data (a restart without persistence): ``reclaimed`` sessions this worker
+    served were written back, ``taken`` ones are owned elsewhere now. Logged as ``acp.session_store_reset``."""
+
+    reclaimed: int
+    taken: int
+    generation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EventsDropped:
+    """This ``events()`` reader fell behind: ``count`` of the oldest events were dropped for it."""
+
+    count: int
+
+
+Event = (
+    StateChanged
+    | ConnectionDropped
+    | SessionRecovered
+    | SessionForgotten
+    | SessionRecoveryFailed
+    | SessionDetached
+    | SessionStoreFailed
+    | RecoveryRoundFinished
+    | SessionTakenOver
+    | SessionStoreReset
+    | EventsDropped
+)
+
+_NAMES: dict[type, str] = {
+    StateChanged: "state_changed",
+    ConnectionDropped: "connection_dropped",
+    SessionRecovered: "session_recovered",
+    SessionForgotten: "session_forgotten",
+    SessionRecoveryFailed: "session_recovery_failed",
+    SessionDetached: "session_detached",
+    SessionStoreFailed: "session_store_failed",
+    RecoveryRoundFinished: "recovery_round_finished",
+    SessionTakenOver: "session_taken_over",
+    SessionStoreReset: "session_store_reset",
+}
+
+
+def event_name(event: object) -> str:
+    """The stable log name of an event type (``acp.<name>``)."""
+    return "acp." + _NAMES.get(type(event), type(event).__name__.lower())
+
+
+@dataclass(eq=False)
+class _Subscriber:
+    maxsize: int
+    buffer: collections.deque[Any] = field(default_factory=collections.deque)
+    dropped: int = 0
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def push(self, event: Any) -> None:
+        if len(self.buffer) >= self.maxsize:
+            self.buffer.popleft()
+            self.dropped += 1
+        self.buffer.append(event)
+        self.wake.set()
+
+
+class _Subscription:
+    """An async iterator over the bus: registered at the first ``__anext__``, gone when closed or
+    collected (the bus holds it weakly)."""
+
+    def __init__(self, bus: EventBus, maxsize: int) -> None:
+        self._bus = bus
+        self._sub: _Subscriber | None = None
+        self._maxsize = maxsize
+        self._done = False
+
+    def __aiter__(self) -> _Subscription:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._done:
+            raise StopAsyncIteration
+        if self._sub is None:
+            self._sub = _Subscriber(self._maxsize)
+            self._bus._register(self._sub)
+        sub = self._sub
+        while True:
+            if sub.dropped:
+                count, sub.dropped = sub.dropped, 0
+                return EventsDropped(count)
+            if sub.buffer:
+                return sub.buffer.popleft()
+            if self._bus.closed:
+                await self.aclose()
+                raise StopAsyncIteration
+            sub.wake.clear()
+            try:
+                await sub.wake.wait()
+            except BaseException:
+                await self.aclose()
+                raise
+
+    async def aclose(self) -> None:
+        """Stop receiving events (also done when the iterator is cancelled or collected)."""
+        self._done = True
+        if self._sub is not None:
+            self._bus._unregister(self._sub)
+            self._sub = None
+
+    def __del__(self) -> None:
+        if self._sub is not None:
+            self._bus._unregister(self._sub)
+
+
+class EventBus:
+    """Delivers each event to every subscriber and to the log; one bus per client."""
+
+    def __init__(self, *, buffer: int = 1024) -> None:
+        self._buffer = buffer
+        self._subscribers: weakref.WeakSet[_Subscriber] = weakref.WeakSet()
+        self._strong: set[_Subscriber] = set()
+        self.closed = False
+
+    @property
+    def subscribers(self) -> int:
+        """How many iterators are registered right now."""
+        return len(self._strong)
+
+    def subscribe(self, *, maxsize: int | None = None) -> AsyncIterator[Any]:
+        """An iterator over the events emitted from its first ``__anext__`` on (bounded: see the module)."""
+        return _Subscription(self, maxsize if maxsize is not None else self._buffer)
+
+    def _register(self, sub: _Subscriber) -> None:
+        self._strong.add(sub)
+
+    def _unregister(self, sub: _Subscriber) -> None:
+        self._strong.discard(sub)
+
+    def emit(self, event: Any) -> None:
+        """Deliver ``event`` to every subscriber and log it as ``acp.<name>``."""
+        values: dict[str, Any] = {}
+        for f in fields(event):
+            value = getattr(event, f.name)
+            values[f.name] = value.value if isinstance(value, enum.Enum) else value
+        log.info(event_name(event), **values)
+        for sub in list(self._strong):
+            sub.push(event)
+
+    def close(self) -> None:
+        """End every subscription once its buffer is drained."""
+        self.closed = True
+        for sub in list(self._strong):
+            sub.wake.set()

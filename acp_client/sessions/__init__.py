@@ -2,6 +2,7 @@
 
 from acp_client.sessions._lease import Lease, Renewal, SharedSessionStore
 from acp_client.sessions._redis import RedisSessionStore
+from acp_client.sessions._registry import SessionRegistry
 from acp_client.sessions._session import (
     DEFAULT_UPDATES_BUFFER,
     PromptResult,
@@ -31,6 +32,7 @@ __all__ = [
     "SessionLink",
     "SessionOwner",
     "SessionRecord",
+    "SessionRegistry",
     "SessionStore",
     "SessionUpdate",
     "SharedSessionStore",

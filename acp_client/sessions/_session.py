@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import enum
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -46,21 +47,55 @@ class SessionLink(enum.Enum):
     CLOSED = "closed"  #: closed or deleted by the application; final
 
 
-@dataclass(frozen=True, slots=True)
 class SessionUpdate:
-    """One ``session/update`` for this session.
+    """One ``session/update`` for this session (immutable).
 
     ``kind`` is the raw ``sessionUpdate`` string; ``update`` the typed model (or the schema's unknown-kind
     wrapper, keeping the raw dictionary); ``raw`` the ``update`` object as received. ``replay`` is ``True``
     for updates that arrived while a ``session/resume`` or ``session/load`` was outstanding: history, not
     live activity — they never finish a turn nor count usage.
+
+    The typed model of a well-formed text chunk is built from ``raw`` the first time ``update`` is read (a
+    consumer of a long stream that reads ``kind`` and ``raw`` never pays for it); malformed updates never
+    get this far (they are discarded and counted as ``updates_malformed``).
     """
+
+    __slots__ = ("_event", "_update", "kind", "raw", "replay", "session_id")
+    __match_args__ = ("session_id", "kind", "update", "raw", "replay")
 
     session_id: str
     kind: str
-    update: Any
     raw: dict[str, Any]
-    replay: bool = False
+    replay: bool
+    _update: Any
+    _event: SessionUpdateEvent | None
+
+    def __init__(self, session_id: str, kind: str, update: Any, raw: dict[str, Any], replay: bool = False) -> None:
+        setter = object.__setattr__
+        setter(self, "session_id", session_id)
+        setter(self, "kind", kind)
+        setter(self, "_update", update)
+        setter(self, "_event", None)
+        setter(self, "raw", raw)
+        setter(self, "replay", replay)
+
+    @classmethod
+    def _from_event(cls, event: SessionUpdateEvent, raw: dict[str, Any], replay: bool) -> SessionUpdate:
+        item = cls.__new__(cls)
+        setter = object.__setattr__
+        setter(item, "session_id", event.session_id)
+        setter(item, "kind", event.kind)
+        setter(item, "_update", None)
+        setter(item, "_event", event)  # the event builds (and caches) the model when first asked
+        setter(item, "raw", raw)
+        setter(item, "replay", replay)
+        return item
+
+    @property
+    def update(self) -> Any:
+        """The typed model of the update (built on first access for a text chunk)."""
+        event = self._event
+        return self._update if event is None else event.update
 
     @property
     def typed(self) -> TypedUpdate:
@@ -71,6 +106,32 @@ class SessionUpdate:
     def text(self) -> str:
         """The text of a message or thought chunk (or v2 whole message); ``""`` for other updates."""
         return update_text(self.raw)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        assert isinstance(other, SessionUpdate)
+        return (self.session_id, self.kind, self.update, self.raw, self.replay) == (
+            other.session_id,
+            other.kind,
+            other.update,
+            other.raw,
+            other.replay,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # holds dicts, like the frozen dataclass it replaces
+
+    def __repr__(self) -> str:
+        return (
+            f"SessionUpdate(session_id={self.session_id!r}, kind={self.kind!r}, update={self.update!r}, "
+            f"raw={self.raw!r}, replay={self.replay!r})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +223,7 @@ class Session:
     def __init__(self, owner: SessionOwner, record: SessionRecord) -> None:
         self._owner = owner
         self.record = record
-        self.link = SessionLink.DETACHED
+        self._link = SessionLink.DETACHED
         #: The conversation as this client knows it (rebuilt from empty on a replay).
         self.transcript = Transcript()
         # Unknown until the agent says; ``new_session`` sets v2 sessions to idle (the protocol's default).
@@ -201,6 +262,11 @@ class Session:
         Always ``None`` in v1, which has no foreground state.
         """
         return self._state
+
+    @property
+    def link(self) -> SessionLink:
+        """Where this session stands with respect to the current connection (see :class:`SessionLink`)."""
+        return self._link
 
     @property
     def replaying(self) -> bool:
@@ -335,7 +401,7 @@ class Session:
         elif kind == "usage_update" and not replay:
             self.usage = raw
         self.stats["replayed" if replay else "live"] += 1
-        self._publish(SessionUpdate(self.id, kind, event.update, raw, replay))
+        self._publish(SessionUpdate._from_event(event, raw, replay))
 
     def _fire_turn_finished(self, stop_reason: str | None) -> None:
         for waiter in self._turn_waiters:
@@ -356,9 +422,9 @@ class Session:
 
     def _detach(self, loss: ConnectionLost) -> None:
         """The connection this session was attached to died."""
-        if self.link in (SessionLink.LOST, SessionLink.CLOSED):
+        if self._link in (SessionLink.LOST, SessionLink.CLOSED):
             return
-        self.link = SessionLink.DETACHED
+        self._link = SessionLink.DETACHED
         if self._owner.protocol_version >= 2:
             self._state = None  # unknown until the agent reports again
         for waiter in self._turn_waiters:
@@ -369,15 +435,32 @@ class Session:
 
     def _attached(self, connection_id: int) -> None:
         """The session is now attached on connection ``connection_id``."""
-        self.link = SessionLink.ATTACHED
+        self._link = SessionLink.ATTACHED
         self._connection_id = connection_id
+
+    def _set_link(self, link: SessionLink) -> None:
+        """The owner moves the session between ``detached``, ``recovering`` and ``failed`` (final states and
+        ``attached`` have their own methods). Ignored once the session is lost or closed."""
+        if self._link in (SessionLink.LOST, SessionLink.CLOSED):
+            return
+        if link in (SessionLink.LOST, SessionLink.CLOSED, SessionLink.ATTACHED):
+            raise ValueError(f"use _terminate/_attached for {link.value}")
+        self._link = link
+
+    def _replay_progress(self) -> int:
+        """How many updates arrived while a resume/load was outstanding (a recovery watches it for progress)."""
+        return self.stats["replayed"]
+
+    def _attached_to(self, connection_id: int) -> bool:
+        """``True`` if attached on the connection ``connection_id``."""
+        return self._link is SessionLink.ATTACHED and self._connection_id == connection_id
 
     def _mark(self, marker: RecoveryMarker) -> None:
         self._publish(marker)
 
     def _terminate(self, link: SessionLink, error: SessionLost | None) -> None:
         """The session is lost or closed: end every subscription, fail waiters."""
-        self.link = link
+        self._link = link
         self._lost = error
         exc: BaseException = error or UsageError(f"session {self.id} was closed")
         for waiter in self._turn_waiters:

@@ -16,36 +16,32 @@ only line on stdout and serves until SIGINT/SIGTERM; ``--stdio`` serves one conn
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import logging
-import signal
 import sys
 import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, NamedTuple
 
-import structlog
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
 from acp_client._logging import get_logger
+from acp_client.client import SUPPORTED_PROTOCOL_VERSIONS
 from acp_client.jsonrpc import Invalid
 from acp_client.testing import _agent_methods
 from acp_client.testing._agent_capabilities import CAPABILITY_NAMES, capability_name
 from acp_client.testing._agent_connection import AgentConnection, Reply
 from acp_client.testing._agent_errors import AgentError
-from acp_client.testing._agent_sessions import SessionRecord
+from acp_client.testing._agent_http import HttpEndpoint
+from acp_client.testing._agent_sessions import AgentSessionRecord
 from acp_client.testing._agent_turns import PromptHook, PromptTurn, emit_update
-from acp_client.testing._channel import FrameChannel, StreamChannel, WebSocketChannel, stdio_line_limit
+from acp_client.testing._channel import FrameChannel, StreamChannel, WebSocketChannel
 
 __all__ = ["AgentError", "Handshake", "PromptTurn", "Received", "ReferenceAgent", "main", "serve_forever"]
 
 _log = get_logger(__name__)
-
-SUPPORTED_PROTOCOL_VERSIONS = (1, 2)
 
 
 class Received(NamedTuple):
@@ -176,7 +172,7 @@ class ReferenceAgent:
         #: every WebSocket opening handshake
         self.handshakes: list[Handshake] = []
         #: session id → record; the agent's whole session table (shared by all connections)
-        self.sessions: dict[str, SessionRecord] = {}
+        self.sessions: dict[str, AgentSessionRecord] = {}
         #: session updates that found no live attached connection
         self.dropped_updates = 0
         self.rejected_handshakes = 0
@@ -192,6 +188,8 @@ class ReferenceAgent:
         self._unstall: asyncio.Future[None] | None = None
         self._rejection: _Rejection | None = None
         self._close_after_initialize: tuple[float, int] | None = None
+        #: the Streamable HTTP side of the endpoint (controls in :class:`~acp_client.testing._agent_http.HttpEndpoint`)
+        self.http = HttpEndpoint(self)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -210,6 +208,7 @@ class ReferenceAgent:
                 ping_interval=self._ping_interval,
                 close_timeout=self._close_timeout,
                 max_size=16 * 1024 * 1024,
+                **self.http.serve_options(),  # Streamable HTTP (HTTP/1.1, h2c) on the same port and path
             )
             self._port = int(self._server.sockets[0].getsockname()[1])
             _log.debug("reference_agent_listening", url=self.url)
@@ -229,6 +228,7 @@ class ReferenceAgent:
         try:
             self.unstall()
             await self._cancel_tasks()
+            await self.http.aclose()
             if self._server is not None:
                 self._server.close(close_connections=True)
                 try:
@@ -253,6 +253,13 @@ class ReferenceAgent:
         if self._port is None:
             raise RuntimeError("the agent is not listening (use 'async with' and listen=True)")
         return f"ws://{self.host}:{self._port}{self.path}"
+
+    @property
+    def http_url(self) -> str:
+        """``http://HOST:PORT/acp``: the same endpoint over Streamable HTTP (HTTP/1.1 or h2c)."""
+        if self._port is None:
+            raise RuntimeError("the agent is not listening (use 'async with' and listen=True)")
+        return f"http://{self.host}:{self._port}{self.path}"
 
     @property
     def port(self) -> int:
@@ -562,105 +569,8 @@ def _retry_after(seconds: float) -> str:
 
 # ---------------------------------------------------------------------------- standalone
 
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m acp_client.testing.reference_agent", description="Serve the ACP reference agent."
-    )
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=0, help="TCP port (default 0: any free port)")
-    parser.add_argument("--protocol", type=int, choices=SUPPORTED_PROTOCOL_VERSIONS, default=2, help="latest version")
-    parser.add_argument("--also-v1", action="store_true", help="also answer protocol version 1 when offered")
-    parser.add_argument("--stdio", action="store_true", help="serve one connection on stdin/stdout instead")
-    parser.add_argument("--require-auth", action="store_true", help="session methods need auth first")
-    parser.add_argument("--verbose", action="store_true", help="debug logs on stderr")
-    return parser
-
-
-async def serve_forever(
-    *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    protocol_version: int = 2,
-    supported_versions: Sequence[int] | None = None,
-    require_auth: bool = False,
-    stdio: bool = False,
-    on_ready: Callable[[str], None] | None = None,
-    stop: asyncio.Event | None = None,
-) -> None:
-    """Serve until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is ``None``); calls ``on_ready(url)`` once
-    listening (``"stdio"`` in stdio mode). The CLI's ``serve-reference`` builds on this."""
-    loop = asyncio.get_running_loop()
-    stop_event = stop if stop is not None else asyncio.Event()
-    installed: list[signal.Signals] = []
-    if stop is None:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop_event.set)
-            installed.append(sig)
-    try:
-        async with ReferenceAgent(
-            protocol_version,
-            host=host,
-            port=port,
-            supported_versions=supported_versions,
-            require_auth=require_auth,
-            listen=not stdio,
-        ) as agent:
-            waiters: list[asyncio.Task[Any]] = [loop.create_task(stop_event.wait(), name="acp-ref-stop")]
-            if stdio:
-                reader = asyncio.StreamReader(limit=stdio_line_limit())
-                await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-                transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, sys.stdout)
-                writer = asyncio.StreamWriter(transport, protocol, reader, loop)
-                waiters.append(loop.create_task(agent.serve_stream(reader, writer), name="acp-ref-stdio"))
-                if on_ready is not None:
-                    on_ready("stdio")
-            elif on_ready is not None:
-                on_ready(agent.url)
-            try:
-                await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in waiters:
-                    task.cancel()
-                await asyncio.wait(waiters)
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Command-line entry: serve the reference agent; the URL is the only line written to stdout.
-
-    Logs (warnings, or everything with ``--verbose``) go to stderr. Returns the exit code.
-    """
-    args = _parser().parse_args(argv)
-    structlog.configure(
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG if args.verbose else logging.WARNING),
-    )
-
-    def ready(url: str) -> None:
-        if url != "stdio":
-            sys.stdout.write(url + "\n")
-            sys.stdout.flush()
-
-    versions = sorted({1, args.protocol}) if args.also_v1 else [args.protocol]
-    try:
-        asyncio.run(
-            serve_forever(
-                host=args.host,
-                port=args.port,
-                protocol_version=args.protocol,
-                supported_versions=versions,
-                require_auth=args.require_auth,
-                stdio=args.stdio,
-                on_ready=ready,
-            )
-        )
-    except KeyboardInterrupt:
-        return 130
-    return 0
-
+# the options, serve_forever() and main() live in _agent_serve (shared with `acp-client serve-reference`)
+from acp_client.testing._agent_serve import main, serve_forever  # noqa: E402
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -34,14 +34,11 @@ Frames: only text frames are delivered; binary frames are discarded and counted 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import inspect
 import logging
 import ssl as _ssl
-import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from datetime import UTC
-from typing import Literal, TypeAlias, cast
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal, cast
 
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as _ws_connect
@@ -67,7 +64,9 @@ from acp_client.exceptions import (
     TLSError,
     UsageError,
 )
+from acp_client.transports._cookies import CookieJar, parse_retry_after
 from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES, TransportStats
+from acp_client.transports.options import HeadersLike, HeadersProvider, TransportOptions
 
 __all__ = [
     "CONNECTION_ID_HEADER",
@@ -76,6 +75,7 @@ __all__ = [
     "HeadersProvider",
     "WebSocketTransport",
     "connect_websocket",
+    "open_websocket",
     "parse_retry_after",
 ]
 
@@ -84,10 +84,6 @@ _log = get_logger(__name__)
 #: The response header of the ``101`` that names the server's transport-level connection (RFD).
 CONNECTION_ID_HEADER = "Acp-Connection-Id"
 
-#: Headers as a mapping or as ``(name, value)`` pairs (pairs allow a name twice).
-HeadersLike: TypeAlias = Mapping[str, str] | Iterable[tuple[str, str]]
-#: A zero-argument callable, sync or async, called on every connect (e.g. a token provider).
-HeadersProvider: TypeAlias = Callable[[], HeadersLike | Awaitable[HeadersLike]]
 
 _USER_AGENT = f"acp-client/{__version__} websockets/{_websockets_version}"
 _ABNORMAL_CLOSURE = 1006
@@ -108,123 +104,6 @@ class _NoWireDebug(logging.LoggerAdapter[logging.Logger]):
 
 
 _WEBSOCKETS_LOGGER = _NoWireDebug(logging.getLogger("websockets.client"), {})
-
-
-# --------------------------------------------------------------------------- cookies
-
-
-class _Cookie:
-    __slots__ = ("expires", "name", "secure", "value")
-
-    def __init__(self, name: str, value: str, *, secure: bool, expires: float | None) -> None:
-        self.name = name
-        self.value = value
-        self.secure = secure
-        self.expires = expires  # wall-clock (time.time()) deadline, None = session cookie
-
-
-class CookieJar:
-    """A small cookie store for load-balancer affinity across reconnects (the RFD: clients MUST store
-    server cookies and return them).
-
-    Cookies are kept per host (not per port, as browsers do), from the ``Set-Cookie`` headers of the
-    handshake responses (the ``101``, and also a rejection such as a ``503``, since balancers set affinity
-    there too). ``Max-Age``/``Expires`` are honoured (an expired cookie is deleted), ``Secure`` cookies are
-    only returned over ``wss://``; ``Domain`` and ``Path`` are ignored (host-only, every path). Pass the same
-    jar to every :func:`connect_websocket` of one endpoint. Values never appear in logs or ``repr``.
-    """
-
-    def __init__(self) -> None:
-        """An empty jar."""
-        self._by_host: dict[str, dict[str, _Cookie]] = {}
-
-    def store(self, host: str, set_cookie_values: Iterable[str]) -> None:
-        """Record the cookies of ``Set-Cookie`` header values received from ``host``."""
-        jar = self._by_host.setdefault(host.lower(), {})
-        now = time.time()
-        for header in set_cookie_values:
-            first, *attributes = header.split(";")
-            name, sep, value = first.partition("=")
-            name, value = name.strip(), value.strip()
-            if not sep or not name:
-                continue
-            secure = False
-            expires: float | None = None
-            max_age: float | None = None
-            for attribute in attributes:
-                key, _, arg = attribute.partition("=")
-                key, arg = key.strip().lower(), arg.strip()
-                if key == "secure":
-                    secure = True
-                elif key == "max-age":
-                    try:
-                        max_age = float(int(arg))
-                    except ValueError:
-                        continue
-                elif key == "expires":
-                    expires = _parse_http_date(arg)
-            if max_age is not None:  # Max-Age wins over Expires (RFC 6265 5.3)
-                expires = now + max_age
-            if expires is not None and expires <= now:
-                jar.pop(name, None)
-            else:
-                jar[name] = _Cookie(name, value, secure=secure, expires=expires)
-
-    def header_value(self, host: str, *, secure: bool) -> str | None:
-        """The ``Cookie`` header value to send to ``host`` (``None`` when there is nothing to send)."""
-        jar = self._by_host.get(host.lower())
-        if not jar:
-            return None
-        now = time.time()
-        for name in [n for n, c in jar.items() if c.expires is not None and c.expires <= now]:
-            del jar[name]
-        pairs = [f"{c.name}={c.value}" for c in jar.values() if secure or not c.secure]
-        return "; ".join(pairs) or None
-
-    def get(self, host: str, name: str) -> str | None:
-        """The value of cookie ``name`` for ``host``, or ``None``."""
-        cookie = self._by_host.get(host.lower(), {}).get(name)
-        return cookie.value if cookie is not None else None
-
-    def clear(self, host: str | None = None) -> None:
-        """Forget the cookies of ``host``, or of every host."""
-        if host is None:
-            self._by_host.clear()
-        else:
-            self._by_host.pop(host.lower(), None)
-
-    def __len__(self) -> int:
-        """How many cookies the jar holds."""
-        return sum(len(jar) for jar in self._by_host.values())
-
-    def __repr__(self) -> str:
-        return f"<CookieJar {len(self)} cookies for {len([h for h, j in self._by_host.items() if j])} hosts>"
-
-
-def _parse_http_date(value: str) -> float | None:
-    try:
-        parsed = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
-
-
-def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header: delta-seconds or an HTTP-date; ``None`` if unusable.
-
-    A date in the past gives ``0.0``. ``now`` is the wall-clock time to measure a date against.
-    """
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isascii() and value.isdigit():
-        return float(int(value))
-    deadline = _parse_http_date(value)
-    if deadline is None:
-        return None
-    return max(0.0, deadline - (time.time() if now is None else now))
 
 
 # --------------------------------------------------------------------------- transport
@@ -338,7 +217,7 @@ class WebSocketTransport:
                 raise UsageError("only one task may wait in recv() at a time") from exc
             if isinstance(message, str):
                 self.stats.frames_in += 1
-                self.stats.bytes_in += len(message.encode())
+                self.stats.bytes_in += len(message) if message.isascii() else len(message.encode())
                 return message
             self.stats.binary_discarded += 1
             _log.debug("websocket_binary_discarded", transport=self._description, size=len(message))
@@ -430,9 +309,10 @@ class WebSocketTransport:
         self._conn.transport.abort()
         await self._wait_connection_lost()
 
-    def _close_info(self) -> tuple[int, str]:
+    def _close_info(self) -> tuple[int, str, bool]:
+        """The close code, its reason, and whether this client sent it first."""
         if self._failure is not None:
-            return self._failure
+            return (*self._failure, True)
         protocol = self._conn.protocol
         rcvd: Close | None = protocol.close_rcvd
         sent: Close | None = protocol.close_sent
@@ -440,19 +320,20 @@ class WebSocketTransport:
             if sent.code == _MESSAGE_TOO_BIG:
                 return sent.code, (
                     f"the agent sent a message larger than max_frame_bytes ({self._max_frame_bytes} bytes)"
-                )
-            return sent.code, sent.reason
+                ), True
+            return sent.code, sent.reason, True
         if rcvd is not None:
-            return rcvd.code, rcvd.reason
-        return _ABNORMAL_CLOSURE, "the connection ended without a close frame"
+            return rcvd.code, rcvd.reason, False
+        return _ABNORMAL_CLOSURE, "the connection ended without a close frame", False
 
     def _lost(self) -> ConnectionLost:
-        code, reason = self._close_info()
+        code, reason, ours = self._close_info()
         detail = f" ({reason})" if reason else ""
         return ConnectionLost(
             f"the WebSocket connection to {self._description} was lost: close code {code}{detail}",
             close_code=code,
             reason=reason,
+            closed_by_client=ours,
         )
 
     def __repr__(self) -> str:
@@ -503,6 +384,7 @@ async def connect_websocket(
     max_frame_bytes: int | None = DEFAULT_MAX_FRAME_BYTES,
     max_queue: int | None = 16,
     proxy: str | bool | None = True,
+    compression: str | None = "deflate",
 ) -> WebSocketTransport:
     """Open a WebSocket to an ACP agent at ``url`` (``ws://`` or ``wss://``).
 
@@ -526,6 +408,8 @@ async def connect_websocket(
     Limits:
         ``max_frame_bytes`` bounds one inbound message (larger: close 1009, ``ConnectionLost``);
         ``max_queue`` is how many inbound messages are buffered before reading from the socket pauses.
+        ``compression``: ``"deflate"`` offers permessage-deflate, ``None`` turns it off (cheaper on CPU
+        for the many small frames of a streaming turn, at the cost of bytes on the wire).
 
     Raises :class:`UsageError` for a malformed URL, :class:`HandshakeRejected` for an HTTP answer other than
     ``101``, :class:`TLSError` for a TLS failure and :class:`ConnectError` for everything else that keeps
@@ -564,6 +448,7 @@ async def connect_websocket(
             close_timeout=close_timeout,
             max_size=max_frame_bytes,
             max_queue=max_queue,
+            compression=compression,
             ssl=tls,  # None for ws://
             logger=_WEBSOCKETS_LOGGER,
         )
@@ -613,3 +498,19 @@ async def connect_websocket(
     transport._start()
     _log.info("websocket_connected", transport=description, connection_id=transport.connection_id)
     return transport
+
+
+async def open_websocket(url: str, options: TransportOptions) -> WebSocketTransport:
+    """Open a WebSocket to ``url`` with a client's shared :class:`TransportOptions`."""
+    return await connect_websocket(
+        url,
+        headers=options.headers,
+        cookies=options.cookies,
+        ssl=options.ssl,
+        open_timeout=options.open_timeout,
+        ping_interval=options.ping_interval,
+        ping_timeout=options.ping_timeout,
+        close_timeout=options.close_timeout,
+        max_frame_bytes=options.max_frame_bytes,
+        compression=options.compression,
+    )

@@ -1,0 +1,367 @@
+"""SessionRecoverer: the one owner of every per-session recovery task.
+
+For each session to recover on a new connection it runs exactly one task (a *job*): probe with
+``session/status``, ask the strategy, re-attach with ``session/resume``/``session/load``, and on a failure
+wait out a backoff (holding no concurrency slot) and try again while the connection lives. A job is
+cancelled by ``forget``/``close`` of its session and by the loss of the connection, so no request for a
+forgotten session goes out after ``forget()`` returns.
+
+The recoverer decides nothing about the registry or the store: it reports outcomes to its host (the
+:class:`~acp_client.ReconnectingClient`), which owns both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from acp_client._logging import get_logger
+from acp_client.client import ACPClient
+from acp_client.exceptions import (
+    ACPTimeoutError,
+    AuthRequired,
+    ConnectionLost,
+    MethodNotFound,
+    RPCError,
+    SessionNotFound,
+)
+from acp_client.reconnect._backoff import Backoff, Clock
+from acp_client.reconnect._events import (
+    RecoveryRoundFinished,
+    SessionDetached,
+    SessionRecovered,
+    SessionRecoveryFailed,
+)
+from acp_client.reconnect._limits import FixedLimit
+from acp_client.recovery import Capabilities, Forget, Keep, Reattach, RecoveryStrategy, StatusProbe
+from acp_client.sessions import RecoveryMarker, Session, SessionLink
+
+__all__ = ["RecoveryHost", "RecoveryPolicy", "SessionRecoverer"]
+
+log = get_logger("acp_client.reconnect")
+
+#: JSON-RPC "server busy / overloaded" answers that count as a congestion signal for the adaptive limit.
+_OVERLOAD_CODES = frozenset({-32000, -32603})
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryPolicy:
+    """How sessions are recovered (see :class:`~acp_client.ReconnectingClient` for each option)."""
+
+    timeout: float = 10.0
+    deadline: float | None = None
+    tries: int = 3
+    start_jitter: float = 0.25
+    unknown_session_codes: frozenset[int] = frozenset({-32002})
+    settle: float = 5.0
+
+
+class RecoveryHost(Protocol):
+    """What the recoverer needs from the client that owns the sessions."""
+
+    def strategy_for(self, session_id: str) -> RecoveryStrategy: ...
+
+    def emit(self, event: Any) -> None: ...
+
+    def changed(self) -> None: ...
+
+    async def forget_session(self, session: Session, reason: str, via: str | None) -> None: ...
+
+    async def save_session_record(self, session: Session) -> None: ...
+
+
+class _Job:
+    __slots__ = ("outcome", "task", "wake")
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[None] | None = None
+        self.wake = asyncio.Event()
+        self.outcome: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    def settle(self, outcome: str) -> None:
+        if not self.outcome.done():
+            self.outcome.set_result(outcome)
+
+    def next_outcome(self) -> asyncio.Future[str]:
+        if self.outcome.done():
+            self.outcome = asyncio.get_running_loop().create_future()
+        return self.outcome
+
+
+class SessionRecoverer:
+    """Runs at most one recovery job per session; see the module docstring."""
+
+    def __init__(
+        self,
+        host: RecoveryHost,
+        *,
+        policy: RecoveryPolicy,
+        limit: FixedLimit,
+        backoff: Backoff,
+        clock: Clock,
+        rng: random.Random,
+        on_auth_required: Callable[[ACPClient], Awaitable[None]] | None = None,
+    ) -> None:
+        self._host = host
+        self.policy = policy
+        self.limit = limit
+        self._backoff = backoff
+        self._clock = clock
+        self._rng = rng
+        self._on_auth_required = on_auth_required
+        self._jobs: dict[str, _Job] = {}
+
+    def __repr__(self) -> str:
+        return f"<SessionRecoverer jobs={len(self._jobs)} limit={self.limit!r}>"
+
+    def busy(self, session_id: str) -> bool:
+        """``True`` while a job for ``session_id`` runs (attempting or waiting out a backoff)."""
+        return session_id in self._jobs
+
+    # ------------------------------------------------------------------ rounds and jobs
+
+    async def run_round(self, client: ACPClient, sessions: list[Session], generation: int) -> RecoveryRoundFinished:
+        """Recover ``sessions`` on ``client``; returns when each has a first outcome (failed ones go on
+        retrying in the background while the connection lives)."""
+        outcomes = [self._start(client, s, generation, jitter=True).outcome for s in sessions]
+        if outcomes:
+            await asyncio.wait(outcomes)
+        counts = {"reattached": 0, "restored": 0, "forgotten": 0, "failed": 0, "kept": 0}
+        for fut in outcomes:
+            result = fut.result() if not fut.cancelled() else "failed"
+            counts[result if result in counts else "failed"] += 1
+        return RecoveryRoundFinished(generation, **counts)
+
+    async def recover_now(self, client: ACPClient, session: Session, generation: int) -> str:
+        """Recover one session now: join its running job (cutting a backoff short) or start one."""
+        job = self._jobs.get(session.id)
+        if job is None:
+            job = self._start(client, session, generation, jitter=False)
+            return await asyncio.shield(job.outcome)
+        waiter = job.outcome if not job.outcome.done() else job.next_outcome()
+        job.wake.set()
+        return await asyncio.shield(waiter)
+
+    def _start(self, client: ACPClient, session: Session, generation: int, *, jitter: bool) -> _Job:
+        job = self._jobs.get(session.id)
+        if job is not None:
+            return job
+        job = _Job()
+        session._set_link(SessionLink.RECOVERING)
+        self._jobs[session.id] = job
+        job.task = asyncio.create_task(
+            self._run(job, client, session, generation, jitter), name=f"acp-recover-{session.id}"
+        )
+        return job
+
+    async def cancel(self, session_id: str) -> None:
+        """Stop the job of ``session_id`` (forget/close): its requests are withdrawn, nothing more is sent."""
+        job = self._jobs.get(session_id)
+        if job is None or job.task is None or job.task is asyncio.current_task():
+            return  # nothing runs, or the job itself is forgetting its session (it ends on its own)
+        del self._jobs[session_id]
+        job.task.cancel()
+        await asyncio.wait({job.task})
+        job.settle("cancelled")
+
+    async def stop_all(self) -> None:
+        """Stop every job (the connection is gone, or the client closes)."""
+        jobs = list(self._jobs.values())
+        self._jobs.clear()
+        tasks = [j.task for j in jobs if j.task is not None and j.task is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        for job in jobs:
+            job.settle("cancelled")
+
+    async def _run(self, job: _Job, client: ACPClient, session: Session, generation: int, jitter: bool) -> None:
+        attempt = 0
+        try:
+            if jitter and self.policy.start_jitter > 0:
+                await self._clock.sleep(self._rng.uniform(0.0, self.policy.start_jitter))
+            auth_refreshed = False
+            while True:
+                attempt += 1
+                try:
+                    outcome = await self._attempt(client, session, generation)
+                except AuthRequired as exc:
+                    if self._on_auth_required is not None and not auth_refreshed:
+                        auth_refreshed = True
+                        attempt -= 1
+                        await self._on_auth_required(client)
+                        continue
+                    error: BaseException = exc
+                except ConnectionLost:
+                    session._set_link(SessionLink.DETACHED)  # the next connection tries again
+                    job.settle("failed")
+                    return
+                except Exception as exc:
+                    error = exc
+                else:
+                    job.settle(outcome)
+                    if outcome != "failed":
+                        return
+                    error = RuntimeError("recovery failed")
+                if client.connection.closed:
+                    session._set_link(SessionLink.DETACHED)
+                    job.settle("failed")
+                    return
+                text = f"{type(error).__name__}: {error}"
+                session._set_link(SessionLink.FAILED)
+                self._host.emit(SessionRecoveryFailed(session.id, text, attempt, True, generation))
+                session._mark(RecoveryMarker(session.id, "failed", reason=text))
+                self._host.changed()
+                if attempt >= self.policy.tries:
+                    job.settle("failed")  # the round goes on; this job keeps trying in the background
+                await self._pause(job, attempt)
+                session._set_link(SessionLink.RECOVERING)
+                self._host.changed()
+        finally:
+            if self._jobs.get(session.id) is job:
+                del self._jobs[session.id]
+            job.settle("failed")
+
+    async def _pause(self, job: _Job, attempt: int) -> None:
+        """Wait out a retry's backoff (no slot held); ``recover_now`` cuts it short."""
+        job.wake.clear()
+        sleeper = asyncio.ensure_future(self._clock.sleep(self._backoff.delay(attempt)))
+        waker = asyncio.ensure_future(job.wake.wait())
+        try:
+            await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (sleeper, waker):
+                task.cancel()
+            await asyncio.wait({sleeper, waker})
+
+    # ------------------------------------------------------------------ one attempt
+
+    async def _attempt(self, client: ACPClient, session: Session, generation: int) -> str:
+        caps = Capabilities(
+            protocol_version=client.protocol_version,
+            load=client.supports("load"),
+            resume=client.supports("resume"),
+            status=client.supports("status"),
+        )
+        via = "session/status"
+        started = await self.limit.acquire()
+        ok = overloaded = False
+        try:
+            probe = await self._probe(client, session, caps)
+            if probe.state is not None and caps.protocol_version >= 2:
+                session._apply_snapshot(probe.state.state)
+            action = await self._decide(session, probe, caps)
+            if isinstance(action, Reattach):
+                via = f"session/{action.mode}"
+                try:
+                    mode, replayed = await self._reattach(client, session, action, caps)
+                except RPCError as exc:
+                    if not self._is_unknown(exc):
+                        overloaded = exc.code in _OVERLOAD_CODES
+                        if not await self._absent_from_list(client, session, exc):
+                            raise
+                        ok = True
+                        await self._host.forget_session(session, "not_listed", via)
+                        return "forgotten"
+                    ok = True
+                    return await self._not_found(session, caps, via, generation)
+            ok = True
+        finally:
+            self.limit.release(started, ok=ok, overloaded=overloaded)
+        if isinstance(action, Forget):
+            await self._host.forget_session(session, action.reason, via)
+            return "forgotten"
+        if isinstance(action, Keep):
+            self._keep(session, action, probe.not_found, generation)
+            return "kept"
+        missed = not replayed
+        self._host.emit(
+            SessionRecovered(
+                session.id, action.outcome, mode, replayed, missed, probe.status, session.state, generation
+            )
+        )
+        session._mark(RecoveryMarker(session.id, action.outcome, mode, replayed, missed, status=probe.status))
+        self._host.changed()
+        await self._host.save_session_record(session)
+        return str(action.outcome)
+
+    def _is_unknown(self, exc: RPCError) -> bool:
+        return isinstance(exc, SessionNotFound) or exc.code in self.policy.unknown_session_codes
+
+    async def _not_found(self, session: Session, caps: Capabilities, via: str, generation: int) -> str:
+        verdict: Any = await self._decide(session, StatusProbe(None, not_found=True, skipped_reason=via), caps)
+        if isinstance(verdict, Forget):
+            await self._host.forget_session(session, verdict.reason, via)
+            return "forgotten"
+        self._keep(session, verdict if isinstance(verdict, Keep) else Keep("kept"), True, generation)
+        return "kept"
+
+    def _keep(self, session: Session, action: Keep, not_found: bool, generation: int) -> None:
+        session._set_link(SessionLink.DETACHED)
+        session._mark(RecoveryMarker(session.id, "kept", reason=action.reason))
+        self._host.emit(SessionDetached(session.id, action.reason, not_found, generation))
+        self._host.changed()
+
+    async def _probe(self, client: ACPClient, session: Session, caps: Capabilities) -> StatusProbe:
+        if not caps.status:
+            return StatusProbe(None, skipped_reason="not_advertised")
+        try:
+            answer = await client.session_status(session.id, timeout=self.policy.timeout)
+        except SessionNotFound as exc:
+            return StatusProbe(None, not_found=True, error=exc)
+        except MethodNotFound as exc:
+            return StatusProbe(None, skipped_reason="method_not_found", error=exc)
+        except (ConnectionLost, AuthRequired, ACPTimeoutError):
+            raise
+        except RPCError as exc:
+            if exc.code in self.policy.unknown_session_codes:
+                return StatusProbe(None, not_found=True, error=exc)
+            log.warning("acp.status_probe_failed", session_id=session.id, error=str(exc))
+            return StatusProbe(None, skipped_reason="error", error=exc)
+        return StatusProbe(answer.status, state=answer.state)
+
+    async def _decide(self, session: Session, probe: StatusProbe, caps: Capabilities) -> Any:
+        action = self._host.strategy_for(session.id).decide(session.record, probe, caps)
+        if inspect.isawaitable(action):
+            async with asyncio.timeout(self.policy.timeout):
+                action = await action
+        return action
+
+    async def _reattach(
+        self, client: ACPClient, session: Session, action: Reattach, caps: Capabilities
+    ) -> tuple[str, bool]:
+        mode, replay = action.mode, action.replay
+        watch = {"silence": self.policy.timeout, "deadline": self.policy.deadline}
+        try:
+            await client.attach(session, mode=mode, replay=replay, timeout=None, **watch)
+        except MethodNotFound:
+            if mode != "resume" or not caps.load or caps.protocol_version >= 2:
+                raise
+            log.info("acp.resume_not_implemented_falling_back_to_load", session_id=session.id)
+            mode, replay = "load", True
+            await client.attach(session, mode="load", replay=True, timeout=None, **watch)
+        return mode, (replay or mode == "load")
+
+    async def _absent_from_list(self, client: ACPClient, session: Session, error: RPCError) -> bool:
+        """After a resume/load error that is not an unknown-session code: ``True`` only if the agent
+        advertises ``session/list`` and no page names the session (real agents answer -32602/-32603 for
+        a session they do not know). Any failure of the listing itself means "not proven absent"."""
+        if not client.supports("list"):
+            return False
+        try:
+            async with asyncio.timeout(self.policy.timeout * 4):
+                async for info in client.list_sessions(timeout=self.policy.timeout):
+                    if info.session_id == session.id:
+                        return False
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.info("acp.session_list_failed", session_id=session.id, error=str(exc), after=str(error))
+            return False
+        log.info("acp.session_not_listed", session_id=session.id, code=error.code)
+        return True
