@@ -64,29 +64,38 @@ async def client_for(url: str, **options: Any) -> AsyncIterator[tuple[Reconnecti
 
 
 async def test_fm01_herd_spreads_reconnects_after_a_restart() -> None:
+    # Judged on the delays the clients drew (exact, whatever the machine's load), not on handshake times: on a
+    # loaded machine a stalled event loop bunches the handshakes of well-spread clients (this wall-clock
+    # version failed about once in 19 runs there). The spread on the wire is a measurement, not a test.
     n = 40
     async with ReferenceAgent(2) as agent:
         clients = [
             ReconnectingClient(agent.url, recovery_start_jitter=0.0, rng=random.Random(seed), breaker=None)
             for seed in range(n)
         ]
+        recorders = [Recorder(c) for c in clients]
         try:
             await asyncio.gather(*(c.start() for c in clients))
             await asyncio.gather(*(c.wait_ready(timeout=bound(10)) for c in clients))
             first = len(agent.handshakes)
-            loop = asyncio.get_running_loop()
             await agent.restart(code=1012)
-            restarted = loop.time()
-            await agent.wait_for(lambda: len(agent.handshakes) >= first + n, timeout=bound(10))
-            times = sorted(h.at - restarted for h in agent.handshakes[first:])
+
+            def first_backoff(e: Any) -> bool:
+                return isinstance(e, StateChanged) and e.new is ClientState.BACKOFF
+
+            waits = [await rec.wait(first_backoff, timeout=10) for rec in recorders]
+            delays = sorted(found[0].delay for found in waits)
             # the first delay is drawn from U(0, 1 s), not 0: few clients come back at once
-            assert sum(t < 0.010 for t in times) <= 0.1 * n
+            assert sum(d < 0.010 for d in delays) <= 0.1 * n, delays
             # no 100 ms window holds more than a third of the herd
-            busiest = max(sum(w <= t < w + 0.1 for t in times) for w in times)
-            assert busiest <= n // 3, (busiest, times)
-            assert statistics.pstdev(times) >= 0.15
+            busiest = max(sum(w <= d < w + 0.1 for d in delays) for w in delays)
+            assert busiest <= n // 3, (busiest, delays)
+            assert statistics.pstdev(delays) >= 0.15
+            # and every client did come back
+            await agent.wait_for(lambda: len(agent.handshakes) >= first + n, timeout=bound(10))
             await asyncio.gather(*(c.wait_ready(timeout=bound(5)) for c in clients))
         finally:
+            await asyncio.gather(*(r.close() for r in recorders))
             await asyncio.gather(*(c.aclose() for c in clients))
 
 
@@ -330,7 +339,7 @@ async def test_fm08_blackholed_connection_is_replaced_and_its_late_frames_ignore
 async def test_fm09_status_timeout_is_a_failed_recovery_not_a_forget() -> None:
     async with (
         ReferenceAgent(2) as agent,
-        client_for(agent.url, recovery_timeout=0.3, recovery_tries=1) as (client, rec),
+        client_for(agent.url, recovery_timeout=bound(0.3), recovery_tries=1) as (client, rec),
     ):
         client._retry_cap = 0.1
         slow, fine = await client.new_session("/w"), await client.new_session("/w")
