@@ -1,0 +1,483 @@
+"""The rebuilt recovery engine (issue 9), one test (or more) per numbered behaviour, over real loopback links.
+
+Most tests talk to :class:`ScriptedAgent`, a small ACP agent on a real WebSocket server (127.0.0.1) whose
+answers each test scripts: a handler per method may hold its answer until the test releases it, stream a
+replay slowly, answer an error, or wait for the client's ``$/cancel_request``. Every frame it receives is
+logged, so "no further request reached the agent" is read from the agent's own log. The others use the
+reference agent (``acp_client.testing.ReferenceAgent``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import itertools
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from acp_client import (
+    ACPTimeoutError,
+    Backoff,
+    ClientState,
+    ConnectionDropped,
+    CrashLoopBreaker,
+    MemorySessionStore,
+    NotConnected,
+    ReconnectingClient,
+    SessionForgotten,
+    SessionLink,
+    SessionLost,
+    SessionRecord,
+    SessionRecovered,
+    SessionRecoveryFailed,
+    SessionUpdate,
+    StateChanged,
+)
+from acp_client.reconnect import EventsDropped, RecoveryRoundFinished, SessionStoreFailed
+from acp_client.reconnect._backoff import Clock
+from acp_client.testing import AgentError, ReferenceAgent
+from tests.conftest import bound
+from tests.test_reconnect import FAST, Recorder, started
+
+# ---------------------------------------------------------------------------------------------- the agent
+
+
+class ScriptedError(Exception):
+    """Raise from a handler to answer the request with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str = "scripted error") -> None:
+        super().__init__(f"{code} {message}")
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Call:
+    """One inbound request as a handler sees it."""
+
+    agent: ScriptedAgent
+    conn: AgentLink
+    id: Any
+    method: str
+    params: dict[str, Any]
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def session_id(self) -> str:
+        return str(self.params.get("sessionId"))
+
+    async def update(self, update: dict[str, Any]) -> None:
+        """Send one ``session/update`` for this call's session on its connection."""
+        await self.conn.notify("session/update", {"sessionId": self.session_id, "update": update})
+
+
+Handler = Callable[[Call], Awaitable[Any]]
+
+
+class AgentLink:
+    """One accepted WebSocket connection of the scripted agent."""
+
+    def __init__(self, agent: ScriptedAgent, ws: ServerConnection, number: int) -> None:
+        self.agent = agent
+        self.ws = ws
+        self.number = number
+        self.calls: dict[Any, Call] = {}
+        self._ids = itertools.count(1)
+        self._waiting: dict[Any, asyncio.Future[dict[str, Any]]] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def send(self, message: dict[str, Any]) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            await self.ws.send(json.dumps(message))
+
+    async def notify(self, method: str, params: Any) -> None:
+        await self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def request(self, method: str, params: Any = None, *, raw: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Send a request to the client and return its whole response object."""
+        id_ = f"agent-{next(self._ids)}"
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[id_] = fut
+        message = raw if raw is not None else {"jsonrpc": "2.0", "id": id_, "method": method}
+        message = {**message, "id": id_}
+        if params is not None:
+            message["params"] = params
+        await self.send(message)
+        try:
+            return await fut
+        finally:
+            self._waiting.pop(id_, None)
+
+    async def run(self) -> None:
+        try:
+            async for text in self.ws:
+                message = json.loads(text)
+                method = message.get("method")
+                if method is None:  # a response to one of our requests
+                    fut = self._waiting.get(message.get("id"))
+                    if fut is not None and not fut.done():
+                        fut.set_result(message)
+                    continue
+                params = message.get("params") or {}
+                self.agent.log.append((self.number, method, params))
+                self.agent.changed()
+                if "id" not in message:
+                    if method == "$/cancel_request":
+                        call = self.calls.get(params.get("requestId"))
+                        if call is not None:
+                            call.cancelled.set()
+                    continue
+                call = Call(self.agent, self, message["id"], method, params)
+                self.calls[call.id] = call
+                task = asyncio.create_task(self._serve(call))
+                self.tasks.add(task)
+                task.add_done_callback(self.tasks.discard)
+        except ConnectionClosed:
+            pass
+        finally:
+            for task in list(self.tasks):
+                task.cancel()
+            if self.tasks:
+                await asyncio.wait(list(self.tasks))
+            self.agent.changed()
+
+    async def _serve(self, call: Call) -> None:
+        handler = self.agent.handlers.get(call.method) or self.agent.defaults.get(call.method)
+        try:
+            if handler is None:
+                raise ScriptedError(-32601, "Method not found")
+            result = await handler(call)
+            answer: dict[str, Any] = {"jsonrpc": "2.0", "id": call.id, "result": result}
+        except ScriptedError as exc:
+            answer = {"jsonrpc": "2.0", "id": call.id, "error": {"code": exc.code, "message": exc.message}}
+        self.agent.answered.append((self.number, call.method, call.params, answer))
+        await self.send(answer)
+        self.agent.changed()
+
+
+class ScriptedAgent:
+    """A tiny ACP agent (v1 or v2) on a real loopback WebSocket server; see the module docstring.
+
+    ``status``/``list``/``load``/``resume`` choose what ``initialize`` advertises (v2 always offers resume and
+    list). Sessions it knows are in ``sessions`` (id → cwd). ``handlers[method]`` overrides a default.
+    """
+
+    def __init__(
+        self, version: int = 2, *, status: bool = False, list_: bool = True, load: bool = True, resume: bool = True
+    ) -> None:
+        self.version = version
+        self.status, self.list, self.load, self.resume = status, list_, load, resume
+        self.sessions: dict[str, str] = {}
+        self.log: list[tuple[int, str, dict[str, Any]]] = []
+        self.answered: list[tuple[int, str, dict[str, Any], dict[str, Any]]] = []
+        self.handlers: dict[str, Handler] = {}
+        self.links: list[AgentLink] = []
+        self._server: Server | None = None
+        self._cond: asyncio.Condition | None = None
+        self._ids = itertools.count(1)
+        self.defaults: dict[str, Handler] = {
+            "initialize": self._initialize,
+            "session/new": self._new,
+            "session/resume": self._attach,
+            "session/load": self._attach,
+            "session/status": self._status,
+            "session/list": self._list,
+            "session/prompt": self._prompt,
+        }
+
+    async def __aenter__(self) -> ScriptedAgent:
+        self._cond = asyncio.Condition()
+        self._server = await serve(self._accept, "127.0.0.1", 0, max_size=None, ping_interval=None, close_timeout=1)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close(close_connections=True)
+        await self._server.wait_closed()
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"ws://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/acp"
+
+    async def _accept(self, ws: ServerConnection) -> None:
+        link = AgentLink(self, ws, len(self.links) + 1)
+        self.links.append(link)
+        self.changed()
+        await link.run()
+
+    # ------------------------------------------------------------------ observation
+
+    def changed(self) -> None:
+        cond = self._cond
+        if cond is None:
+            return
+
+        async def notify() -> None:
+            async with cond:
+                cond.notify_all()
+
+        task = asyncio.ensure_future(notify())
+        task.add_done_callback(lambda _t: None)
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        assert self._cond is not None
+        async with asyncio.timeout(bound(timeout)), self._cond:
+            await self._cond.wait_for(predicate)
+
+    def requests(self, method: str, session_id: str | None = None) -> list[tuple[int, dict[str, Any]]]:
+        """``(connection number, params)`` of every ``method`` received (for ``session_id`` when given)."""
+        return [
+            (n, p) for n, m, p in self.log if m == method and (session_id is None or p.get("sessionId") == session_id)
+        ]
+
+    def for_session(self, session_id: str) -> list[str]:
+        """Every method received that names ``session_id``."""
+        return [m for _n, m, p in self.log if p.get("sessionId") == session_id]
+
+    async def drop(self, code: int = 1011) -> None:
+        """Close every open connection with ``code``."""
+        for link in self.links:
+            with contextlib.suppress(ConnectionClosed):
+                await link.ws.close(code, "scripted drop")
+
+    @property
+    def live(self) -> AgentLink:
+        return self.links[-1]
+
+    # ------------------------------------------------------------------ default handlers
+
+    async def _initialize(self, call: Call) -> Any:
+        if self.version >= 2:
+            session: dict[str, Any] = {"prompt": {}, "mcp": {"stdio": {}, "http": {}}}
+            if self.status:
+                session["status"] = {}
+            return {"protocolVersion": 2, "capabilities": {"session": session}, "info": {"name": "scripted", "version": "1"}}
+        caps: dict[str, Any] = {}
+        for name, on in (("status", self.status), ("list", self.list), ("resume", self.resume)):
+            if on:
+                caps[name] = {}
+        return {
+            "protocolVersion": 1,
+            "agentCapabilities": {"loadSession": self.load, "sessionCapabilities": caps},
+            "agentInfo": {"name": "scripted", "version": "1"},
+            "authMethods": [],
+        }
+
+    async def _new(self, call: Call) -> Any:
+        session_id = f"s{next(self._ids)}"
+        self.sessions[session_id] = str(call.params.get("cwd"))
+        return {"sessionId": session_id}
+
+    def known(self, call: Call) -> None:
+        if call.session_id not in self.sessions:
+            raise ScriptedError(-32002, "Resource not found")
+
+    async def _attach(self, call: Call) -> Any:
+        self.known(call)
+        return {}
+
+    async def _status(self, call: Call) -> Any:
+        self.known(call)
+        return {"status": "active"}
+
+    async def _list(self, call: Call) -> Any:
+        return {"sessions": [{"sessionId": s, "cwd": cwd} for s, cwd in self.sessions.items()]}
+
+    async def _prompt(self, call: Call) -> Any:
+        if self.version >= 2:
+            await call.update({"sessionUpdate": "state_update", "state": "running"})
+            await call.update({"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"})
+            return {}
+        return {"stopReason": "end_turn"}
+
+
+@contextlib.asynccontextmanager
+async def client_of(url: str, **options: Any) -> AsyncIterator[tuple[ReconnectingClient, Recorder]]:
+    """A started, ready reconnecting client with FAST settings and an event recorder; closed afterwards."""
+    client = ReconnectingClient(url, **{**FAST, **options})
+    rec = Recorder(client)
+    await client.start()
+    try:
+        await client.wait_ready(timeout=bound(5))
+        yield client, rec
+    finally:
+        await rec.close()
+        await client.aclose()
+
+
+class Gate:
+    """An answer held back until the test releases it."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def hold(self) -> None:
+        self.entered.set()
+        await self.release.wait()
+
+
+class HeldClock(Clock):
+    """A clock whose sleeps last until :meth:`release_all` (so a scheduled retry stays scheduled)."""
+
+    def __init__(self) -> None:
+        self.sleepers = 0
+        self._release = asyncio.Event()
+        self.asleep = asyncio.Event()
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleepers += 1
+        self.asleep.set()
+        try:
+            await self._release.wait()
+        finally:
+            self.sleepers -= 1
+
+    def release_all(self) -> None:
+        self._release.set()
+
+
+def is_state(state: ClientState) -> Callable[[Any], bool]:
+    return lambda e: isinstance(e, StateChanged) and e.new is state
+
+
+def recovered(session_id: str) -> Callable[[Any], bool]:
+    return lambda e: isinstance(e, SessionRecovered) and e.session_id == session_id
+
+
+async def round_trip(client: ReconnectingClient) -> None:
+    """One request answered by the agent on the current connection: whatever the client wrote before it on
+    this connection has been received (the link is ordered)."""
+    current = client.current
+    assert current is not None
+    await current.connection.request("session/list", {}, timeout=bound(5))
+
+
+def forgotten_of(rec: Recorder, session_id: str) -> list[SessionForgotten]:
+    return [e for e in rec.of(SessionForgotten) if e.session_id == session_id]
+
+
+async def stored_ids(store: MemorySessionStore) -> set[str]:
+    return {r.session_id for r in await store.load_all()}
+
+
+# ---------------------------------------------------------------------------------------------- 1. forget is final
+
+
+async def test_forget_during_a_status_probe_sends_nothing_more_and_discards_the_late_answer() -> None:
+    gate = Gate()
+    store = MemorySessionStore()
+    async with ScriptedAgent(2, status=True) as agent, client_of(agent.url, store=store) as (client, rec):
+        doomed, other = await client.new_session("/w/doomed"), await client.new_session("/w/other")
+
+        async def status(call: Call) -> Any:
+            if call.session_id == doomed.id and call.conn.number == 2:
+                await gate.hold()
+            return {"status": "active"}
+
+        agent.handlers["session/status"] = status
+        await agent.drop()
+        await asyncio.wait_for(gate.entered.wait(), bound(5))
+        await client.forget(doomed.id)
+        sent_at_forget = len(agent.log)
+        gate.release.set()  # the probe's answer arrives after forget()
+        await agent.wait_for(lambda: any(m == "session/status" and p.get("sessionId") == doomed.id
+                                         for _n, m, p, _a in agent.answered))
+        await rec.wait(recovered(other.id), timeout=5)
+        await round_trip(client)
+        await round_trip(client)
+        late = [m for _n, m, p in agent.log[sent_at_forget:] if p.get("sessionId") == doomed.id]
+        assert late == []  # no resume, no second probe
+        assert [m for _n, m, _p in agent.log[sent_at_forget:]].count("$/cancel_request") == 1
+        assert agent.requests("session/resume", doomed.id) == []
+        assert doomed.id not in client.sessions and doomed.link is SessionLink.LOST
+        assert doomed.id not in await stored_ids(store)
+        assert [e.reason for e in forgotten_of(rec, doomed.id)] == ["application"]
+        assert client.current is not None
+        stats = client.current.connection.stats
+        assert stats["late_responses"] == 1 and stats["invalid_unknown_id"] == 0
+        assert other.link is SessionLink.ATTACHED
+
+
+async def test_forget_during_an_outstanding_resume_never_brings_the_session_back() -> None:
+    gate = Gate()
+    store = MemorySessionStore()
+    async with ScriptedAgent(2) as agent, client_of(agent.url, store=store) as (client, rec):
+        doomed, other = await client.new_session("/w/doomed"), await client.new_session("/w/other")
+
+        async def resume(call: Call) -> Any:
+            agent.known(call)
+            if call.session_id == doomed.id:
+                await call.update({"sessionUpdate": "agent_message", "messageId": "m1",
+                                   "content": [{"type": "text", "text": "history"}]})
+                await gate.hold()
+            return {}
+
+        agent.handlers["session/resume"] = resume
+        await agent.drop()
+        await asyncio.wait_for(gate.entered.wait(), bound(5))
+        await client.forget(doomed.id)
+        gate.release.set()  # the resume's answer arrives after forget()
+        await agent.wait_for(lambda: any(m == "session/resume" and p.get("sessionId") == doomed.id
+                                         for _n, m, p, _a in agent.answered))
+        await rec.wait(recovered(other.id), timeout=5)
+        await round_trip(client)
+        await round_trip(client)
+        assert len(agent.requests("session/resume", doomed.id)) == 1
+        assert doomed.id not in client.sessions and doomed.link is SessionLink.LOST
+        assert doomed.id not in await stored_ids(store)
+        assert [e.reason for e in forgotten_of(rec, doomed.id)] == ["application"]
+        assert not [e for e in rec.of(SessionRecovered) if e.session_id == doomed.id]
+        with pytest.raises(SessionLost):
+            await asyncio.wait_for(doomed.prompt("hi"), bound(5))
+        # and a later reconnect does not resurrect it either
+        await agent.drop()
+        await rec.ready_count(3, timeout=5)
+        assert len(agent.requests("session/resume", doomed.id)) == 1
+        assert doomed.id not in client.sessions and len(forgotten_of(rec, doomed.id)) == 1
+
+
+async def test_forget_while_a_background_retry_is_scheduled_cancels_it() -> None:
+    clock = HeldClock()
+    store = MemorySessionStore()
+    async with ScriptedAgent(2) as agent:
+        client = ReconnectingClient(agent.url, **{**FAST, "clock": clock, "store": store, "recovery_tries": 1})
+        rec = Recorder(client)
+        await client.start()
+        try:
+            await client.wait_ready(timeout=bound(5))
+            doomed = await client.new_session("/w/doomed")
+
+            async def resume(call: Call) -> Any:
+                agent.known(call)
+                if call.session_id == doomed.id:
+                    raise ScriptedError(-32099, "transient storage error")
+                return {}
+
+            agent.handlers["session/resume"] = resume
+            await agent.drop()
+            await rec.wait(is_state(ClientState.BACKOFF))
+            client.reconnect_now()  # the held clock would keep the loop's own backoff forever
+            (failure,) = await rec.wait(lambda e: isinstance(e, SessionRecoveryFailed), timeout=5)
+            assert failure.session_id == doomed.id and failure.will_retry
+            await rec.wait(is_state(ClientState.READY), timeout=5)
+            assert client._recoverer.busy(doomed.id)  # its retry is scheduled (sleeping on the held clock)
+            await client.forget(doomed.id)
+            assert not client._recoverer.busy(doomed.id)
+            clock.release_all()  # the retry's backoff would be over now
+            await round_trip(client)
+            await round_trip(client)
+            assert len(agent.requests("session/resume", doomed.id)) == 1
+            assert doomed.id not in client.sessions and doomed.id not in await stored_ids(store)
+            assert [e.reason for e in forgotten_of(rec, doomed.id)] == ["application"]
+        finally:
+            await rec.close()
+            await client.aclose()
