@@ -15,8 +15,9 @@ from structlog.testing import capture_logs
 
 from acp_client.exceptions import ConnectError, ConnectionLost, UsageError
 from acp_client.transports import StdioTransport, Transport, spawn_stdio
+from tests.conftest import bound
 
-WAIT = 5.0  # upper bound on any wait for something that must happen
+WAIT = bound(5.0)  # upper bound on any wait for something that must happen
 
 ECHO = textwrap.dedent(
     """
@@ -144,7 +145,7 @@ async def test_close_kills_an_agent_that_ignores_eof_and_sigterm() -> None:
     loop = asyncio.get_running_loop()
     started = loop.time()
     await asyncio.wait_for(transport.close(), WAIT)
-    assert loop.time() - started < 0.4 + 1.0
+    assert loop.time() - started < bound(0.4 + 1.0)
     assert transport.returncode == -signal.SIGKILL
     assert_reaped(pid)
 

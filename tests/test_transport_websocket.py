@@ -24,10 +24,11 @@ from websockets.http11 import Request, Response
 from acp_client.exceptions import ConnectError, ConnectionLost, HandshakeRejected, TLSError, UsageError
 from acp_client.transports import CookieJar, Transport
 from acp_client.transports.websocket import WebSocketTransport, connect_websocket, parse_retry_after
+from tests.conftest import bound
 
-WAIT = 5.0  # upper bound on any wait for something that must happen
+WAIT = bound(5.0)  # upper bound on any wait for something that must happen
 FAST: dict[str, Any] = {"ping_interval": 0.2, "ping_timeout": 0.2, "close_timeout": 0.2}
-DEAD_WITHIN = 0.2 + 0.2 + 0.2 + 0.5  # ping_interval + ping_timeout + close_timeout + slack
+DEAD_WITHIN = bound(0.2 + 0.2 + 0.2 + 0.5)  # ping_interval + ping_timeout + close_timeout + slack
 
 
 @pytest.fixture(autouse=True)
@@ -457,7 +458,7 @@ async def test_close_against_a_silent_peer_is_bounded() -> None:
         loop = asyncio.get_running_loop()
         started = loop.time()
         await asyncio.wait_for(transport.close(), WAIT)
-        assert loop.time() - started < 0.2 + 0.5
+        assert loop.time() - started < bound(0.2 + 0.5)
         assert transport.closed
 
 
