@@ -112,7 +112,7 @@ async def test_status_reports_active_inactive_not_found_and_other_values(
         agent.sessions[asleep.id].unload()
         code = await run_cli("status", agent.url, active.id, "sess_nope", odd.id, asleep.id)
     out = capsys.readouterr().out
-    assert code == 0, out
+    assert code == 1, out  # one of them is not found
     lines = dict(line.split(": ", 1) for line in out.strip().splitlines())
     assert lines[active.id] == "active (state: idle)"
     assert lines["sess_nope"] == "not found (-32002)"
@@ -142,7 +142,20 @@ async def test_status_unreachable_agent_is_one_line(capsys: pytest.CaptureFixtur
     assert "could not connect" in one_error_line(capsys.readouterr().err)
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:1/acp", "not a url", "ws://host:99999/x"])
+async def test_status_of_found_sessions_exits_0_and_accepts_http(capsys: pytest.CaptureFixture[str]) -> None:
+    async with ReferenceAgent(2) as agent:
+        async with connect(agent.url) as client:
+            session = await client.new_session("/w")
+        assert await run_cli("status", agent.url, session.id) == 0
+        assert await run_cli("status", agent.url, session.id, "sess_nope") == 1
+        assert await run_cli("status", agent.http_url, session.id) == 0  # Streamable HTTP
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines == [f"{session.id}: active (state: idle)"] * 2 + ["sess_nope: not found (-32002)"] + [
+        f"{session.id}: active (state: idle)"
+    ]
+
+
+@pytest.mark.parametrize("url", ["ftp://127.0.0.1:1/acp", "not a url", "ws://host:99999/x"])
 def test_bad_url_is_a_usage_error(capsys: pytest.CaptureFixture[str], url: str) -> None:
     assert main(["status", url, "sess_x"]) == 2
     assert "bad URL" in one_error_line(capsys.readouterr().err)

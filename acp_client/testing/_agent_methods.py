@@ -17,7 +17,7 @@ from acp_client.testing._agent_errors import (
 )
 from acp_client.testing._agent_sessions import (
     MODES,
-    SessionRecord,
+    AgentSessionRecord,
     config_options,
     config_values,
     list_page,
@@ -96,7 +96,7 @@ def _directories(agent: ReferenceAgent, params: dict[str, Any]) -> list[str]:
     return list(value)
 
 
-def _known(agent: ReferenceAgent, params: dict[str, Any]) -> SessionRecord:
+def _known(agent: ReferenceAgent, params: dict[str, Any]) -> AgentSessionRecord:
     session_id = _str(params, "sessionId")
     session = agent.sessions.get(session_id)
     if session is None:
@@ -104,13 +104,13 @@ def _known(agent: ReferenceAgent, params: dict[str, Any]) -> SessionRecord:
     return session
 
 
-def _check_cwd(session: SessionRecord, params: dict[str, Any]) -> None:
+def _check_cwd(session: AgentSessionRecord, params: dict[str, Any]) -> None:
     cwd = _abs_path(params, "cwd")
     if cwd != session.cwd:
         raise AgentError.invalid_params(f"cwd {cwd!r} does not match the session's cwd {session.cwd!r}")
 
 
-def _attached_here(connection: AgentConnection, params: dict[str, Any], agent: ReferenceAgent) -> SessionRecord:
+def _attached_here(connection: AgentConnection, params: dict[str, Any], agent: ReferenceAgent) -> AgentSessionRecord:
     session = _known(agent, params)
     if not session.in_memory or session.connection is not connection:
         raise AgentError(
@@ -123,7 +123,7 @@ def _attached_here(connection: AgentConnection, params: dict[str, Any], agent: R
     return session
 
 
-async def _end_turn_of(session: SessionRecord) -> None:
+async def _end_turn_of(session: AgentSessionRecord) -> None:
     turn = session.turn
     if turn is None:
         return
@@ -134,7 +134,7 @@ async def _end_turn_of(session: SessionRecord) -> None:
 async def _replay_then_respond(
     agent: ReferenceAgent,
     connection: AgentConnection,
-    session: SessionRecord,
+    session: AgentSessionRecord,
     reply: Reply,
     *,
     replay: bool,
@@ -191,7 +191,7 @@ async def _logout(agent: ReferenceAgent, connection: AgentConnection, params: di
 
 async def _new(agent: ReferenceAgent, connection: AgentConnection, params: dict[str, Any], reply: Reply) -> Any:
     cwd = _abs_path(params, "cwd")
-    session = SessionRecord(
+    session = AgentSessionRecord(
         session_id=new_session_id(),
         cwd=cwd,
         mcp_servers=_mcp_servers(connection, params, required_in_v1=True),

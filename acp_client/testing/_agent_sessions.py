@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MODES",
+    "AgentSessionRecord",
     "Role",
-    "SessionRecord",
     "TranscriptMessage",
     "config_options",
     "decode_cursor",
@@ -82,8 +82,8 @@ class TranscriptMessage:
 
 
 @dataclass(eq=False)
-class SessionRecord:
-    """What the agent knows about one session.
+class AgentSessionRecord:
+    """What the reference agent knows about one session (not :class:`acp_client.SessionRecord`, the client's).
 
     ``state`` is the v2 foreground state (``idle``/``running``/``requires_action``), tracked in v1 too;
     ``connection`` is the connection the session is attached to (may be dead: updates are then dropped).
@@ -217,7 +217,7 @@ def decode_cursor(cursor: str) -> int:
 
 
 def list_page(
-    sessions: Iterable[SessionRecord], *, cwd: str | None, cursor: str | None, page_size: int
+    sessions: Iterable[AgentSessionRecord], *, cwd: str | None, cursor: str | None, page_size: int
 ) -> dict[str, Any]:
     """One ``session/list`` result page (creation order), with ``nextCursor`` when more remain."""
     matching = [s for s in sessions if cwd is None or s.cwd == cwd]
@@ -257,3 +257,7 @@ def replay_updates(transcript: Iterable[TranscriptMessage], *, as_chunks: bool) 
                 }
             )
     return updates
+
+
+#: The old name, for code written against earlier versions of the test kit.
+SessionRecord = AgentSessionRecord

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from acp_client._logging import get_logger
 from acp_client.testing._agent_errors import INTERNAL_ERROR, AgentError, PeerError, PeerGone
-from acp_client.testing._agent_sessions import SessionRecord, TranscriptMessage, new_message_id
+from acp_client.testing._agent_sessions import AgentSessionRecord, TranscriptMessage, new_message_id
 from acp_client.testing._agent_tools import TOOL_COMMANDS, run_tool
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ def parse_script(text: str) -> list[ScriptStep]:
 
 async def emit_update(
     agent: ReferenceAgent,
-    session: SessionRecord,
+    session: AgentSessionRecord,
     update: dict[str, Any],
     mutate: Callable[[], None] | None = None,
 ) -> bool:
@@ -149,7 +149,7 @@ async def emit_update(
         return await send_update_locked(agent, session, update)
 
 
-async def send_update_locked(agent: ReferenceAgent, session: SessionRecord, update: dict[str, Any]) -> bool:
+async def send_update_locked(agent: ReferenceAgent, session: AgentSessionRecord, update: dict[str, Any]) -> bool:
     """Send one ``session/update`` to the attached connection; the caller holds ``session.emit_lock``."""
     agent.notify_changed()
     connection = session.connection
@@ -173,7 +173,7 @@ class PromptTurn:
         self,
         agent: ReferenceAgent,
         connection: AgentConnection,
-        session: SessionRecord,
+        session: AgentSessionRecord,
         prompt: Sequence[dict[str, Any]],
         reply: Reply,
     ) -> None:
