@@ -377,9 +377,9 @@ class ReconnectingClient(SessionAPI):
     # ------------------------------------------------------------------ events and state
 
     def events(self) -> AsyncIterator[Event]:
-        """Typed events from the first ``__anext__`` on. Bounded per reader: one that falls behind loses the
-        oldest and receives :class:`~acp_client.reconnect.EventsDropped`. Closing the iterator (or
-        dropping it) unsubscribes; it ends when the client closes."""
+        """Typed events from now on. Bounded per reader: one that falls behind loses the oldest and then
+        receives :class:`~acp_client.reconnect.EventsDropped`. Closing the iterator, cancelling its reader,
+        or dropping it unsubscribes; it ends when the client closes."""
         return self._bus.subscribe()
 
     def emit(self, event: Any) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import enum
-import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -261,25 +260,23 @@ class _Subscriber:
 
 
 class _Subscription:
-    """An async iterator over the bus: registered at the first ``__anext__``, gone when closed or
-    collected (the bus holds it weakly)."""
+    """An async iterator over the bus: registered when made (nothing emitted after that is missed),
+    unregistered when closed or garbage-collected, e.g. with the reader task that was cancelled (the bus
+    never holds the iterator itself, only its buffer)."""
 
     def __init__(self, bus: EventBus, maxsize: int) -> None:
         self._bus = bus
-        self._sub: _Subscriber | None = None
-        self._maxsize = maxsize
+        self._sub: _Subscriber | None = _Subscriber(maxsize)
+        bus._register(self._sub)
         self._done = False
 
     def __aiter__(self) -> _Subscription:
         return self
 
     async def __anext__(self) -> Any:
-        if self._done:
-            raise StopAsyncIteration
-        if self._sub is None:
-            self._sub = _Subscriber(self._maxsize)
-            self._bus._register(self._sub)
         sub = self._sub
+        if self._done or sub is None:
+            raise StopAsyncIteration
         while True:
             if sub.dropped:
                 count, sub.dropped = sub.dropped, 0
@@ -290,11 +287,7 @@ class _Subscription:
                 await self.aclose()
                 raise StopAsyncIteration
             sub.wake.clear()
-            try:
-                await sub.wake.wait()
-            except BaseException:
-                await self.aclose()
-                raise
+            await sub.wake.wait()  # a cancelled wait loses nothing: the iterator can be awaited again
 
     async def aclose(self) -> None:
         """Stop receiving events (also done when the iterator is cancelled or collected)."""
@@ -313,7 +306,6 @@ class EventBus:
 
     def __init__(self, *, buffer: int = 1024) -> None:
         self._buffer = buffer
-        self._subscribers: weakref.WeakSet[_Subscriber] = weakref.WeakSet()
         self._strong: set[_Subscriber] = set()
         self.closed = False
 
@@ -323,7 +315,7 @@ class EventBus:
         return len(self._strong)
 
     def subscribe(self, *, maxsize: int | None = None) -> AsyncIterator[Any]:
-        """An iterator over the events emitted from its first ``__anext__`` on (bounded: see the module)."""
+        """An iterator over the events emitted from now on (bounded: see the module)."""
         return _Subscription(self, maxsize if maxsize is not None else self._buffer)
 
     def _register(self, sub: _Subscriber) -> None:

@@ -214,6 +214,48 @@ class _Subscription:
         self.waiter.set()
 
 
+class _UpdatesIterator:
+    """One ``session.updates()`` subscription: unregistered when closed, ended, or garbage-collected (so
+    a reader task that is cancelled and dropped leaks nothing: the session holds only the buffer)."""
+
+    __slots__ = ("_session", "_sub")
+
+    def __init__(self, session: Session, sub: _Subscription) -> None:
+        self._session: Session | None = session
+        self._sub = sub
+
+    def __aiter__(self) -> _UpdatesIterator:
+        return self
+
+    async def __anext__(self) -> StreamItem:
+        sub = self._sub
+        if self._session is None:
+            raise StopAsyncIteration
+        while not sub.buffer:  # a cancelled wait loses nothing: the iterator can be awaited again
+            sub.waiter.clear()
+            await sub.waiter.wait()
+        if sub.dropped:
+            count, sub.dropped = sub.dropped, 0
+            return UpdatesDropped(count)
+        item = sub.buffer.popleft()
+        if item is None:
+            self._unregister()
+            raise StopAsyncIteration
+        return item
+
+    async def aclose(self) -> None:
+        """Stop this subscription."""
+        self._unregister()
+
+    def _unregister(self) -> None:
+        session, self._session = self._session, None
+        if session is not None and self._sub in session._subs:
+            session._subs.remove(self._sub)
+
+    def __del__(self) -> None:
+        self._unregister()
+
+
 class Session:
     """A handle on one ACP session. It stays valid across reconnects: code holding it never re-fetches it.
 
@@ -324,26 +366,11 @@ class Session:
         many (the transcript is never affected). The iterator ends when the session is lost or closed.
         """
         sub = _Subscription(maxsize)
-        self._subs.append(sub)
-        return self._iterate(sub)
-
-    async def _iterate(self, sub: _Subscription) -> AsyncIterator[StreamItem]:
-        try:
-            while True:
-                if not sub.buffer:
-                    sub.waiter.clear()
-                    await sub.waiter.wait()
-                    continue
-                if sub.dropped:
-                    count, sub.dropped = sub.dropped, 0
-                    yield UpdatesDropped(count)
-                item = sub.buffer.popleft()
-                if item is None:
-                    return
-                yield item
-        finally:
-            if sub in self._subs:
-                self._subs.remove(sub)
+        if self._link in (SessionLink.LOST, SessionLink.CLOSED):
+            sub.push(None)  # already ended: the iterator ends at once
+        else:
+            self._subs.append(sub)
+        return _UpdatesIterator(self, sub)
 
     def on_turn_finished(self, callback: Callable[[Session, str | None], None]) -> Callable[[], None]:
         """Call ``callback(session, stop_reason)`` when a turn ends live (never for replayed history or
