@@ -481,3 +481,108 @@ async def test_forget_while_a_background_retry_is_scheduled_cancels_it() -> None
         finally:
             await rec.close()
             await client.aclose()
+
+
+# ---------------------------------------------------------------------------------------------- 2. local faults stay local
+
+
+class FlakyStore:
+    """An application's own session store whose writes can be made to fail (a read-only disk, a full one)."""
+
+    def __init__(self) -> None:
+        self.records: dict[str, SessionRecord] = {}
+        self.fail_save = False
+        self.fail_delete = False
+        self.calls: list[tuple[str, str, bool]] = []  # (operation, session id, succeeded)
+        self.wrote = asyncio.Event()
+
+    async def load_all(self) -> list[SessionRecord]:
+        return list(self.records.values())
+
+    async def save(self, record: SessionRecord) -> None:
+        self.calls.append(("save", record.session_id, not self.fail_save))
+        if self.fail_save:
+            raise OSError(30, "Read-only file system")
+        self.records[record.session_id] = SessionRecord.from_json(record.to_json())
+        self.wrote.set()
+
+    async def delete(self, session_id: str) -> None:
+        self.calls.append(("delete", session_id, not self.fail_delete))
+        if self.fail_delete:
+            raise OSError(28, "No space left on device")
+        self.records.pop(session_id, None)
+        self.wrote.set()
+
+    async def close(self) -> None:
+        pass
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        async with asyncio.timeout(bound(timeout)):
+            while not predicate():
+                self.wrote.clear()
+                await self.wrote.wait()
+
+
+async def test_a_failing_store_save_never_fails_recovery_nor_causes_another_resume() -> None:
+    store = FlakyStore()
+    async with ReferenceAgent(2) as agent:
+        client, rec = await started(agent, store=store)
+        try:
+            session = await client.new_session("/w")
+            assert session.id in store.records
+            store.fail_save = True
+            await agent.drop_all_connections()
+            await rec.wait(recovered(session.id), timeout=5)
+            await rec.wait(lambda e: isinstance(e, RecoveryRoundFinished), timeout=5)
+            await client.wait_ready(timeout=bound(5))
+            (failed,) = await rec.wait(lambda e: isinstance(e, SessionStoreFailed), timeout=5)
+            assert failed.session_id == session.id and failed.operation == "save"
+            assert "Read-only" in failed.error and failed.generation == client.generation
+            assert session.link is SessionLink.ATTACHED
+            result = await asyncio.wait_for(session.prompt("echo: still usable"), bound(5))
+            assert result.stop_reason == "end_turn"
+            # a second drop while the store still fails: recovered again, the fault is not reported again
+            await agent.drop_all_connections()
+            await rec.ready_count(3, timeout=5)
+            assert agent.count("session/resume", session.id) == 2  # one per connection, never a retry
+            assert not rec.of(SessionRecoveryFailed)
+            assert len(rec.of(SessionStoreFailed)) == 1
+            (round1, round2) = rec.of(RecoveryRoundFinished)
+            assert (round1.reattached, round1.failed, round2.reattached, round2.failed) == (1, 0, 1, 0)
+            # the write is retried later and lands once the store works again
+            saves_before = len(store.calls)
+            store.fail_save = False
+            await store.wait_for(lambda: any(ok for op, _s, ok in store.calls[saves_before:] if op == "save"))
+            assert client._writer.pending == 0
+            assert agent.count("session/resume", session.id) == 2
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
+async def test_unknown_session_is_forgotten_even_when_the_store_delete_fails() -> None:
+    store = FlakyStore()
+    async with ReferenceAgent(2, capabilities={"status": False}) as agent:
+        client, rec = await started(agent, store=store)
+        try:
+            gone, kept = await client.new_session("/w/gone"), await client.new_session("/w/kept")
+            store.fail_delete = True
+            agent.forget_session(gone.id)
+            await agent.drop_all_connections()
+            (forgotten,) = await rec.wait(lambda e: isinstance(e, SessionForgotten), timeout=5)
+            assert (forgotten.session_id, forgotten.reason, forgotten.via) == (gone.id, "unknown", "session/resume")
+            await rec.wait(recovered(kept.id), timeout=5)
+            (failed,) = await rec.wait(lambda e: isinstance(e, SessionStoreFailed), timeout=5)
+            assert (failed.session_id, failed.operation) == (gone.id, "delete")
+            assert gone.id not in client.sessions and gone.link is SessionLink.LOST
+            assert agent.count("session/resume", gone.id) == 1 and not rec.of(SessionRecoveryFailed)
+            store.fail_delete = False  # the owed delete is retried: the record leaves the store
+            await store.wait_for(lambda: gone.id not in store.records)
+            assert kept.id in store.records and len(forgotten_of(rec, gone.id)) == 1
+            # a later reconnect (the store is read back only at start) does not bring it back either
+            await agent.drop_all_connections()
+            await rec.ready_count(3, timeout=5)
+            assert gone.id not in client.sessions and agent.count("session/resume", gone.id) == 1
+        finally:
+            await rec.close()
+            await client.aclose()
