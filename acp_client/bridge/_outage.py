@@ -29,6 +29,7 @@ from acp_client.exceptions import (
     InternalError,
     InvalidParams,
     MethodNotFound,
+    NotConnected,
     ReconnectFailed,
     RecoveryFailed,
     RPCError,
@@ -78,9 +79,10 @@ def to_rpc_error(exc: BaseException, *, method: str, session_id: str | None, out
         )
     if isinstance(exc, ACPTimeoutError):
         return _bridge_error(f"{method}: the remote agent did not answer in time ({exc})", "timeout")
-    if isinstance(exc, TimeoutError):
+    if isinstance(exc, TimeoutError | NotConnected):
+        detail = f" ({exc})" if isinstance(exc, NotConnected) else ""
         return _bridge_error(
-            f"{method}: the remote agent has been unreachable for {outage_timeout:g} s; try again later",
+            f"{method}: the remote agent has been unreachable for {outage_timeout:g} s; try again later{detail}",
             "outage_timeout",
             waited=outage_timeout,
         )
