@@ -27,6 +27,7 @@ from acp_client.reconnect import (
     StateChanged,
 )
 from acp_client.sessions import RecoveryMarker, Session, SessionUpdate, UpdatesDropped
+from acp_client.testing._waiting import Waiters
 
 if TYPE_CHECKING:
     from acp_client.testing import ReferenceAgent
@@ -56,7 +57,7 @@ class _Demo:
         self.style = style
         self.events: list[Event] = []
         self.tallies: dict[str, _Tally] = {}
-        self._changed = asyncio.Event()
+        self._waiters = Waiters()
         self._started = time.monotonic()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -72,17 +73,11 @@ class _Demo:
         self.say(self.style(f"== {text}", "bold", "cyan"))
 
     def _bump(self) -> None:
-        self._changed.set()
+        self._waiters.changed()
 
     async def until(self, predicate: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
         """Wait (bounded) until ``predicate()`` holds; re-checked whenever an event or update arrives."""
-        try:
-            async with asyncio.timeout(timeout):
-                while not predicate():
-                    self._changed.clear()
-                    await self._changed.wait()
-        except TimeoutError:
-            raise TimeoutError(f"the demo gave up waiting for {what} after {timeout:g} s") from None
+        await self._waiters.wait_until(predicate, timeout, what=f"{what} (the demo)")
 
     def ready_count(self) -> int:
         """How many times the client became READY."""

@@ -64,6 +64,7 @@ from types import TracebackType
 from typing import Any, Literal, NamedTuple
 
 from acp_client._logging import get_logger
+from acp_client.testing._waiting import Waiters
 
 __all__ = ["MAX_DELAY", "Direction", "FaultProxy", "LinkMode", "ListenerMode", "ModeKind", "ProxyLink", "ProxyMode"]
 
@@ -623,7 +624,7 @@ class FaultProxy:
         self._adopting: set[socket.socket] = set()
         self._sides: set[_Side] = set()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self._waiters = Waiters()
         self._event_loop: asyncio.AbstractEventLoop | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -671,11 +672,7 @@ class FaultProxy:
                     if side.transport is not None:
                         await side.lost.wait()
         self._sides.clear()
-        for _, future in self._waiters:
-            if not future.done():
-                future.set_exception(RuntimeError("the FaultProxy was closed"))
-                future.exception()  # retrieved: a waiter that already gave up must not warn
-        self._waiters.clear()
+        self._waiters.fail_all(RuntimeError("the FaultProxy was closed"))
         _log.debug("fault_proxy_closed", accepted=self.connections_accepted)
 
     @property
@@ -789,20 +786,10 @@ class FaultProxy:
             return
         if self._state != "running":
             raise RuntimeError("the proxy is not running")
-        future: asyncio.Future[None] = self._loop().create_future()
-        entry = (predicate, future)
-        self._waiters.append(entry)
-        try:
-            async with asyncio.timeout(timeout):
-                await future
-        finally:
-            if entry in self._waiters:
-                self._waiters.remove(entry)
+        await self._waiters.wait_until(predicate, timeout)
 
     def _notify(self) -> None:
-        for predicate, future in list(self._waiters):
-            if not future.done() and predicate():
-                future.set_result(None)
+        self._waiters.changed()
 
     # ------------------------------------------------------------------ internals
 

@@ -38,6 +38,7 @@ from acp_client.testing._agent_http import HttpEndpoint
 from acp_client.testing._agent_sessions import AgentSessionRecord
 from acp_client.testing._agent_turns import PromptHook, PromptTurn, emit_update
 from acp_client.testing._channel import FrameChannel, StreamChannel, WebSocketChannel
+from acp_client.testing._waiting import Waiters
 
 __all__ = ["AgentError", "Handshake", "PromptTurn", "Received", "ReferenceAgent", "main", "serve_forever"]
 
@@ -184,7 +185,7 @@ class ReferenceAgent:
         self._ws_ids: dict[ServerConnection, str] = {}
         self._connection_counter = 0
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._waiters: list[tuple[Callable[[], bool], asyncio.Future[None]]] = []
+        self._waiters = Waiters()
         self._unstall: asyncio.Future[None] | None = None
         self._rejection: _Rejection | None = None
         self._close_after_initialize: tuple[float, int] | None = None
@@ -398,9 +399,7 @@ class ReferenceAgent:
 
     def notify_changed(self) -> None:
         """Re-check every pending ``wait_for*`` predicate."""
-        for predicate, fut in list(self._waiters):
-            if not fut.done() and predicate():
-                fut.set_result(None)
+        self._waiters.changed()
 
     # ------------------------------------------------------------------ capabilities
 
@@ -445,16 +444,7 @@ class ReferenceAgent:
     async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
         """Wait until ``predicate()`` holds; it is re-checked on every frame, connection and state change.
         Raises ``TimeoutError`` after ``timeout`` seconds."""
-        if predicate():
-            return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (predicate, fut)
-        self._waiters.append(entry)
-        try:
-            async with asyncio.timeout(timeout):
-                await fut
-        finally:
-            self._waiters.remove(entry)
+        await self._waiters.wait_until(predicate, timeout)
 
     async def wait_for_method(
         self, method: str, count: int = 1, *, session_id: str | None = None, timeout: float = 5.0
