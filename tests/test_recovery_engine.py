@@ -586,3 +586,103 @@ async def test_unknown_session_is_forgotten_even_when_the_store_delete_fails() -
         finally:
             await rec.close()
             await client.aclose()
+
+
+# ---------------------------------------------------------------------------------------------- 3. one request at a time
+
+HISTORY = [("user", "u1", "what is 6 x 7?"), ("agent", "a1", "42")]
+
+
+def replayed(version: int, role: str, message_id: str, text: str) -> dict[str, Any]:
+    """One history message as a replayed update (v2 whole message, v1 chunk)."""
+    if version >= 2:
+        return {"sessionUpdate": f"{role}_message", "messageId": message_id, "content": [{"type": "text", "text": text}]}
+    return {"sessionUpdate": f"{role}_message_chunk", "messageId": message_id, "content": {"type": "text", "text": text}}
+
+
+async def collect(session: Any, into: list[Any]) -> None:
+    async for item in session.updates():
+        into.append(item)
+
+
+async def test_an_abandoned_attempt_is_cancelled_and_settled_before_the_next_and_leaks_nothing() -> None:
+    async with ScriptedAgent(2) as agent, client_of(agent.url, recovery_timeout=bound(0.5)) as (client, rec):
+        session = await client.new_session("/w")
+        attempts: list[Call] = []
+        overlapped: list[bool] = []
+
+        async def resume(call: Call) -> Any:
+            agent.known(call)
+            attempts.append(call)
+            previous = [a for a in attempts[:-1] if a.conn is call.conn]
+            overlapped.append(any(
+                not any(m == "session/resume" and ans["id"] == a.id for _n, m, _p, ans in agent.answered)
+                for a in previous
+            ))
+            if len(attempts) == 1:
+                await call.update(replayed(2, *HISTORY[0]))  # part of the history, then silence
+                await call.cancelled.wait()
+                await call.update(replayed(2, *HISTORY[1]))  # still in flight when the cancel arrived
+                # a slow agent: the -32800 comes later; a next resume sent meanwhile would overlap this one
+                with contextlib.suppress(TimeoutError):
+                    await agent.wait_for(lambda: len(attempts) > 1, timeout=0.5)
+                raise ScriptedError(-32800, "Request cancelled")
+            for message in HISTORY:
+                await call.update(replayed(2, *message))
+            await call.update({"sessionUpdate": "state_update", "state": "idle"})
+            return {}
+
+        agent.handlers["session/resume"] = resume
+        items: list[Any] = []
+        reader = asyncio.create_task(collect(session, items))
+        try:
+            await agent.drop()
+            (event,) = await rec.wait(recovered(session.id), timeout=10)
+            assert event.replayed
+            (failure,) = rec.of(SessionRecoveryFailed)
+            assert failure.attempt == 1 and "Timeout" in failure.error
+            assert len(attempts) == 2 and overlapped == [False, False]
+            cancels = agent.requests("$/cancel_request")
+            assert [p["requestId"] for _n, p in cancels] == [attempts[0].id]
+            assert session.transcript.text() == "user: what is 6 x 7?\nagent: 42"
+            assert [m.message_id for m in session.transcript.messages] == ["u1", "a1"]
+            await round_trip(client)
+        finally:
+            reader.cancel()
+            await asyncio.wait({reader})
+        updates = [i for i in items if isinstance(i, SessionUpdate)]
+        assert updates and all(u.replay for u in updates)  # nothing of either attempt was delivered as live
+        assert session.stats["live"] == 0
+
+
+# ---------------------------------------------------------------------------------------------- 4. timed by progress
+
+
+@pytest.mark.parametrize("version", [2, 1], ids=["v2-resume", "v1-load"])
+async def test_a_long_replay_that_keeps_streaming_recovers_on_the_first_attempt(version: int) -> None:
+    silence = bound(0.6)
+    gap = 0.1
+    count = int(2.5 * silence / gap)  # the whole replay lasts about 2.5 x recovery_timeout
+    async with ScriptedAgent(version) as agent, client_of(agent.url, recovery_timeout=silence) as (client, rec):
+        session = await client.new_session("/w")
+        loop = asyncio.get_running_loop()
+        took: list[float] = []
+
+        async def attach(call: Call) -> Any:
+            agent.known(call)
+            started = loop.time()
+            for i in range(count):
+                await asyncio.sleep(gap)  # a slow link: each message takes a while, none takes long
+                await call.update(replayed(version, "agent", f"m{i}", f"part {i}"))
+            took.append(loop.time() - started)
+            return {}
+
+        agent.handlers["session/resume" if version >= 2 else "session/load"] = attach
+        await agent.drop()
+        (event,) = await rec.wait(recovered(session.id), timeout=20)
+        assert event.mode == ("resume" if version >= 2 else "load") and event.replayed
+        assert took[0] > silence  # the replay outlasted the silence timeout ...
+        assert not rec.of(SessionRecoveryFailed)  # ... and was never cut off
+        assert agent.requests("$/cancel_request") == []
+        assert len(agent.requests(f"session/{event.mode}", session.id)) == 1
+        assert len(session.transcript.messages) == count
