@@ -686,3 +686,148 @@ async def test_a_long_replay_that_keeps_streaming_recovers_on_the_first_attempt(
         assert agent.requests("$/cancel_request") == []
         assert len(agent.requests(f"session/{event.mode}", session.id)) == 1
         assert len(session.transcript.messages) == count
+
+
+# ---------------------------------------------------------------------------------------------- 6. the breaker suspends
+
+
+async def die_at_initialize(call: Call) -> Any:
+    """An agent that crashes while initializing: the connection closes without an answer."""
+    await call.conn.ws.close(1011, "crashed")
+    await asyncio.Event().wait()
+
+
+@pytest.mark.parametrize("rearm", ["reconnect_now", "slow_retry"])
+async def test_flapping_after_ready_suspends_with_one_event_and_recovers(rearm: str) -> None:
+    breaker = CrashLoopBreaker(threshold=3, short_lived=60.0, window=600.0)
+    interval = 600.0 if rearm == "reconnect_now" else bound(0.5)
+    async with ScriptedAgent(2) as agent, client_of(agent.url, breaker=breaker, suspended_interval=interval) as (
+        client,
+        rec,
+    ):
+        session = await client.new_session("/w")
+        agent.handlers["initialize"] = die_at_initialize
+        await agent.drop()
+        (suspended,) = await rec.wait(is_state(ClientState.SUSPENDED), timeout=10)
+        # the agent now dies before initialize completes: "agent_keeps_dying" (after a ready drop: "flapping")
+        assert suspended.reason == "agent_keeps_dying" and suspended.delay == interval
+        assert client.state is ClientState.SUSPENDED  # not FAILED: it keeps trying, slowly
+        assert client.failure is not None and client.failure.reason == "agent_keeps_dying"
+        assert not [e for e in rec.of(StateChanged) if e.new is ClientState.FAILED]
+        with pytest.raises(NotConnected):  # calls fail fast while suspended; nothing is sent
+            await asyncio.wait_for(session.prompt("hi"), bound(5))
+        del agent.handlers["initialize"]  # the agent is healthy again
+        attempts = len(agent.links)
+        if rearm == "reconnect_now":
+            client.reconnect_now()
+        await client.wait_ready(timeout=bound(10))
+        await rec.wait(recovered(session.id), timeout=5)
+        assert len(agent.links) == attempts + 1
+        assert [e.new for e in rec.of(StateChanged)].count(ClientState.SUSPENDED) == 1
+        assert client.failure is None
+        result = await asyncio.wait_for(session.prompt("hi"), bound(5))
+        assert result.stop_reason == "end_turn"
+
+
+async def test_an_agent_that_dies_before_it_was_ever_ready_fails_and_async_with_raises() -> None:
+    breaker = CrashLoopBreaker(threshold=3, short_lived=60.0, window=600.0)
+    async with ScriptedAgent(2) as agent:
+        agent.handlers["initialize"] = die_at_initialize
+        client = ReconnectingClient(agent.url, **{**FAST, "breaker": breaker})
+        with pytest.raises(Exception) as caught:
+            async with asyncio.timeout(bound(10)):
+                async with client:
+                    pytest.fail("never ready: entering must raise")
+        from acp_client import ReconnectFailed
+
+        assert isinstance(caught.value, ReconnectFailed)
+        assert caught.value.reason in ("agent_keeps_dying", "flapping")
+        assert len(agent.links) == 3
+        assert client.state is ClientState.CLOSED
+
+
+# ---------------------------------------------------------------------------------------------- 7. who sent the close code
+
+
+async def test_an_oversized_frame_from_the_agent_is_a_retryable_link_fault() -> None:
+    async with ScriptedAgent(2) as agent, client_of(agent.url, max_frame_bytes=4096) as (client, rec):
+        session = await client.new_session("/w")
+        await agent.live.notify("session/update", {"sessionId": session.id, "update": replayed(2, "agent", "big", "x" * 10_000)})
+        (dropped,) = await rec.wait(lambda e: isinstance(e, ConnectionDropped), timeout=5)
+        assert dropped.close_code == 1009 and dropped.closed_by_client
+        await rec.wait(recovered(session.id), timeout=5)
+        await client.wait_ready(timeout=bound(5))
+        states = [e for e in rec.of(StateChanged)]
+        assert not [e for e in states if e.new is ClientState.FAILED]
+        (backoff,) = [e for e in states if e.new is ClientState.BACKOFF]
+        assert backoff.reason == "close_1009_sent"
+        assert len(agent.links) == 2
+
+
+@pytest.mark.parametrize("code", [1007, 1009])
+async def test_a_1007_or_1009_sent_by_the_agent_stays_fatal(code: int) -> None:
+    async with ScriptedAgent(2) as agent, client_of(agent.url) as (client, rec):
+        await agent.drop(code=code)
+        (failed,) = await rec.wait(is_state(ClientState.FAILED), timeout=5)
+        assert failed.reason == f"close_{code}"
+        (dropped,) = rec.of(ConnectionDropped)
+        assert dropped.close_code == code and not dropped.closed_by_client
+        assert len(agent.links) == 1
+
+
+# ---------------------------------------------------------------------------------------------- 8. reconnect_now mid-attempt
+
+
+async def test_reconnect_now_while_initializing_spares_only_that_attempt() -> None:
+    breaker = CrashLoopBreaker(threshold=3, short_lived=60.0, window=600.0)
+    gate = Gate()
+    slow = Backoff(base=bound(0.5), cap=bound(0.5))
+    async with ScriptedAgent(2) as agent, client_of(agent.url, breaker=breaker, backoff=slow) as (client, rec):
+        default_initialize = agent.defaults["initialize"]
+
+        async def held_initialize(call: Call) -> Any:
+            if call.conn.number == 2:
+                await gate.hold()
+            return await default_initialize(call)
+
+        agent.handlers["initialize"] = held_initialize
+        await agent.drop()  # death 1
+        await asyncio.wait_for(gate.entered.wait(), bound(5))
+        assert client.state is ClientState.INITIALIZING
+        client.reconnect_now()
+        gate.release.set()
+        await rec.ready_count(2, timeout=5)
+        await agent.drop()  # death 2: a normal drop, with its normal backoff
+        await rec.ready_count(3, timeout=10)
+        pauses = [e for e in rec.of(StateChanged) if e.new is ClientState.BACKOFF]
+        assert len(pauses) == 2
+        assert pauses[1].reason == "close_1011" and pauses[1].delay is not None and pauses[1].delay > 0
+        await agent.drop()  # death 3: the breaker counted every drop, so it trips now
+        (suspended,) = await rec.wait(is_state(ClientState.SUSPENDED), timeout=10)
+        assert suspended.reason == "flapping"
+
+
+async def test_reconnect_now_while_connecting_cuts_the_backoff_after_that_failed_attempt_only() -> None:
+    slow = Backoff(base=bound(0.3), cap=bound(0.3))
+    async with ScriptedAgent(2) as agent, client_of(agent.url, backoff=slow, breaker=None) as (client, rec):
+        arrived: list[int] = []
+        gate = Gate()
+
+        async def failing_initialize(call: Call) -> Any:
+            arrived.append(call.conn.number)
+            if call.conn.number == 2:
+                await gate.hold()
+            raise ScriptedError(-32603, "not ready yet")
+
+        agent.handlers["initialize"] = failing_initialize
+        await agent.drop()
+        await asyncio.wait_for(gate.entered.wait(), bound(5))
+        client.reconnect_now()  # during this attempt: it alone gets no backoff
+        gate.release.set()
+        await agent.wait_for(lambda: len(arrived) >= 3, timeout=10)
+        del agent.handlers["initialize"]
+        await client.wait_ready(timeout=bound(10))
+        pauses = [e for e in rec.of(StateChanged) if e.new is ClientState.BACKOFF]
+        assert pauses[0].delay is not None and pauses[0].delay > 0  # the drop itself: normal backoff
+        assert pauses[1].delay == 0.0  # the attempt reconnect_now() hurried
+        assert all(p.delay is not None and p.delay > 0 for p in pauses[2:]) and len(pauses) >= 3

@@ -458,6 +458,8 @@ class ReconnectingClient(SessionAPI):
                 await self._pause(delay, verdict.reason, attempt, generation)
                 continue
             auth_retry_used = False
+            if self._skip_pause_of == generation:
+                self._skip_pause_of = None  # reconnect_now() spared this attempt only, not its later drop
             self._client = client
             self._last_version = client.protocol_version
             self._set_state(ClientState.RECOVERING)
