@@ -160,7 +160,8 @@ class RawEditor:
             self.messages.append(message)
             if message.get("method") == "session/request_permission" and self.answer_permissions:
                 option = message["params"]["options"][0]["optionId"]
-                await self.send({"jsonrpc": "2.0", "id": message["id"], "result": {"outcome": {"outcome": "selected", "optionId": option}}})
+                outcome = {"outcome": {"outcome": "selected", "optionId": option}}
+                await self.send({"jsonrpc": "2.0", "id": message["id"], "result": outcome})
             self._changed.set()
         self._changed.set()
 
@@ -194,6 +195,16 @@ class RawEditor:
         await self.send({"jsonrpc": "2.0", "id": id_, "method": method, "params": params})
         answer: dict[str, Any] = await self.wait_for(lambda: self.response(id_), f"the answer to {method}", timeout)
         return answer
+
+    async def prompt(self, session_id: str, text: str) -> dict[str, Any]:
+        """``session/prompt`` with one text block; returns the response object."""
+        return await self.request(
+            "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+        )
+
+    def states(self, session_id: str) -> list[str | None]:
+        """The v2 ``state_update`` states of a session, in order."""
+        return [u.get("state") for u in self.updates(session_id) if u.get("sessionUpdate") == "state_update"]
 
     def updates(self, session_id: str) -> list[dict[str, Any]]:
         return [

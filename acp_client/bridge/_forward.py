@@ -230,9 +230,7 @@ class SessionPipes:
         """The pipe of ``session_id``, if the bridge tracks it."""
         return self._pipes.get(session_id)
 
-    def adopt(
-        self, session: Session, *, opened: bool, preload: list[dict[str, Any]] | None = None
-    ) -> SessionPipe:
+    def adopt(self, session: Session, *, opened: bool, preload: list[dict[str, Any]] | None = None) -> SessionPipe:
         """The pipe of ``session``, created and started if new (a forgotten one is replaced)."""
         pipe = self._pipes.get(session.id)
         if pipe is not None and pipe.session is session:
