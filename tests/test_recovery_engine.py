@@ -831,3 +831,132 @@ async def test_reconnect_now_while_connecting_cuts_the_backoff_after_that_failed
         assert pauses[0].delay is not None and pauses[0].delay > 0  # the drop itself: normal backoff
         assert pauses[1].delay == 0.0  # the attempt reconnect_now() hurried
         assert all(p.delay is not None and p.delay > 0 for p in pauses[2:]) and len(pauses) >= 3
+
+
+# ---------------------------------------------------------------------------------------------- 9. subscriptions and round events
+
+
+async def test_event_subscriptions_register_on_the_call_and_never_leak() -> None:
+    async with ScriptedAgent(2) as agent:
+        client = ReconnectingClient(agent.url, **FAST)
+        bus = client._bus
+        try:
+            assert bus.subscribers == 0
+            early = client.events()
+            assert bus.subscribers == 1  # subscribed from the call on: nothing emitted afterwards is missed
+            await client.start()
+            await client.wait_ready(timeout=bound(5))
+            first = await asyncio.wait_for(anext(early), bound(5))
+            assert isinstance(first, StateChanged) and first.old is ClientState.IDLE
+            await early.aclose()
+            assert bus.subscribers == 0
+            # a reader task that is cancelled leaks nothing
+            reading = asyncio.Event()
+
+            async def reader() -> None:
+                stream = client.events()
+                reading.set()
+                async for _event in stream:
+                    pass
+
+            task = asyncio.create_task(reader())
+            await asyncio.wait_for(reading.wait(), bound(5))
+            assert bus.subscribers == 1
+            task.cancel()
+            await asyncio.wait({task})
+            del task
+            gc.collect()
+            assert bus.subscribers == 0
+            # an iterator dropped without being closed leaks nothing
+            dropped = client.events()
+            assert bus.subscribers == 1
+            del dropped
+            gc.collect()
+            assert bus.subscribers == 0
+            # the same for a session's updates()
+            session = await client.new_session("/w")
+            updates = session.updates()
+            assert len(session._subs) == 1
+            await updates.aclose()
+            assert session._subs == []
+            stream = session.updates()
+            del stream
+            gc.collect()
+            assert session._subs == []
+            # and a reader still iterating when the client closes just ends
+            last = client.events()
+            ending = asyncio.create_task(collect_all(last))
+        finally:
+            await client.aclose()
+        seen = await asyncio.wait_for(ending, bound(5))
+        assert isinstance(seen[-1], StateChanged) and seen[-1].new is ClientState.CLOSED
+        assert bus.subscribers == 0
+
+
+async def collect_all(stream: AsyncIterator[Any]) -> list[Any]:
+    return [item async for item in stream]
+
+
+async def test_a_slow_events_reader_gets_events_dropped_with_the_count() -> None:
+    async with ReferenceAgent(2) as agent:
+        client, rec = await started(agent, event_buffer=4)
+        try:
+            await client.new_session("/w")
+            slow = client.events()
+            before = len(rec.events)
+            await agent.drop_all_connections()
+            await rec.ready_count(2, timeout=5)
+            emitted = rec.events[before:]
+            assert len(emitted) > 4 and not rec.of(EventsDropped)  # the fast reader lost nothing
+            notice = await asyncio.wait_for(anext(slow), bound(5))
+            assert notice == EventsDropped(len(emitted) - 4)
+            rest = [await asyncio.wait_for(anext(slow), bound(5)) for _ in range(4)]
+            assert rest == emitted[-4:]
+            await slow.aclose()
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
+class KeepOne:
+    """A per-session strategy that keeps its session detached (the application decides later)."""
+
+    def decide(self, record: Any, probe: Any, capabilities: Any) -> Any:
+        from acp_client import Keep
+
+        return Keep("the application decides")
+
+
+async def test_one_recovery_round_finished_per_round_with_counts_and_generations_on_every_event() -> None:
+    async with ReferenceAgent(2) as agent:
+        client, rec = await started(agent, recovery_timeout=bound(0.5), recovery_tries=1)
+        try:
+            live, odd, gone, hung, kept = [await client.new_session(f"/w/{i}") for i in range(5)]
+            agent.status_override[odd.id] = "hibernating"  # not active: restored
+            agent.forget_session(gone.id)
+            agent.hang_status.add(hung.id)
+            client.set_strategy(kept.id, KeepOne())
+            await agent.drop_all_connections()
+            await rec.ready_count(2, timeout=10)
+            generation = client.generation
+            (round_event,) = rec.of(RecoveryRoundFinished)
+            assert round_event == RecoveryRoundFinished(generation, reattached=1, restored=1, forgotten=1, failed=1, kept=1)
+            per_session = [
+                e for e in rec.events
+                if isinstance(e, SessionRecovered | SessionForgotten | SessionRecoveryFailed)
+                or type(e).__name__ == "SessionDetached"
+            ]
+            assert {getattr(e, "session_id") for e in per_session} == {live.id, odd.id, gone.id, hung.id, kept.id}
+            assert all(getattr(e, "generation") == generation for e in per_session)
+            outcome = {e.session_id: e.outcome for e in rec.of(SessionRecovered)}
+            assert outcome == {live.id: "reattached", odd.id: "restored"}
+            # the next round has its own event, with its own generation
+            agent.hang_status.clear()
+            await agent.drop_all_connections()
+            await rec.ready_count(3, timeout=10)
+            rounds = rec.of(RecoveryRoundFinished)
+            assert [r.generation for r in rounds] == [generation, client.generation]
+            assert rounds[1].reattached + rounds[1].restored == 3 and rounds[1].kept == 1
+        finally:
+            await rec.close()
+            await client.aclose()
