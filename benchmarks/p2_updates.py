@@ -1,30 +1,38 @@
 """P2: ``session/update`` throughput on one long stream — ours vs the official Python SDK vs raw websockets.
 
-The prompt ``stream N`` makes the reference agent send N ``agent_message_chunk`` updates, then answer the
-prompt. The official SDK (``agent-client-protocol`` 0.12.1) speaks protocol v1 only, so the agent (separate
-process) speaks v1 here and every client uses v1. Each client has its own connection and session; the clock
-runs from just before the prompt is sent until the turn is over *and* every update was consumed:
+The agent is ``_stream_agent.py`` (its own process): a raw ``websockets`` server that writes pre-encoded
+``agent_message_chunk`` frames as fast as the socket takes them, so the *client* is the bottleneck (the
+reference agent, which builds and records every update, tops out near 20k updates/s and made every client look
+alike). One prompt ``stream N`` per run; each client has its own connection and session; the clock runs from
+just before the prompt is sent until the turn is over *and* every update was consumed:
 
 - **ours**: ``session.prompt(...)`` while a task consumes ``session.updates()`` (typed ``SessionUpdate``
-  items; the subscription is sized to hold the whole stream so no item is dropped — the count is checked).
-- **official SDK**: ``ClientSideConnection.prompt(...)`` over ``acp.ws.create_websocket_stream``; its
-  ``session_update`` handler counts the (pydantic-validated) updates. Its ``prompt`` returns once every
-  update handler ran.
-- **raw floor**: ``websockets`` + ``json.loads`` of every frame, counting notifications until the response.
+  items; the transcript is on, as by default; the subscription holds the whole stream so nothing is dropped
+  — the count is checked).
+- **official SDK** (``agent-client-protocol`` 0.12.1, v1 only): ``ClientSideConnection.prompt(...)`` over
+  ``acp.ws.create_websocket_stream``; its ``session_update`` handler counts the (pydantic-validated)
+  updates. Its ``prompt`` returns once every update handler ran.
+- **raw floor**: ``websockets`` + ``json.loads`` of every frame, counting notifications until the end of the
+  turn (v1: the response; v2: the ``idle`` ``state_update``).
 
-The agent produces the stream in every case (its send rate bounds all three). The client process's CPU time
-per update (``time.process_time``) is reported too: it is what each client costs, independent of the agent.
-WebSocket keepalive is off for all three (a long burst can starve the agent's reader past a Pong deadline).
-Targets: ours ≥ 1.5x the official SDK's throughput and ≥ 0.5x the raw one.
+Every combination of protocol v1/v2 and permessage-deflate on/off (``compression="deflate"``/``None``; the
+official SDK always offers deflate, so it is measured with the websockets default, and with it turned off by
+wrapping the connect it calls). Beside each client: the agent's own send rate in that run (wall, from its first
+frame to its last) and its capacity (updates per agent CPU second): when the agent's capacity is well above a
+client's rate, the client is what limits the stream. WebSocket keepalive is off for all clients.
+Targets: ours ≥ 1.5x the official SDK's throughput and ≥ 0.7x the raw one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import sys
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import _common
@@ -34,13 +42,74 @@ from websockets.asyncio.client import connect as _WS_CONNECT
 from acp_client import SessionUpdate, connect
 
 SDK_TARGET = 1.5
-RAW_TARGET = 0.5
+RAW_TARGET = 0.7
 CWD = "/tmp"
 STEP_TIMEOUT = 600.0
+AGENT_SCRIPT = _common.HERE / "_stream_agent.py"
+Compression = str | None
 
 
-async def ours(url: str, n: int) -> tuple[float, float]:
-    async with connect(url, protocol_version=1, ping_interval=None) as client:
+class StreamAgentProcess:
+    """``_stream_agent.py`` in a child process; :meth:`sent` reads its report of the last stream."""
+
+    def __init__(self, max_count: int) -> None:
+        self.max_count = max_count
+        self.url = ""
+        self._proc: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> StreamAgentProcess:
+        argv = [sys.executable, str(AGENT_SCRIPT), "--max", str(self.max_count)]
+        self._proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=str(_common.REPO)
+        )
+        try:
+            self.url = (await self._line()).strip()
+            if not self.url.startswith("ws://127.0.0.1:"):
+                raise RuntimeError(f"the stream agent printed {self.url!r} instead of its URL")
+        except BaseException:
+            await self._stop()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stop()
+
+    async def sent(self) -> tuple[int, float, float]:
+        """``(n, wall seconds, agent CPU seconds)`` of the stream the agent finished last."""
+        words = (await self._line()).split()
+        if len(words) != 4 or words[0] != "sent":
+            raise RuntimeError(f"the stream agent reported {' '.join(words)!r}")
+        return int(words[1]), float(words[2]), float(words[3])
+
+    async def _line(self) -> str:
+        assert self._proc is not None and self._proc.stdout is not None
+        async with asyncio.timeout(_common.AGENT_START_TIMEOUT):
+            line = await self._proc.stdout.readline()
+        if not line:
+            raise RuntimeError("the stream agent ended")
+        return line.decode()
+
+    async def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            async with asyncio.timeout(_common.AGENT_STOP_TIMEOUT):
+                await proc.wait()
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+        if proc.stdout is not None:
+            await proc.stdout.read()
+
+
+# ---------------------------------------------------------------------------------------------- clients
+
+
+async def ours(url: str, n: int, version: int, compression: Compression) -> tuple[float, float]:
+    async with connect(url, protocol_version=version, ping_interval=None, compression=compression) as client:
         session = await client.new_session(CWD)
         updates = session.updates(maxsize=n + 16)
         got = 0
@@ -62,6 +131,8 @@ async def ours(url: str, n: int) -> tuple[float, float]:
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         if result.stop_reason != "end_turn" or got != n:
             raise RuntimeError(f"ours: {got}/{n} updates, stop {result.stop_reason!r}")
+        if len(session.transcript.messages) != 1:
+            raise RuntimeError(f"ours: transcript of {len(session.transcript.messages)} messages, expected 1")
         return elapsed, cpu
 
 
@@ -79,14 +150,16 @@ class _CountingClient:
         raise NotImplementedError
 
 
-async def official(url: str, n: int) -> tuple[float, float]:
+async def official(url: str, n: int, version: int, compression: Compression) -> tuple[float, float]:
     import acp.ws.client
     from acp import connect_to_agent, text_block
     from acp.ws import create_websocket_stream
 
-    # keepalive off, as for the other two clients (a 100k-update burst can starve the agent's reader, and a
-    # late Pong must not end the run); the SDK exposes no option for it, so wrap the connect it calls
-    acp.ws.client.ws_connect = functools.partial(_WS_CONNECT, ping_interval=None)
+    assert version == 1, "the official SDK 0.12.1 speaks protocol v1 only"
+    # keepalive off, as for the other clients; the SDK exposes no option for it (nor for compression), so
+    # wrap the connect it calls
+    extra: dict[str, Any] = {} if compression == "deflate" else {"compression": None}
+    acp.ws.client.ws_connect = functools.partial(_WS_CONNECT, ping_interval=None, **extra)
 
     handler = _CountingClient()
     transport = await create_websocket_stream(url)
@@ -106,9 +179,12 @@ async def official(url: str, n: int) -> tuple[float, float]:
         await transport.close()
 
 
-async def raw(url: str, n: int) -> tuple[float, float]:
-    async with websockets.connect(url, max_size=16 * 1024 * 1024, ping_interval=None) as ws:
-        init = {"protocolVersion": 1, "clientCapabilities": {}, "clientInfo": {"name": "raw-bench", "version": "0"}}
+async def raw(url: str, n: int, version: int, compression: Compression) -> tuple[float, float]:
+    options: dict[str, Any] = {"max_size": 16 * 1024 * 1024, "ping_interval": None}
+    if compression is None:
+        options["compression"] = None
+    async with websockets.connect(url, **options) as ws:
+        init = {"protocolVersion": version, "clientCapabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}
         await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
         json.loads(await ws.recv())
         new = {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": CWD, "mcpServers": []}}
@@ -122,81 +198,142 @@ async def raw(url: str, n: int) -> tuple[float, float]:
             while True:
                 msg = json.loads(await ws.recv())
                 if msg.get("method") == "session/update":
-                    got += 1
-                elif msg.get("id") == 3:
+                    update = msg["params"]["update"]
+                    if update.get("sessionUpdate") == "agent_message_chunk":
+                        got += 1
+                    elif version >= 2 and update.get("state") == "idle":
+                        break
+                elif version < 2 and msg.get("id") == 3:
                     break
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-        if got != n or msg.get("result", {}).get("stopReason") != "end_turn":
-            raise RuntimeError(f"raw: {got}/{n} updates, answer {msg!r}")
+        if got != n:
+            raise RuntimeError(f"raw: {got}/{n} updates, last {msg!r}")
         return elapsed, cpu
 
 
-async def main() -> int:
-    args = _common.parser(__doc__.splitlines()[0]).parse_args()
-    _common.quiet_logging()
-    n, reps = (10_000, 2) if args.quick else (100_000, 3)
-    runs = {"raw": raw, "official": official, "ours": ours}
-    wall: dict[str, list[float]] = {k: [] for k in runs}
-    cpu: dict[str, list[float]] = {k: [] for k in runs}
-    async with _common.AgentProcess(1) as agent:
-        for run in runs.values():  # warm-up: imports, first connection, JIT-less caches
-            await run(agent.url, min(n, 2000))
-        names = list(runs)
+Runner = Callable[[str, int, int, Compression], Awaitable[tuple[float, float]]]
+RUNNERS: dict[str, Runner] = {"raw": raw, "official": official, "ours": ours}
+LABELS = {
+    "raw": "raw websockets + `json.loads` (floor)",
+    "official": "official SDK (acp 0.12.1)",
+    "ours": "acp-client `session.updates()`",
+}
+
+
+@dataclass
+class Runs:
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    agent_wall: list[float] = field(default_factory=list)
+    agent_cpu: list[float] = field(default_factory=list)
+
+
+def _scenarios() -> list[tuple[int, Compression]]:
+    return [(1, "deflate"), (1, None), (2, "deflate"), (2, None)]
+
+
+def _clients(version: int) -> list[str]:
+    return ["raw", "official", "ours"] if version == 1 else ["raw", "ours"]
+
+
+async def measure(agent: StreamAgentProcess, n: int, reps: int) -> dict[tuple[int, Compression, str], Runs]:
+    results: dict[tuple[int, Compression, str], Runs] = {}
+    for version, compression in _scenarios():
+        names = _clients(version)
+        for name in names:  # warm-up: imports, first connection, lazily built validators
+            await RUNNERS[name](agent.url, min(n, 2000), version, compression)
+            await agent.sent()
         for rep in range(reps):
             for name in names[rep % len(names) :] + names[: rep % len(names)]:  # rotate the order
-                elapsed, spent = await runs[name](agent.url, n)
-                wall[name].append(elapsed)
-                cpu[name].append(spent)
+                elapsed, spent = await RUNNERS[name](agent.url, n, version, compression)
+                _, agent_wall, agent_cpu = await agent.sent()
+                runs = results.setdefault((version, compression, name), Runs())
+                runs.wall.append(elapsed)
+                runs.cpu.append(spent)
+                runs.agent_wall.append(agent_wall)
+                runs.agent_cpu.append(agent_cpu)
                 print(
-                    f"rep {rep + 1}/{reps} {name:>8}: {_common.ms(elapsed)} ({n / elapsed:,.0f} updates/s)", flush=True
+                    f"v{version} {compression or 'no compression':>14} rep {rep + 1}/{reps} {name:>8}: "
+                    f"{_common.ms(elapsed)} ({n / elapsed:,.0f} updates/s; agent capacity "
+                    f"{n / max(agent_cpu, 1e-9):,.0f}/s)",
+                    flush=True,
                 )
+    return results
 
-    med = {k: _common.median(v) for k, v in wall.items()}
-    rate = {k: n / med[k] for k in runs}
-    cpu_med = {k: _common.median(v) for k, v in cpu.items()}
-    labels = {
-        "raw": "raw websockets + `json.loads` (floor)",
-        "official": "official SDK `ClientSideConnection` (acp 0.12.1)",
-        "ours": "acp-client `session.updates()`",
-    }
-    header = ["client", "median", "min", "updates/s (median)", "client CPU µs/update", "÷ raw rate", "÷ SDK rate"]
-    rows = [
-        [
-            labels[k],
-            _common.ms(med[k]),
-            _common.ms(min(wall[k])),
-            f"{rate[k]:,.0f}",
-            f"{cpu_med[k] / n * 1e6:.1f}",
-            f"{rate[k] / rate['raw']:.2f}x",
-            f"{rate[k] / rate['official']:.2f}x",
-        ]
-        for k in runs
+
+def report(results: dict[tuple[int, Compression, str], Runs], n: int, reps: int, args: Any) -> None:
+    header = [
+        "protocol, compression",
+        "client",
+        "median",
+        "updates/s",
+        "client CPU µs/update",
+        "agent send rate",
+        "agent capacity",
+        "÷ raw",
+        "÷ SDK",
     ]
-    print(_common.table(header, rows))
-    vs_sdk = rate["ours"] / rate["official"]
-    vs_raw = rate["ours"] / rate["raw"]
-    cpu_sdk = cpu_med["official"] / cpu_med["ours"]
-    lines = [
-        _common.ratio_line("p2 ours/official throughput", vs_sdk, f">= {SDK_TARGET}x", vs_sdk >= SDK_TARGET),
-        _common.ratio_line("p2 ours/raw throughput", vs_raw, f">= {RAW_TARGET}x", vs_raw >= RAW_TARGET),
-        f"RATIO p2 official/ours client CPU per update: {cpu_sdk:.2f}x (informational)",
-    ]
+    rows: list[list[str]] = []
+    lines: list[str] = []
+    for version, compression in _scenarios():
+        rate = {
+            name: n / _common.median(results[(version, compression, name)].wall)
+            for name in _clients(version)
+        }
+        for name in _clients(version):
+            runs = results[(version, compression, name)]
+            rows.append(
+                [
+                    f"v{version}, {compression or 'off'}",
+                    LABELS[name],
+                    _common.ms(_common.median(runs.wall)),
+                    f"{rate[name]:,.0f}",
+                    f"{_common.median(runs.cpu) / n * 1e6:.1f}",
+                    f"{n / _common.median(runs.agent_wall):,.0f}/s",
+                    f"{n / max(_common.median(runs.agent_cpu), 1e-9):,.0f}/s",
+                    f"{rate[name] / rate['raw']:.2f}x",
+                    f"{rate[name] / rate['official']:.2f}x" if "official" in rate else "–",
+                ]
+            )
+        tag = f"v{version} {compression or 'uncompressed'}"
+        vs_raw = rate["ours"] / rate["raw"]
+        lines.append(_common.ratio_line(f"p2 {tag} ours/raw throughput", vs_raw, f">= {RAW_TARGET}x", vs_raw >= RAW_TARGET))
+        if "official" in rate:
+            vs_sdk = rate["ours"] / rate["official"]
+            lines.append(
+                _common.ratio_line(f"p2 {tag} ours/official throughput", vs_sdk, f">= {SDK_TARGET}x", vs_sdk >= SDK_TARGET)
+            )
+    table = _common.table(header, rows)
+    print(table)
     for line in lines:
         print(line)
     body = "\n\n".join(
         [
-            f"One prompt `stream {n}` (**{n:,} `agent_message_chunk` updates**), protocol v1 (the official SDK "
-            f"speaks v1 only), reference agent in a separate process. {reps} repetitions per client, clients "
-            "alternating in rotating order, after one warm-up each. The agent's send rate bounds every client; "
-            "client CPU per update is each client's own cost.",
-            _common.table(header, rows),
+            f"One prompt `stream {n}` (**{n:,} `agent_message_chunk` updates**) per run from `_stream_agent.py` "
+            f"(raw websockets, pre-encoded frames, its own process), protocol v1 and v2, permessage-deflate on "
+            f"and off. Median of {reps} runs per client, clients alternating in rotating order, after one "
+            "warm-up each; the transcript is on for acp-client. *Agent send rate* is the agent's wall rate in "
+            "the same runs (it equals the client's when the client pushes back); *agent capacity* is updates "
+            "per agent CPU second, what the agent could send if no client held it back. The official SDK "
+            "speaks v1 only.",
+            table,
             f"Targets: ≥ {SDK_TARGET}x the official SDK's throughput, ≥ {RAW_TARGET}x raw.\n\n"
             + "\n".join(f"- `{line}`" for line in lines),
         ]
     )
     _common.write_section(_common.docs_target(args), "p2", "P2 — session/update throughput", body)
+
+
+async def main() -> int:
+    args = _common.parser(__doc__.splitlines()[0]).parse_args()
+    _common.quiet_logging()
+    n, reps = (3_000, 1) if args.quick else (50_000, 3)
+    async with StreamAgentProcess(n) as agent:
+        results = await measure(agent, n, reps)
+    report(results, n, reps, args)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(asyncio.run(main()))

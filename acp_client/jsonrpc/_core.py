@@ -6,6 +6,7 @@ that a driver can count, log, and answer with the frame in ``Invalid.reply`` whe
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -111,6 +112,11 @@ class Invalid:
 Event: TypeAlias = Request | Notification | Response | ErrorResponse | Invalid
 
 
+#: JSON text -> Python objects. pydantic_core's parser caches decoded strings; caching the *values* of a
+#: stream of updates (every chunk text is new) costs more than it saves, so only keys are cached.
+_LOADS: Callable[[str], Any] = functools.partial(from_json, cache_strings="keys")
+
+
 def encode(message: dict[str, Any]) -> str:
     """Serialise one message to a compact single-line JSON text (valid for newline-delimited stdio)."""
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
@@ -144,7 +150,7 @@ class JsonRpcCore:
     accept_batches: bool = True
     _next_id: int = 0
     _pending: dict[int, Pending] = field(default_factory=dict)
-    _loads: Callable[[str], Any] = field(default=from_json)
+    _loads: Callable[[str], Any] = field(default=_LOADS)
 
     # ------------------------------------------------------------------ outbound
 
@@ -198,45 +204,48 @@ class JsonRpcCore:
 
     def iter_receive(self, text: str) -> Iterator[Event]:
         """Like :meth:`receive`, yielding events one at a time."""
+        events = self.receive_one(text)
+        if isinstance(events, list):
+            yield from events
+        else:
+            yield events
+
+    def receive_one(self, text: str) -> Event | list[Event]:
+        """Like :meth:`receive`, but a frame holding one message (the usual case) gives its event itself and
+        only a batch gives a list (no list or generator per frame on the hot path). Never raises."""
         if len(text) > self.max_frame_chars:
-            yield Invalid(
+            return Invalid(
                 "oversize",
                 f"frame of {len(text)} characters exceeds the bound of {self.max_frame_chars}",
                 _excerpt(text),
                 _error_frame(None, -32600, "Invalid request", {"reason": "frame too large"}),
             )
-            return
         try:
             obj = self._loads(text)
         except ValueError as exc:
-            yield Invalid("parse_error", str(exc), _excerpt(text), _error_frame(None, -32700, "Parse error"))
-            return
+            return Invalid("parse_error", str(exc), _excerpt(text), _error_frame(None, -32700, "Parse error"))
         except RecursionError:
-            yield Invalid("parse_error", "nesting too deep", _excerpt(text), _error_frame(None, -32700, "Parse error"))
-            return
+            return Invalid("parse_error", "nesting too deep", _excerpt(text), _error_frame(None, -32700, "Parse error"))
         except TypeError:
             # pydantic_core raises TypeError (not ValueError) for a str it cannot encode as UTF-8, i.e. one
             # holding a lone surrogate (a transport decoding with errors="surrogateescape" produces them).
-            yield Invalid(
+            return Invalid(
                 "parse_error",
                 "text is not valid Unicode (lone surrogate)",
                 _excerpt(text.encode("utf-8", "backslashreplace").decode("utf-8")),
                 _error_frame(None, -32700, "Parse error"),
             )
-            return
+        if type(obj) is dict:
+            return self._message(obj)
         if isinstance(obj, list):
             if not self.accept_batches:
-                yield Invalid("invalid_request", "batches are not accepted", _excerpt(text))
-                return
+                return Invalid("invalid_request", "batches are not accepted", _excerpt(text))
             if not obj:
-                yield Invalid(
+                return Invalid(
                     "empty_batch", "empty batch", _excerpt(text), _error_frame(None, -32600, "Invalid request")
                 )
-                return
-            for entry in obj:
-                yield self._message(entry)
-            return
-        yield self._message(obj)
+            return [self._message(entry) for entry in obj]
+        return self._message(obj)
 
     def _message(self, obj: Any) -> Event:
         if not isinstance(obj, dict):

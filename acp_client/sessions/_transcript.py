@@ -2,42 +2,114 @@
 
 Works on the wire dictionaries of both protocol versions, so it needs no model validation:
 
-- message chunks append to the message named by ``messageId`` (v1 chunks without an id continue the
-  last message of the same role);
+- the user's own prompt is recorded as a user message when it is sent (``Session.prompt``); when the agent
+  echoes it (a v2 ``user_message``, or ``user_message_chunk`` updates) the echo takes that message's place
+  instead of adding a second copy;
+- message chunks append to the message named by ``messageId``; chunks without an id continue the last
+  message of the same role, but never across a turn boundary (a prompt sent, a turn finished), so two turns
+  answered without ids stay two messages;
+- consecutive plain text chunks of one message (``{"type": "text", "text": ...}`` and nothing else) are kept as
+  one text block whose text grows (a long stream costs about one byte per character, not one dictionary per
+  chunk); any other block is kept as received;
 - v2 whole-message updates upsert by ``messageId``: ``content`` omitted keeps it, ``null`` or ``[]`` clears
   it, an array replaces everything, accumulated chunks included;
 - tool calls are keyed by ``toolCallId``; ``tool_call_update`` patches only the fields it carries;
 - a replay (``session/load``, v2 ``replayFrom``) is applied to a fresh transcript that replaces the old
-  one when the replay completes, so replayed chunks never duplicate content.
+  one when the replay completes, so replayed chunks never duplicate content and the result is what a fresh
+  client builds from the same replay.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 __all__ = ["Message", "ToolCall", "Transcript"]
 
-_CHUNK_ROLES = {
+_CHUNK_ROLES: Final = {
     "user_message_chunk": "user",
     "agent_message_chunk": "agent",
     "agent_thought_chunk": "thought",
 }
-_MESSAGE_ROLES = {"user_message": "user", "agent_message": "agent", "agent_thought": "thought"}
+_MESSAGE_ROLES: Final = {"user_message": "user", "agent_message": "agent", "agent_thought": "thought"}
+#: Text parts of a growing block are joined into one string every this many chunks.
+_COLLAPSE_EVERY: Final = 256
 
 
-@dataclass(slots=True)
 class Message:
-    """One message of the conversation: ``role`` is ``user``, ``agent`` or ``thought``."""
+    """One message of the conversation: ``role`` is ``user``, ``agent`` or ``thought``; ``content`` its
+    content blocks (wire dictionaries), consecutive plain text chunks merged into one text block."""
 
-    message_id: str | None
-    role: str
-    content: list[dict[str, Any]] = field(default_factory=list)
+    __slots__ = ("_content", "_done", "_parts", "_run", "message_id", "role")
+
+    def __init__(self, message_id: str | None, role: str, content: list[dict[str, Any]] | None = None) -> None:
+        self.message_id = message_id
+        self.role = role
+        self._content: list[dict[str, Any]] = content if content is not None else []
+        # the open run of plain text chunks: its block in _content, joined segments, pending parts
+        self._run: dict[str, Any] | None = None
+        self._done: list[str] = []
+        self._parts: list[str] = []
+
+    @property
+    def content(self) -> list[dict[str, Any]]:
+        """The content blocks, in order."""
+        if self._parts:
+            self._flush()
+        return self._content
+
+    @content.setter
+    def content(self, blocks: list[dict[str, Any]]) -> None:
+        self._run = None
+        self._done, self._parts = [], []
+        self._content = blocks
 
     @property
     def text(self) -> str:
         """The concatenated text of the message's text blocks."""
         return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+
+    def _append(self, block: dict[str, Any]) -> None:
+        """Append one chunk's content block (a plain text block extends the open text run)."""
+        text = block.get("text")
+        if type(text) is str and len(block) == 2 and block.get("type") == "text":
+            run = self._run
+            if run is not None and self._content and self._content[-1] is run:
+                parts = self._parts
+                parts.append(text)
+                if len(parts) >= _COLLAPSE_EVERY:
+                    self._done.append("".join(parts))
+                    parts.clear()
+                return
+            if self._parts:
+                self._flush()
+            self._run = {"type": "text", "text": text}  # our own dict: the agent's is never mutated
+            self._done, self._parts = [text], []
+            self._content.append(self._run)
+            return
+        if self._parts:
+            self._flush()
+        self._run = None
+        self._content.append(block)
+
+    def _flush(self) -> None:
+        run = self._run
+        whole = "".join(self._done) + "".join(self._parts)
+        self._parts = []
+        self._done = [whole]
+        if run is not None:
+            run["text"] = whole
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return (self.message_id, self.role, self.content) == (other.message_id, other.role, other.content)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"Message(message_id={self.message_id!r}, role={self.role!r}, content={self.content!r})"
 
 
 @dataclass(slots=True)
@@ -55,9 +127,12 @@ class ToolCall:
 
 
 class Transcript:
-    """Messages, tool calls, plans and session info, in the order the agent reported them."""
+    """Messages, tool calls, plans and session info, in the order the agent reported them.
 
-    __slots__ = ("_by_id", "_tool_calls", "messages", "plans", "title")
+    Two transcripts are equal when their messages, tool calls, plans and title are.
+    """
+
+    __slots__ = ("_boundary", "_by_id", "_prompts", "_tool_calls", "messages", "plans", "title")
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
@@ -65,9 +140,25 @@ class Transcript:
         self._tool_calls: dict[str, ToolCall] = {}
         self.plans: dict[str, list[Any]] = {}
         self.title: str | None = None
+        # prompts recorded when sent whose echo from the agent has not arrived yet (oldest first)
+        self._prompts: deque[Message] = deque()
+        # a turn began or ended since the last message: a chunk without an id starts a new message
+        self._boundary = False
 
     def __repr__(self) -> str:
         return f"<Transcript {len(self.messages)} messages, {len(self._tool_calls)} tool calls>"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Transcript):
+            return NotImplemented
+        return (self.messages, self._tool_calls, self.plans, self.title) == (
+            other.messages,
+            other._tool_calls,
+            other.plans,
+            other.title,
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
 
     @property
     def tool_calls(self) -> dict[str, ToolCall]:
@@ -81,10 +172,14 @@ class Transcript:
     def apply(self, update: dict[str, Any]) -> None:
         """Apply one ``update`` object (the value of ``params.update``); unknown kinds are ignored."""
         kind = update.get("sessionUpdate")
-        if not isinstance(kind, str):
+        if type(kind) is not str:
             return
-        if kind in _CHUNK_ROLES:
-            self._chunk(_CHUNK_ROLES[kind], update)
+        role = _CHUNK_ROLES.get(kind)
+        if role is not None:  # the hot path: one chunk of a streamed message
+            content = update.get("content")
+            message = self._chunk_message(role, update.get("messageId"))
+            if type(content) is dict:
+                message._append(content)
         elif kind in _MESSAGE_ROLES:
             self._upsert(_MESSAGE_ROLES[kind], update)
         elif kind in ("tool_call", "tool_call_update"):
@@ -110,29 +205,65 @@ class Transcript:
             title = update["title"]
             self.title = title if isinstance(title, str) else None
 
-    def _message(self, role: str, message_id: Any) -> Message:
+    # ------------------------------------------------------------------ turns (the owning session calls these)
+
+    def _record_prompt(self, blocks: list[dict[str, Any]]) -> Message:
+        """The user's prompt is being sent: record it as a user message (a turn boundary)."""
+        message = Message(None, "user", [dict(block) for block in blocks])
+        self.messages.append(message)
+        self._prompts.append(message)
+        self._boundary = True
+        return message
+
+    def _retract_prompt(self, message: Message) -> None:
+        """The prompt recorded as ``message`` was never sent: remove it again."""
+        if message in self._prompts:
+            self._prompts.remove(message)
+            self.messages = [m for m in self.messages if m is not message]
+
+    def _end_turn(self) -> None:
+        """A turn ended: the next chunk without a message id starts a new message."""
+        self._prompts.clear()  # an echo after the turn is not the echo of these prompts
+        self._boundary = True
+
+    # ------------------------------------------------------------------ internals
+
+    def _echo_target(self, role: str, message_id: Any) -> Message | None:
+        """A prompt recorded locally that this user message (echo or replay of it) should replace."""
+        if role != "user" or not self._prompts:
+            return None
+        if isinstance(message_id, str) and message_id in self._by_id:
+            return None
+        message = self._prompts.popleft()
         if isinstance(message_id, str):
+            message.message_id = message_id
+            self._by_id[message_id] = message
+        return message
+
+    def _chunk_message(self, role: str, message_id: Any) -> Message:
+        if type(message_id) is str:
             found = self._by_id.get(message_id)
-            if found is None:
-                found = Message(message_id, role)
-                self._by_id[message_id] = found
-                self.messages.append(found)
-            return found
-        last = self.messages[-1] if self.messages else None
-        if last is not None and last.role == role and last.message_id is None:
-            return last
-        created = Message(None, role)
+            if found is not None:
+                return found
+        echo = self._echo_target(role, message_id)
+        if echo is not None:
+            echo.content = []  # the agent's echo is authoritative: it replaces the local copy
+            return echo
+        if type(message_id) is str:
+            created = Message(message_id, role)
+            self._by_id[message_id] = created
+        else:
+            last = self.messages[-1] if self.messages else None
+            if not self._boundary and last is not None and last.role == role and last.message_id is None:
+                return last
+            created = Message(None, role)
         self.messages.append(created)
+        self._boundary = False
         return created
 
-    def _chunk(self, role: str, update: dict[str, Any]) -> None:
-        content = update.get("content")
-        message = self._message(role, update.get("messageId"))
-        if isinstance(content, dict):
-            message.content.append(content)
-
     def _upsert(self, role: str, update: dict[str, Any]) -> None:
-        message = self._message(role, update.get("messageId"))
+        message_id = update.get("messageId")
+        message = self._echo_target(role, message_id) or self._chunk_message(role, message_id)
         if "content" not in update:
             return
         content = update["content"]
