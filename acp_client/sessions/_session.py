@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 from acp_client._logging import get_logger
 from acp_client.content import PromptContent, prompt_blocks
-from acp_client.exceptions import ACPTimeoutError, ConnectionLost, SessionLost, UsageError
+from acp_client.exceptions import ACPTimeoutError, ConnectionLost, NotConnected, SessionLost, UsageError
 from acp_client.schema import SessionUpdateEvent, parse_state_update
 from acp_client.sessions._store import SessionRecord
 from acp_client.sessions._transcript import Transcript
@@ -325,9 +325,22 @@ class Session:
         ``timeout`` (float seconds, ``None`` = wait as long as the turn runs) raises ``ACPTimeoutError`` in
         both versions. In v1 giving up also sends ``$/cancel_request``; in v2 the prompt was already
         accepted, so the turn goes on — call :meth:`cancel` to stop it.
+
+        The prompt enters :attr:`transcript` as a user message when it is sent (removed again if it turns
+        out it was never sent); the agent's echo of it, if any, takes that message's place.
         """
         self._check_usable()
-        params = {"sessionId": self.id, "prompt": text_blocks(content)}
+        blocks = text_blocks(content)
+        params = {"sessionId": self.id, "prompt": blocks}
+        recorded = self.transcript._record_prompt(blocks)
+        try:
+            return await self._prompt_turn(params, timeout)
+        except BaseException as exc:
+            if getattr(exc, "request_sent", None) is False or isinstance(exc, UsageError | NotConnected):
+                self.transcript._retract_prompt(recorded)
+            raise
+
+    async def _prompt_turn(self, params: dict[str, Any], timeout: float | None) -> PromptResult:
         if self._owner.protocol_version < 2:
             result = await self._owner._session_request(self, "session/prompt", params, timeout=timeout)
             stop = result.get("stopReason") if isinstance(result, dict) else None
@@ -431,6 +444,7 @@ class Session:
         self._publish(SessionUpdate._from_event(event, raw, replay))
 
     def _fire_turn_finished(self, stop_reason: str | None) -> None:
+        self.transcript._end_turn()
         for waiter in self._turn_waiters:
             if not waiter.done():
                 waiter.set_result(stop_reason)
