@@ -960,3 +960,51 @@ async def test_one_recovery_round_finished_per_round_with_counts_and_generations
         finally:
             await rec.close()
             await client.aclose()
+
+
+# ---------------------------------------------------------------------------------------------- 10. unknown-session dialects
+
+INTERNAL = AgentError(-32603, "Internal error")
+
+
+@pytest.mark.parametrize("case", ["absent_from_list", "present_in_list", "no_list", "configured_code"])
+async def test_a_32603_to_resume_is_read_through_session_list_or_the_configured_codes(case: str) -> None:
+    # v1 without session/status: the re-attach (session/load here) is the first to hear about the session
+    capabilities = {"status": False, "list": case != "no_list"}
+    options: dict[str, Any] = {"recovery_tries": 1}
+    if case == "configured_code":
+        options["unknown_session_codes"] = {-32603}
+    async with ReferenceAgent(1, capabilities=capabilities) as agent:
+        client, rec = await started(agent, **options)
+        try:
+            session = await client.new_session("/w")
+            if case != "present_in_list":
+                agent.forget_session(session.id)  # the agent does not know it any more...
+            agent.method_errors["session/load"] = INTERNAL  # ...and says so in its own dialect
+            await agent.drop_all_connections()
+            await rec.wait(lambda e: isinstance(e, RecoveryRoundFinished), timeout=10)
+            if case in ("absent_from_list", "configured_code"):
+                (forgotten,) = rec.of(SessionForgotten)
+                reason = "not_listed" if case == "absent_from_list" else "unknown"
+                assert (forgotten.session_id, forgotten.reason, forgotten.via) == (session.id, reason, "session/load")
+                assert session.id not in client.sessions and session.link is SessionLink.LOST
+                assert agent.count("session/list") == (1 if case == "absent_from_list" else 0)
+                assert not rec.of(SessionRecoveryFailed)
+                return
+            # a transient error as far as the client can tell: kept and retried with backoff, never forgotten
+            failures = await rec.wait(lambda e: isinstance(e, SessionRecoveryFailed) and e.attempt >= 2, timeout=10)
+            assert failures and all(e.session_id == session.id and e.will_retry for e in failures)
+            if case == "no_list":
+                assert agent.count("session/list") == 0
+            else:  # each failed attempt looked the session up (the next attempt's lookup may be under way)
+                assert agent.count("session/list") >= len(failures)
+            assert not rec.of(SessionForgotten) and session.id in client.sessions
+            if case == "present_in_list":
+                del agent.method_errors["session/load"]  # the hiccup passes: the retry recovers it
+                await rec.wait(recovered(session.id), timeout=10)
+                assert session.link is SessionLink.ATTACHED
+            else:
+                assert session.link is not SessionLink.LOST
+        finally:
+            await rec.close()
+            await client.aclose()
