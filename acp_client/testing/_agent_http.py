@@ -621,7 +621,7 @@ class _DualConnection(ServerConnection):
                 await super().handshake(*args, **kwargs)
             return
         if mode == "http" and self._http is not None:
-            await self._http.done.wait()
+            await self._http.serve()
 
     def abort_tcp(self) -> None:
         """Reset the TCP connection (SO_LINGER 0, then abort)."""
@@ -679,7 +679,11 @@ class _H11Server:
         self.done = asyncio.Event()
 
     def start(self) -> None:
-        self.endpoint.spawn(self._run(), "acp-ref-http1")
+        pass
+
+    async def serve(self) -> None:
+        """Serve requests until the connection ends (runs in the connection's own handler task)."""
+        await self._run()
 
     def data_received(self, data: bytes) -> None:
         self.h11.receive_data(data)
@@ -898,6 +902,10 @@ class _H2Server:
 
     def eof_received(self) -> None:
         pass
+
+    async def serve(self) -> None:
+        """Wait until the connection ends (each request runs in its own task)."""
+        await self.done.wait()
 
     def connection_lost(self) -> None:
         for stream in list(self.streams.values()):

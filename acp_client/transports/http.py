@@ -9,8 +9,9 @@ imports ``httpx``. It maps the RFD's POST/SSE exchange onto the text frames of
   first received frame; the connection-scoped SSE stream (``GET``) is opened before ``send`` returns.
 - Every later frame is one POST with ``Acp-Connection-Id`` and ``Acp-Protocol-Version`` (the negotiated
   version), plus ``Acp-Session-Id`` when the message belongs to a session whose stream is open here; the
-  server answers ``202`` and the response arrives on an SSE stream. POSTs are written one at a time, so
-  frames reach the server in the order ``send`` was called, as over a WebSocket.
+  server answers ``202`` and the response arrives on an SSE stream. A POST starts once the previous one's
+  body was written (never waiting for an answer), so frames reach the server in the order ``send`` was
+  called, as over a WebSocket; ``send`` returns once the POST is started.
 - Session-scoped SSE streams: this transport reads the JSON of outgoing frames (it implements the ACP HTTP
   binding, which routes by method and ``sessionId``). Before POSTing ``session/load``/``session/resume``
   it opens the session's stream (so the replay is received); when a ``session/new``/``session/fork``
@@ -160,11 +161,18 @@ class _StreamRefused(Exception):
 
 
 class _Exchange:
-    """One POST in flight: the frame and its parsed message."""
+    """One POST in flight: the frame, its parsed message, and the release of the POST order lock (once the
+    body is on the wire, or when the exchange ends, whichever comes first)."""
 
-    def __init__(self, frame: str, message: Any) -> None:
+    def __init__(self, frame: str, message: Any, lock: asyncio.Lock) -> None:
         self.frame = frame
         self.message = message
+        self._lock: asyncio.Lock | None = lock
+
+    def release(self) -> None:
+        if self._lock is not None:
+            lock, self._lock = self._lock, None
+            lock.release()
 
 
 class _Stream:
@@ -216,6 +224,8 @@ class StreamableHTTPTransport:
         self._post_lock = asyncio.Lock()
         self._post_client: httpx.AsyncClient | None = None
         self._post_tasks: set[asyncio.Task[None]] = set()
+        self._keepalive_task: asyncio.Task[None] | None = None
+        self._last_answer = 0.0
         self._streams: dict[str | None, _Stream] = {}
         self._attaching: dict[int | str, tuple[str, str | None, int]] = {}
         self._inbound_routes: dict[int | str, str] = {}
@@ -286,6 +296,43 @@ class StreamableHTTPTransport:
         self.stats.bytes_in += len(item.encode())
         return item
 
+    async def ping(self, timeout: float | None = None) -> float:
+        """Check the request path now: an ``OPTIONS`` request to the endpoint, answered with any status, within
+        ``timeout`` (default ``ping_timeout``). Returns the round trip in seconds. When no answer comes the
+        link is failed (``ConnectionLost``), as a WebSocket whose Pong does not come. (The event streams
+        are watched by their read-idle watchdog; this covers the client-to-server direction.)"""
+        if self._failure is not None:
+            raise self._lost()
+        if timeout is None:
+            timeout = self._options.ping_timeout
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            async with asyncio.timeout(timeout):
+                response = await self._client_for_posts().request(
+                    "OPTIONS", self._url, headers=self._request_headers(content=False)
+                )
+        except (httpx.HTTPError, TimeoutError) as exc:
+            self._fail(
+                ConnectionLost(
+                    f"{self._description} did not answer a liveness check: {_describe_error(exc)}",
+                    reason="liveness check failed",
+                )
+            )
+            raise self._lost() from None
+        self._store_cookies(response)
+        self._last_answer = loop.time()
+        return self._last_answer - started
+
+    async def _keepalive(self, interval: float) -> None:
+        """Every ``interval`` without an answered POST, :meth:`ping` (a link silent towards the server)."""
+        loop = asyncio.get_running_loop()
+        while self._failure is None:
+            await asyncio.sleep(max(0.0, self._last_answer + interval - loop.time()))
+            if loop.time() - self._last_answer >= interval and self._failure is None:
+                with contextlib.suppress(ConnectionLost):
+                    await self.ping()
+
     async def close(self) -> None:
         """Stop every stream, ``DELETE`` the connection (bounded by ``close_timeout``), release the
         sockets. Idempotent; concurrent callers wait for the same close."""
@@ -355,6 +402,11 @@ class StreamableHTTPTransport:
         except BaseException:
             await self._abandon()
             raise
+        self._last_answer = asyncio.get_running_loop().time()
+        if self._options.ping_interval is not None:
+            self._keepalive_task = asyncio.get_running_loop().create_task(
+                self._keepalive(self._options.ping_interval), name=f"acp-client keepalive {self._description}"
+            )
         _log.info(
             "http_connected",
             transport=self._description,
@@ -377,30 +429,38 @@ class StreamableHTTPTransport:
             self._post_lock.release()
             raise self._lost()
         headers = self._request_headers(content=True, session_id=session_id)
-        exchange = _Exchange(frame, message)
+        exchange = _Exchange(frame, message, self._post_lock)
         task = asyncio.get_running_loop().create_task(
             self._post_exchange(exchange, headers), name=f"acp-client post {self._description}"
         )
         self._post_tasks.add(task)
-        task.add_done_callback(self._post_done)
+        task.add_done_callback(lambda done: self._post_done(done, exchange))
 
-    def _post_done(self, task: asyncio.Task[None]) -> None:
+    def _post_done(self, task: asyncio.Task[None], exchange: _Exchange) -> None:
         self._post_tasks.discard(task)
-        self._post_lock.release()
+        exchange.release()
         if not task.cancelled():
             task.exception()  # a bug in the exchange would show in the log, not as "never retrieved"
 
     async def _post_exchange(self, exchange: _Exchange, headers: list[tuple[str, str]]) -> None:
+        async def trace(name: str, info: Mapping[str, Any]) -> None:
+            # the body is written: the next POST may start (it cannot overtake this one any more)
+            if name.endswith("send_request_body.complete"):
+                exchange.release()
+
         client = self._client_for_posts()
         frame = exchange.frame
         self.stats.posts += 1
         try:
-            response = await client.post(self._url, content=frame.encode(), headers=headers)
+            response = await client.post(
+                self._url, content=frame.encode(), headers=headers, extensions={"trace": trace}
+            )
         except httpx.HTTPError as exc:
             self._fail(
                 ConnectionLost(f"POST to {self._description} failed: {_describe_error(exc)}", reason="post failed")
             )
             return
+        self._last_answer = asyncio.get_running_loop().time()
         self._store_cookies(response)
         self.http_version = response.http_version
         status = response.status_code
@@ -674,7 +734,8 @@ class StreamableHTTPTransport:
             return text
         stream = self._streams.get(session_id)
         if stream is not None:
-            if method in _ATTACH_METHODS and stream.opened.done() and not stream.opened.exception():
+            replays = method == "session/load" or self.protocol_version == 2  # v1 resume replays nothing
+            if method in _ATTACH_METHODS and replays and stream.opened.done() and not stream.opened.exception():
                 await self._replay_barrier(stream, method, state_updates)
             return text
         if await self._open_stream(session_id, required=False):
@@ -794,6 +855,8 @@ class StreamableHTTPTransport:
         for stream in self._streams.values():
             if stream.task is not None and stream.task is not current:
                 stream.task.cancel()
+        if self._keepalive_task is not None and self._keepalive_task is not current:
+            self._keepalive_task.cancel()
 
     def _lost(self) -> ConnectionLost:
         assert self._failure is not None
@@ -809,6 +872,8 @@ class StreamableHTTPTransport:
             s.task for s in self._streams.values() if s.task is not None and s.task is not asyncio.current_task()
         ]
         tasks.extend(self._post_tasks)
+        if self._keepalive_task is not None and self._keepalive_task is not asyncio.current_task():
+            tasks.append(self._keepalive_task)
         for task in tasks:
             task.cancel()
         if tasks:

@@ -1,0 +1,42 @@
+"""The twelve failure modes of ``tests/test_failure_modes.py``, re-run over Streamable HTTP (HTTP/1.1).
+
+Every test of that module is collected here too; an autouse fixture points ``ReferenceAgent.url`` and
+``FaultProxy.url`` at the Streamable HTTP endpoint (same port and path as the WebSocket) and makes the
+agent's SSE keepalive frequent enough for the tests' short liveness settings (the read-idle watchdog of a
+stream fires after ``ping_interval + ping_timeout`` without a byte).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from acp_client.testing import FaultProxy, ReferenceAgent
+from acp_client.testing._agent_http import HttpEndpoint
+from tests.test_failure_modes import *  # noqa: F403  (the suite re-run here)
+
+#: tests of WebSocket specifics, with the reason they do not apply to Streamable HTTP
+_WEBSOCKET_ONLY: dict[str, str] = {
+    "test_fm02_fatal_close_codes_stop_reconnecting": "WebSocket close codes; HTTP statuses: test_transport_http.py",
+    "test_fm08_blackholed_connection_is_replaced_and_its_late_frames_ignored": (
+        "needs the one TCP link of a WebSocket; the HTTP variant is in test_transport_http.py"
+    ),
+}
+
+
+@pytest.fixture(autouse=True)
+def over_http(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``agent.url`` and ``proxy.url()`` name the http:// endpoint; the agent's keepalive is 0.1 s."""
+    name = request.node.originalname
+    if name in _WEBSOCKET_ONLY:
+        pytest.skip(_WEBSOCKET_ONLY[name])
+    monkeypatch.setattr(ReferenceAgent, "url", property(lambda self: self.http_url))
+    original = FaultProxy.url
+
+    def http_url(self: FaultProxy, path: str = "/acp", scheme: str = "http") -> str:
+        return original(self, path, "http" if scheme == "ws" else scheme)
+
+    monkeypatch.setattr(FaultProxy, "url", http_url)
+    monkeypatch.setattr(HttpEndpoint, "keepalive_interval", 0.1)
+    yield
