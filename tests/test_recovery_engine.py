@@ -1008,3 +1008,30 @@ async def test_a_32603_to_resume_is_read_through_session_list_or_the_configured_
         finally:
             await rec.close()
             await client.aclose()
+
+
+# ---------------------------------------------------------------------------------------------- 11. across protocol versions
+
+
+@pytest.mark.parametrize("first", [1, 2], ids=["v1-v2-v1", "v2-v1-v2"])
+async def test_a_session_crossing_protocol_versions_is_sent_in_the_new_shape(first: int) -> None:
+    store = MemorySessionStore()
+    server = {"name": "files", "command": "/usr/bin/mcp-files", "args": ["--root", "/w"], "env": []}
+    async with ScriptedAgent(first) as agent, client_of(agent.url, store=store) as (client, rec):
+        session = await client.new_session("/w", mcp_servers=[server if first == 1 else {"type": "stdio", **server}])
+        sent = [(n, p["mcpServers"]) for n, p in agent.requests("session/new")]
+        for version in (3 - first, first):
+            agent.version = version  # the agent was upgraded (or rolled back) while the link was down
+            await agent.drop()
+            await rec.wait(lambda e, n=len(sent): len(rec.of(SessionRecovered)) >= n, timeout=5)
+            method = "session/resume" if version == 2 else "session/load"
+            (_n, params), *_ = [r for r in agent.requests(method, session.id) if r[0] == len(agent.links)]
+            (entry,) = params["mcpServers"]
+            if version == 2:
+                assert entry == {"type": "stdio", **server}
+            else:
+                assert entry == server and "type" not in entry
+            assert client.protocol_version == version
+            (record,) = await store.load_all()
+            assert record.protocol_version == version and record.mcp_servers == params["mcpServers"]
+            sent.append((len(agent.links), params["mcpServers"]))
