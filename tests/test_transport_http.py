@@ -92,7 +92,7 @@ async def test_lifecycle_headers_streams_and_delete(http2: Any) -> None:
         requests = agent.http.requests
         assert requests[0][:2] == ("POST", "/acp") and requests[0][3] == 200  # initialize, no connection id
         assert "acp-connection-id" not in requests[0][2]
-        for method, _path, headers, _status in requests[1:]:
+        for _method, _path, headers, _status in requests[1:]:
             assert headers["acp-connection-id"] == "conn-1"
             assert headers["acp-protocol-version"] == "2"
         # the prompt POST named its session; the session stream was opened before the prompt
@@ -251,14 +251,17 @@ async def test_half_open_stream_is_detected_by_the_read_idle_watchdog() -> None:
 
 
 async def test_liveness_ping_checks_the_request_path() -> None:
-    async with ReferenceAgent(2) as agent, FaultProxy("127.0.0.1", agent.port) as proxy:
-        async with connect(proxy.url(scheme="http"), ping_interval=60.0, ping_timeout=0.3) as client:
-            transport = transport_of(client)
-            assert await transport.ping() >= 0.0
-            proxy.blackhole_all()
-            with pytest.raises(ConnectionLost, match="liveness check"):
-                await transport.ping()
-            assert transport.closed
+    async with (
+        ReferenceAgent(2) as agent,
+        FaultProxy("127.0.0.1", agent.port) as proxy,
+        connect(proxy.url(scheme="http"), ping_interval=60.0, ping_timeout=0.3) as client,
+    ):
+        transport = transport_of(client)
+        assert await transport.ping() >= 0.0
+        proxy.blackhole_all()
+        with pytest.raises(ConnectionLost, match="liveness check"):
+            await transport.ping()
+        assert transport.closed
 
 
 async def test_cookies_are_stored_and_returned_across_reconnects() -> None:
