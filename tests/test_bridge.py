@@ -337,3 +337,16 @@ async def test_v2_cut_mid_stream_replays_nothing_twice(tmp_path: Path) -> None:
             assert [m for m in markers if m] == []  # no gap notice: nothing was missed
             assert await editor.close() == 0
         assert editor.non_jsonrpc == []
+
+
+async def test_streamable_http_remote(tmp_path: Path) -> None:
+    async with ReferenceAgent(2) as agent:
+        async with RawEditor.spawn(agent.http_url, stderr=tmp_path / "bridge.err") as editor:
+            init = await editor.request("initialize", {"protocolVersion": 2, "info": {"name": "raw", "version": "1"}})
+            assert init["result"]["protocolVersion"] == 2
+            sid = (await editor.request("session/new", {"cwd": "/work"}))["result"]["sessionId"]
+            assert (await editor.prompt(sid, "echo: over http"))["result"] == {}
+            await editor.wait_for(lambda: editor.states(sid)[-2:] == ["running", "idle"], "the end of the turn")
+            assert editor.agent_text(sid) == "over http"
+            assert await editor.close() == 0
+        assert editor.non_jsonrpc == []

@@ -40,7 +40,9 @@ def _header(text: str) -> tuple[str, str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``bridge`` subcommand's arguments."""
-    parser.add_argument("url", metavar="URL", help="the remote agent, ws:// or wss://")
+    parser.add_argument(
+        "url", metavar="URL", help="the remote agent: ws://, wss://, or http://, https:// (Streamable HTTP)"
+    )
     parser.add_argument("--store", metavar="FILE", help="keep sessions in this SQLite file across bridge restarts")
     parser.add_argument(
         "--header",
@@ -94,8 +96,8 @@ def _check_url(url: str) -> str | None:
         parts.port  # noqa: B018 - raises ValueError on a malformed port
     except ValueError as exc:
         return f"bad URL {describe_url(url)}: {exc}"
-    if parts.scheme not in ("ws", "wss") or not parts.hostname:
-        return f"bad URL {describe_url(url)}: expected ws://HOST[:PORT]/PATH or wss://..."
+    if parts.scheme not in ("ws", "wss", "http", "https") or not parts.hostname:
+        return f"bad URL {describe_url(url)}: expected ws://, wss:// (WebSocket) or http://, https:// (Streamable HTTP)"
     return None
 
 
