@@ -14,7 +14,7 @@ import contextlib
 import gc
 import itertools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +46,7 @@ from acp_client.testing import AgentError, ReferenceAgent
 from tests.conftest import bound
 from tests.test_reconnect import FAST, Recorder, started
 
-# ---------------------------------------------------------------------------------------------- the agent
+# ---------------------------------------- the agent
 
 
 class ScriptedError(Exception):
@@ -259,7 +259,11 @@ class ScriptedAgent:
             session: dict[str, Any] = {"prompt": {}, "mcp": {"stdio": {}, "http": {}}}
             if self.status:
                 session["status"] = {}
-            return {"protocolVersion": 2, "capabilities": {"session": session}, "info": {"name": "scripted", "version": "1"}}
+            return {
+                "protocolVersion": 2,
+                "capabilities": {"session": session},
+                "info": {"name": "scripted", "version": "1"},
+            }
         caps: dict[str, Any] = {}
         for name, on in (("status", self.status), ("list", self.list), ("resume", self.resume)):
             if on:
@@ -369,7 +373,7 @@ async def stored_ids(store: MemorySessionStore) -> set[str]:
     return {r.session_id for r in await store.load_all()}
 
 
-# ---------------------------------------------------------------------------------------------- 1. forget is final
+# ---------------------------------------- 1. forget is final
 
 
 async def test_forget_during_a_status_probe_sends_nothing_more_and_discards_the_late_answer() -> None:
@@ -389,8 +393,9 @@ async def test_forget_during_a_status_probe_sends_nothing_more_and_discards_the_
         await client.forget(doomed.id)
         sent_at_forget = len(agent.log)
         gate.release.set()  # the probe's answer arrives after forget()
-        await agent.wait_for(lambda: any(m == "session/status" and p.get("sessionId") == doomed.id
-                                         for _n, m, p, _a in agent.answered))
+        await agent.wait_for(
+            lambda: any(m == "session/status" and p.get("sessionId") == doomed.id for _n, m, p, _a in agent.answered)
+        )
         await rec.wait(recovered(other.id), timeout=5)
         await round_trip(client)
         await round_trip(client)
@@ -416,8 +421,13 @@ async def test_forget_during_an_outstanding_resume_never_brings_the_session_back
         async def resume(call: Call) -> Any:
             agent.known(call)
             if call.session_id == doomed.id:
-                await call.update({"sessionUpdate": "agent_message", "messageId": "m1",
-                                   "content": [{"type": "text", "text": "history"}]})
+                await call.update(
+                    {
+                        "sessionUpdate": "agent_message",
+                        "messageId": "m1",
+                        "content": [{"type": "text", "text": "history"}],
+                    }
+                )
                 await gate.hold()
             return {}
 
@@ -426,8 +436,9 @@ async def test_forget_during_an_outstanding_resume_never_brings_the_session_back
         await asyncio.wait_for(gate.entered.wait(), bound(5))
         await client.forget(doomed.id)
         gate.release.set()  # the resume's answer arrives after forget()
-        await agent.wait_for(lambda: any(m == "session/resume" and p.get("sessionId") == doomed.id
-                                         for _n, m, p, _a in agent.answered))
+        await agent.wait_for(
+            lambda: any(m == "session/resume" and p.get("sessionId") == doomed.id for _n, m, p, _a in agent.answered)
+        )
         await rec.wait(recovered(other.id), timeout=5)
         await round_trip(client)
         await round_trip(client)
@@ -483,7 +494,7 @@ async def test_forget_while_a_background_retry_is_scheduled_cancels_it() -> None
             await client.aclose()
 
 
-# ---------------------------------------------------------------------------------------------- 2. local faults stay local
+# ---------------------------------------- 2. local faults stay local
 
 
 class FlakyStore:
@@ -588,7 +599,7 @@ async def test_unknown_session_is_forgotten_even_when_the_store_delete_fails() -
             await client.aclose()
 
 
-# ---------------------------------------------------------------------------------------------- 3. one request at a time
+# ---------------------------------------- 3. one request at a time
 
 HISTORY = [("user", "u1", "what is 6 x 7?"), ("agent", "a1", "42")]
 
@@ -596,8 +607,16 @@ HISTORY = [("user", "u1", "what is 6 x 7?"), ("agent", "a1", "42")]
 def replayed(version: int, role: str, message_id: str, text: str) -> dict[str, Any]:
     """One history message as a replayed update (v2 whole message, v1 chunk)."""
     if version >= 2:
-        return {"sessionUpdate": f"{role}_message", "messageId": message_id, "content": [{"type": "text", "text": text}]}
-    return {"sessionUpdate": f"{role}_message_chunk", "messageId": message_id, "content": {"type": "text", "text": text}}
+        return {
+            "sessionUpdate": f"{role}_message",
+            "messageId": message_id,
+            "content": [{"type": "text", "text": text}],
+        }
+    return {
+        "sessionUpdate": f"{role}_message_chunk",
+        "messageId": message_id,
+        "content": {"type": "text", "text": text},
+    }
 
 
 async def collect(session: Any, into: list[Any]) -> None:
@@ -615,10 +634,12 @@ async def test_an_abandoned_attempt_is_cancelled_and_settled_before_the_next_and
             agent.known(call)
             attempts.append(call)
             previous = [a for a in attempts[:-1] if a.conn is call.conn]
-            overlapped.append(any(
-                not any(m == "session/resume" and ans["id"] == a.id for _n, m, _p, ans in agent.answered)
-                for a in previous
-            ))
+            overlapped.append(
+                any(
+                    not any(m == "session/resume" and ans["id"] == a.id for _n, m, _p, ans in agent.answered)
+                    for a in previous
+                )
+            )
             if len(attempts) == 1:
                 await call.update(replayed(2, *HISTORY[0]))  # part of the history, then silence
                 await call.cancelled.wait()
@@ -655,7 +676,7 @@ async def test_an_abandoned_attempt_is_cancelled_and_settled_before_the_next_and
         assert session.stats["live"] == 0
 
 
-# ---------------------------------------------------------------------------------------------- 4. timed by progress
+# ---------------------------------------- 4. timed by progress
 
 
 @pytest.mark.parametrize("version", [2, 1], ids=["v2-resume", "v1-load"])
@@ -688,7 +709,7 @@ async def test_a_long_replay_that_keeps_streaming_recovers_on_the_first_attempt(
         assert len(session.transcript.messages) == count
 
 
-# ---------------------------------------------------------------------------------------------- 6. the breaker suspends
+# ---------------------------------------- 6. the breaker suspends
 
 
 async def die_at_initialize(call: Call) -> Any:
@@ -701,9 +722,12 @@ async def die_at_initialize(call: Call) -> Any:
 async def test_flapping_after_ready_suspends_with_one_event_and_recovers(rearm: str) -> None:
     breaker = CrashLoopBreaker(threshold=3, short_lived=60.0, window=600.0)
     interval = 600.0 if rearm == "reconnect_now" else bound(0.5)
-    async with ScriptedAgent(2) as agent, client_of(agent.url, breaker=breaker, suspended_interval=interval) as (
-        client,
-        rec,
+    async with (
+        ScriptedAgent(2) as agent,
+        client_of(agent.url, breaker=breaker, suspended_interval=interval) as (
+            client,
+            rec,
+        ),
     ):
         session = await client.new_session("/w")
         agent.handlers["initialize"] = die_at_initialize
@@ -746,13 +770,15 @@ async def test_an_agent_that_dies_before_it_was_ever_ready_fails_and_async_with_
         assert client.state is ClientState.CLOSED
 
 
-# ---------------------------------------------------------------------------------------------- 7. who sent the close code
+# ---------------------------------------- 7. who sent the close code
 
 
 async def test_an_oversized_frame_from_the_agent_is_a_retryable_link_fault() -> None:
     async with ScriptedAgent(2) as agent, client_of(agent.url, max_frame_bytes=4096) as (client, rec):
         session = await client.new_session("/w")
-        await agent.live.notify("session/update", {"sessionId": session.id, "update": replayed(2, "agent", "big", "x" * 10_000)})
+        await agent.live.notify(
+            "session/update", {"sessionId": session.id, "update": replayed(2, "agent", "big", "x" * 10_000)}
+        )
         (dropped,) = await rec.wait(lambda e: isinstance(e, ConnectionDropped), timeout=5)
         assert dropped.close_code == 1009 and dropped.closed_by_client
         await rec.wait(recovered(session.id), timeout=5)
@@ -766,7 +792,7 @@ async def test_an_oversized_frame_from_the_agent_is_a_retryable_link_fault() -> 
 
 @pytest.mark.parametrize("code", [1007, 1009])
 async def test_a_1007_or_1009_sent_by_the_agent_stays_fatal(code: int) -> None:
-    async with ScriptedAgent(2) as agent, client_of(agent.url) as (client, rec):
+    async with ScriptedAgent(2) as agent, client_of(agent.url) as (_client, rec):
         await agent.drop(code=code)
         (failed,) = await rec.wait(is_state(ClientState.FAILED), timeout=5)
         assert failed.reason == f"close_{code}"
@@ -775,7 +801,7 @@ async def test_a_1007_or_1009_sent_by_the_agent_stays_fatal(code: int) -> None:
         assert len(agent.links) == 1
 
 
-# ---------------------------------------------------------------------------------------------- 8. reconnect_now mid-attempt
+# ---------------------------------------- 8. reconnect_now mid-attempt
 
 
 async def test_reconnect_now_while_initializing_spares_only_that_attempt() -> None:
@@ -833,7 +859,7 @@ async def test_reconnect_now_while_connecting_cuts_the_backoff_after_that_failed
         assert all(p.delay is not None and p.delay > 0 for p in pauses[2:]) and len(pauses) >= 3
 
 
-# ---------------------------------------------------------------------------------------------- 9. subscriptions and round events
+# ---------------------------------------- 9. subscriptions and round events
 
 
 async def test_event_subscriptions_register_on_the_call_and_never_leak() -> None:
@@ -940,14 +966,17 @@ async def test_one_recovery_round_finished_per_round_with_counts_and_generations
             await rec.ready_count(2, timeout=10)
             generation = client.generation
             (round_event,) = rec.of(RecoveryRoundFinished)
-            assert round_event == RecoveryRoundFinished(generation, reattached=1, restored=1, forgotten=1, failed=1, kept=1)
+            assert round_event == RecoveryRoundFinished(
+                generation, reattached=1, restored=1, forgotten=1, failed=1, kept=1
+            )
             per_session = [
-                e for e in rec.events
+                e
+                for e in rec.events
                 if isinstance(e, SessionRecovered | SessionForgotten | SessionRecoveryFailed)
                 or type(e).__name__ == "SessionDetached"
             ]
-            assert {getattr(e, "session_id") for e in per_session} == {live.id, odd.id, gone.id, hung.id, kept.id}
-            assert all(getattr(e, "generation") == generation for e in per_session)
+            assert {e.session_id for e in per_session} == {live.id, odd.id, gone.id, hung.id, kept.id}
+            assert all(e.generation == generation for e in per_session)
             outcome = {e.session_id: e.outcome for e in rec.of(SessionRecovered)}
             assert outcome == {live.id: "reattached", odd.id: "restored"}
             # the next round has its own event, with its own generation
@@ -962,7 +991,7 @@ async def test_one_recovery_round_finished_per_round_with_counts_and_generations
             await client.aclose()
 
 
-# ---------------------------------------------------------------------------------------------- 10. unknown-session dialects
+# ---------------------------------------- 10. unknown-session dialects
 
 INTERNAL = AgentError(-32603, "Internal error")
 
@@ -1010,7 +1039,7 @@ async def test_a_32603_to_resume_is_read_through_session_list_or_the_configured_
             await client.aclose()
 
 
-# ---------------------------------------------------------------------------------------------- 11. across protocol versions
+# ---------------------------------------- 11. across protocol versions
 
 
 @pytest.mark.parametrize("first", [1, 2], ids=["v1-v2-v1", "v2-v1-v2"])
@@ -1023,7 +1052,8 @@ async def test_a_session_crossing_protocol_versions_is_sent_in_the_new_shape(fir
         for version in (3 - first, first):
             agent.version = version  # the agent was upgraded (or rolled back) while the link was down
             await agent.drop()
-            await rec.wait(lambda e, n=len(sent): len(rec.of(SessionRecovered)) >= n, timeout=5)
+            expected = len(sent)
+            await rec.wait(lambda _e, n=expected: len(rec.of(SessionRecovered)) >= n, timeout=5)
             method = "session/resume" if version == 2 else "session/load"
             (_n, params), *_ = [r for r in agent.requests(method, session.id) if r[0] == len(agent.links)]
             (entry,) = params["mcpServers"]
@@ -1035,3 +1065,36 @@ async def test_a_session_crossing_protocol_versions_is_sent_in_the_new_shape(fir
             (record,) = await store.load_all()
             assert record.protocol_version == version and record.mcp_servers == params["mcpServers"]
             sent.append((len(agent.links), params["mcpServers"]))
+
+
+# ---------------------------------------- 12. prompt while re-attaching
+
+
+@pytest.mark.parametrize("bounded_by", ["session_wait_timeout", "prompt_timeout"])
+@pytest.mark.parametrize("version", [2, 1], ids=["v2", "v1"])
+async def test_a_prompt_waiting_for_reattachment_says_it_was_never_sent(version: int, bounded_by: str) -> None:
+    gate = Gate()
+    wait = bound(0.3)
+    options = {"session_wait_timeout": wait if bounded_by == "session_wait_timeout" else bound(30)}
+    async with ScriptedAgent(version) as agent, client_of(agent.url, **options) as (client, rec):
+        session = await client.new_session("/w")
+
+        async def held(call: Call) -> Any:
+            agent.known(call)
+            await gate.hold()
+            return {}
+
+        agent.handlers["session/resume" if version == 2 else "session/load"] = held
+        await agent.drop()
+        await asyncio.wait_for(gate.entered.wait(), bound(5))
+        timeout = wait if bounded_by == "prompt_timeout" else None
+        with pytest.raises((NotConnected, ACPTimeoutError)) as caught:
+            await asyncio.wait_for(session.prompt("hello", timeout=timeout), bound(10))
+        assert "never sent" in str(caught.value), str(caught.value)
+        assert "may still be running" not in str(caught.value)
+        assert agent.requests("session/prompt") == []
+        gate.release.set()
+        await rec.wait(recovered(session.id), timeout=5)
+        result = await asyncio.wait_for(session.prompt("hello"), bound(5))
+        assert result.stop_reason == "end_turn"
+        assert len(agent.requests("session/prompt")) == 1

@@ -332,6 +332,7 @@ class Session:
         self._check_usable()
         blocks = text_blocks(content)
         params = {"sessionId": self.id, "prompt": blocks}
+        timeout = await self._wait_sendable("session/prompt", timeout)
         recorded = self.transcript._record_prompt(blocks)
         try:
             return await self._prompt_turn(params, timeout)
@@ -339,6 +340,26 @@ class Session:
             if getattr(exc, "request_sent", None) is False or isinstance(exc, UsageError | NotConnected):
                 self.transcript._retract_prompt(recorded)
             raise
+
+    async def _wait_sendable(self, method: str, timeout: float | None) -> float | None:
+        """Wait, within ``timeout``, until the owner can send for this session (a reconnecting owner waits
+        for its re-attachment); return what is left of ``timeout``. Nothing is sent here, so giving up
+        says that the request was never sent (never that a turn may still be running)."""
+        wait = getattr(self._owner, "_attached_client", None)
+        if wait is None or timeout is None:
+            return timeout  # the owner's own wait (bounded by its session_wait_timeout) says "never sent"
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            async with asyncio.timeout(timeout):
+                await wait(self, method)
+        except TimeoutError as exc:
+            if isinstance(exc, ACPTimeoutError):
+                raise
+            raise ACPTimeoutError(
+                f"session {self.id} was not re-attached within {timeout:g} s: {method} was never sent"
+            ) from None
+        return max(0.0, timeout - (loop.time() - started))
 
     async def _prompt_turn(self, params: dict[str, Any], timeout: float | None) -> PromptResult:
         if self._owner.protocol_version < 2:
