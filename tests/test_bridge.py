@@ -11,11 +11,17 @@ from typing import Any
 
 import pytest
 from acp import RequestError, text_block
-from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
+from acp.schema import (
+    ClientCapabilities,
+    FileSystemCapabilities,
+    Implementation,
+    ReadTextFileResponse,
+    WriteTextFileResponse,
+)
 
 from acp_client.bridge._view import EditorView, reconcile
 from acp_client.testing import FaultProxy, ReferenceAgent
-from tests.bridge_kit import META_KEY, RawEditor, chunk_texts, error_reason, official_editor
+from tests.bridge_kit import META_KEY, Editor, RawEditor, chunk_texts, error_reason, official_editor
 from tests.conftest import bound
 
 FAST = ("--ping-interval", "0.5", "--ping-timeout", "0.5", "--connect-timeout", "10")
@@ -134,6 +140,37 @@ async def test_lifecycle_through_the_bridge(agent_v1: ReferenceAgent, tmp_path: 
         assert unknown.value.code == -32002
         await conn.close_session(session_id=new.session_id)
     assert process.returncode == 0
+
+
+class FileEditor(Editor):
+    """An editor with a file system (``fs`` capabilities): the remote agent's fs requests land here."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.files = {"/work/notes.txt": "remember the milk"}
+
+    async def read_text_file(self, path: str, session_id: str, **kwargs: Any) -> ReadTextFileResponse:
+        return ReadTextFileResponse(content=self.files[path])
+
+    async def write_text_file(self, content: str, path: str, session_id: str, **kwargs: Any) -> WriteTextFileResponse:
+        self.files[path] = content
+        return WriteTextFileResponse()
+
+
+async def test_fs_requests_of_the_agent_are_answered_by_the_editor(agent_v1: ReferenceAgent, tmp_path: Path) -> None:
+    editor = FileEditor()
+    fs = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=False)
+    async with official_editor(agent_v1.url, *FAST, stderr=tmp_path / "bridge.err", editor=editor) as (conn, _, _p):
+        await conn.initialize(protocol_version=1, client_capabilities=fs, client_info=INFO)
+        sid = (await conn.new_session(cwd="/work", mcp_servers=[])).session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("read /work/notes.txt")])
+        await conn.prompt(session_id=sid, prompt=[text_block("write /work/todo.txt buy bread")])
+        await conn.prompt(session_id=sid, prompt=[text_block("run ls")])  # no terminal advertised: refused
+    said = editor.agent_chunks(sid)
+    assert said[0] == "read /work/notes.txt: remember the milk"
+    assert said[1] == "wrote /work/todo.txt"
+    assert editor.files["/work/todo.txt"] == "buy bread"
+    assert said[2].startswith("run ls failed")  # the editor's capabilities were forwarded as they were
 
 
 async def test_a_cut_with_two_sessions_loses_and_repeats_nothing(
