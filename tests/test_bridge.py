@@ -311,6 +311,18 @@ async def test_an_unreachable_remote_fails_initialize_and_exits_non_zero(tmp_pat
     assert editor.non_jsonrpc == []
 
 
+async def test_a_store_that_cannot_be_opened_fails_initialize_and_exits(tmp_path: Path) -> None:
+    (tmp_path / "a-directory").mkdir()
+    async with ReferenceAgent(1) as agent:
+        store = ("--store", str(tmp_path / "a-directory"))
+        async with RawEditor.spawn(agent.url, *store, stderr=tmp_path / "bridge.err") as editor:
+            answer = await editor.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+            assert answer["error"]["data"][META_KEY]["reason"] == "start_failed"
+            code = await editor.close()
+    assert code == 1
+    assert "cannot start" in (tmp_path / "bridge.err").read_text()
+
+
 async def test_a_bad_url_is_a_usage_error(tmp_path: Path) -> None:
     async with RawEditor.spawn("http//nope", stderr=tmp_path / "bridge.err") as editor:
         code = await editor.close()

@@ -407,7 +407,13 @@ class Bridge:
             client_info=client_info,
         )
         self._rc = rc
-        await rc.start()
+        try:
+            await rc.start()
+        except Exception as exc:  # e.g. a --store file that cannot be opened
+            message = f"cannot start: {type(exc).__name__}: {exc}"
+            log.error("bridge_start_failed", error=message)
+            self._give_up(message)
+            raise InternalError(-32603, message, {META_KEY: {"reason": "start_failed"}}) from None
         for session in rc.sessions.values():  # kept in the store by an earlier bridge: tracked, not shown
             self._pipes.adopt(session, opened=False)
         self._spawn(self._watch(rc), "acp-bridge-events")
