@@ -20,22 +20,19 @@ from acp_client.client import ACPClient, ProtocolVersionOption
 from acp_client.exceptions import (
     ClientClosed,
     ConnectionLost,
-    NotConnected,
     ReconnectFailed,
-    RecoveryFailed,
-    SessionLost,
     UsageError,
 )
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
 from acp_client.reconnect._classify import Classifier, classify_error
+from acp_client.reconnect._control import RecoveryControl
 from acp_client.reconnect._events import (
     LEGAL_TRANSITIONS,
     ClientState,
     ConnectionDropped,
     Event,
     EventBus,
-    SessionForgotten,
     StateChanged,
 )
 from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
@@ -43,7 +40,7 @@ from acp_client.reconnect._recoverer import RecoveryPolicy, SessionRecoverer
 from acp_client.reconnect._session_api import SessionAPI
 from acp_client.reconnect._store_writer import StoreWriter
 from acp_client.recovery import DefaultStrategy, RecoveryStrategy
-from acp_client.sessions import MemorySessionStore, RecoveryMarker, Session, SessionLink, SessionRegistry, SessionStore
+from acp_client.sessions import MemorySessionStore, Session, SessionLink, SessionRegistry, SessionStore
 from acp_client.transports import CookieJar, Transport, TransportKind, TransportOptions
 from acp_client.transports.options import HeadersLike, HeadersProvider
 
@@ -51,11 +48,10 @@ __all__ = ["ReconnectingClient"]
 
 log = get_logger("acp_client.reconnect")
 
-_NO_CONNECTION = (ClientState.IDLE, ClientState.CONNECTING, ClientState.INITIALIZING, ClientState.BACKOFF)
 _PAUSED = (ClientState.BACKOFF, ClientState.SUSPENDED)
 
 
-class ReconnectingClient(SessionAPI):
+class ReconnectingClient(SessionAPI, RecoveryControl):
     """An ACP client that survives dropped links and recovers every session it knows.
 
     Use it as ``async with ReconnectingClient(url) as client:`` (entering waits until the first connection
@@ -210,11 +206,6 @@ class ReconnectingClient(SessionAPI):
         return f"<ReconnectingClient {self._state.value} sessions={len(self._registry)} generation={self._generation}>"
 
     # ------------------------------------------------------------------ properties
-
-    @property
-    def state(self) -> ClientState:
-        """The current lifecycle state."""
-        return self._state
 
     @property
     def sessions(self) -> Mapping[str, Session]:
@@ -381,10 +372,6 @@ class ReconnectingClient(SessionAPI):
         receives :class:`~acp_client.reconnect.EventsDropped`. Closing the iterator, cancelling its reader,
         or dropping it unsubscribes; it ends when the client closes."""
         return self._bus.subscribe()
-
-    def emit(self, event: Any) -> None:
-        """Deliver an event (the recoverer and the store writer report through here)."""
-        self._bus.emit(event)
 
     def changed(self) -> None:
         """Wake everything waiting on a change of state or of a session's link."""
@@ -557,85 +544,3 @@ class ReconnectingClient(SessionAPI):
         finally:
             for leftover in first:  # the factory was never called (initialize not reached)
                 await leftover.close()
-
-    def _live_client(self) -> ACPClient | None:
-        """The current per-connection client, unless its connection already died (the loop has not
-        noticed yet: a call must wait for the next one rather than go out on a dead link)."""
-        client = self._client
-        return client if client is not None and not client.connection.closed else None
-
-    def _usable_client(self) -> ACPClient | None:
-        """The client a call may use now; ``None`` to wait; raises when waiting cannot help."""
-        if self._state is ClientState.CLOSED:
-            raise ClientClosed("the client was closed")
-        if self._state is ClientState.FAILED and self._failure is not None:
-            raise self._failure
-        live = self._live_client()
-        if live is not None and self._state in (ClientState.READY, ClientState.RECOVERING):
-            return live
-        if not self._wait_for_ready and self._task is not None and self._state in (*_NO_CONNECTION, *_PAUSED):
-            raise NotConnected(f"no connection to the agent right now ({self._state.value}); nothing was sent")
-        return None
-
-    # ------------------------------------------------------------------ recovery host, manual control
-
-    def strategy_for(self, session_id: str) -> RecoveryStrategy:
-        """The strategy that decides for ``session_id`` (its own, or the client's)."""
-        return self._strategies.get(session_id, self._strategy)
-
-    def set_strategy(self, session_id: str, strategy: RecoveryStrategy | None) -> None:
-        """Use ``strategy`` for one session (``None`` returns it to the client's strategy)."""
-        if strategy is None:
-            self._strategies.pop(session_id, None)
-        else:
-            self._strategies[session_id] = strategy
-
-    async def save_session_record(self, session: Session) -> None:
-        """Store a recovered session's record (never raises: a store fault is reported and retried)."""
-        if self._registry.get(session.id) is session:
-            await self._writer.save(session.record)
-
-    async def forget_session(self, session: Session, reason: str, via: str | None) -> None:
-        """Forget ``session`` for good (registry tombstone, store, handle); exactly one event."""
-        await self._recoverer.cancel(session.id)
-        if self._registry.get(session.id) is not session:
-            return  # already forgotten, closed, or replaced
-        self._registry.forget(session.id)
-        self._strategies.pop(session.id, None)
-        session._mark(RecoveryMarker(session.id, "lost", reason=reason))
-        session._terminate(SessionLink.LOST, SessionLost(session.id, reason))
-        self._bus.emit(SessionForgotten(session.id, reason, via, self._generation))
-        self.changed()
-        await self._writer.delete(session.id)
-
-    async def recover(self, session_id: str) -> Session:
-        """Probe and recover one session now on the current connection; returns its handle.
-
-        Joins a recovery already running for it (cutting its backoff short) rather than starting a second
-        one. Raises ``SessionLost`` if it was forgotten, ``RecoveryFailed`` if it could not be attached.
-        """
-        session = self._registry.get(session_id)
-        if session is None:
-            raise SessionLost(session_id, "not known to this client")
-        await self.wait_ready(timeout=self._session_wait_timeout)
-        client = await self._require_client()
-        if not session._attached_to(client.connection.id):
-            async with asyncio.timeout(self._session_wait_timeout):
-                await self._recoverer.recover_now(client, session, self._generation)
-        session._check_usable()
-        if not session._attached_to(client.connection.id):
-            raise RecoveryFailed(session_id)
-        return session
-
-    async def forget(self, session_id: str) -> None:
-        """Forget a session locally (client and store) for good; the agent is not told (use close/delete).
-
-        Whatever its recovery is doing, nothing more is sent for it and a late answer is discarded.
-        """
-        session = self._registry.get(session_id)
-        if session is not None:
-            await self.forget_session(session, "application", None)
-        else:
-            await self._recoverer.cancel(session_id)
-            self._registry.forget(session_id)
-            await self._writer.delete(session_id)

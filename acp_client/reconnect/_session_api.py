@@ -13,12 +13,19 @@ from typing import TYPE_CHECKING, Any
 
 from acp_client._logging import get_logger
 from acp_client.client import ACPClient, SessionInfo
-from acp_client.exceptions import ConnectionLost, NotConnected, RecoveryFailed, SessionLost
+from acp_client.exceptions import (
+    ClientClosed,
+    ConnectionLost,
+    NotConnected,
+    ReconnectFailed,
+    RecoveryFailed,
+    SessionLost,
+)
+from acp_client.reconnect._events import ClientState
 from acp_client.schema import SessionStatusResponse
 from acp_client.sessions import Session, SessionLink
 
 if TYPE_CHECKING:
-    from acp_client.reconnect._events import ClientState
     from acp_client.reconnect._recoverer import SessionRecoverer
     from acp_client.reconnect._store_writer import StoreWriter
     from acp_client.recovery import RecoveryStrategy
@@ -28,11 +35,20 @@ __all__ = ["SessionAPI"]
 
 log = get_logger("acp_client.reconnect")
 
+_S = ClientState
+# states in which a call waits for the next connection (with wait_for_ready) or fails at once
+_WAITING = (_S.IDLE, _S.CONNECTING, _S.INITIALIZING, _S.BACKOFF, _S.SUSPENDED)
+
 
 class SessionAPI:
     """Session calls and the :class:`~acp_client.sessions.SessionOwner` hooks of the reconnecting client."""
 
     # provided by ReconnectingClient
+    _client: ACPClient | None
+    _state: ClientState
+    _failure: ReconnectFailed | None
+    _wait_for_ready: bool
+    _task: asyncio.Task[None] | None
     _session_wait_timeout: float
     _recoverer: SessionRecoverer
     _registry: SessionRegistry
@@ -42,13 +58,30 @@ class SessionAPI:
 
     @property
     def state(self) -> ClientState:
-        raise NotImplementedError
+        """The current lifecycle state."""
+        return self._state
 
     def _changed_event(self) -> asyncio.Event:
         raise NotImplementedError
 
+    def _live_client(self) -> ACPClient | None:
+        """The current per-connection client, unless its connection already died (the loop has not
+        noticed yet: a call must wait for the next one rather than go out on a dead link)."""
+        client = self._client
+        return client if client is not None and not client.connection.closed else None
+
     def _usable_client(self) -> ACPClient | None:
-        raise NotImplementedError
+        """The client a call may use now; ``None`` to wait; raises when waiting cannot help."""
+        if self._state is ClientState.CLOSED:
+            raise ClientClosed("the client was closed")
+        if self._state is ClientState.FAILED and self._failure is not None:
+            raise self._failure
+        live = self._live_client()
+        if live is not None and self._state in (ClientState.READY, ClientState.RECOVERING):
+            return live
+        if not self._wait_for_ready and self._task is not None and self._state in _WAITING:
+            raise NotConnected(f"no connection to the agent right now ({self._state.value}); nothing was sent")
+        return None
 
     async def wait_ready(self, timeout: float | None = None, *, first: bool = False) -> None:
         raise NotImplementedError
