@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import dataclasses
 import enum
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -48,7 +47,7 @@ class SessionLink(enum.Enum):
 
 
 class SessionUpdate:
-    """One ``session/update`` for this session (immutable).
+    """One ``session/update`` for this session (read-only).
 
     ``kind`` is the raw ``sessionUpdate`` string; ``update`` the typed model (or the schema's unknown-kind
     wrapper, keeping the raw dictionary); ``raw`` the ``update`` object as received. ``replay`` is ``True``
@@ -60,36 +59,42 @@ class SessionUpdate:
     get this far (they are discarded and counted as ``updates_malformed``).
     """
 
-    __slots__ = ("_event", "_update", "kind", "raw", "replay", "session_id")
+    __slots__ = ("_event", "_kind", "_raw", "_replay", "_session_id", "_update")
     __match_args__ = ("session_id", "kind", "update", "raw", "replay")
 
-    session_id: str
-    kind: str
-    raw: dict[str, Any]
-    replay: bool
-    _update: Any
-    _event: SessionUpdateEvent | None
-
     def __init__(self, session_id: str, kind: str, update: Any, raw: dict[str, Any], replay: bool = False) -> None:
-        setter = object.__setattr__
-        setter(self, "session_id", session_id)
-        setter(self, "kind", kind)
-        setter(self, "_update", update)
-        setter(self, "_event", None)
-        setter(self, "raw", raw)
-        setter(self, "replay", replay)
+        self._session_id = session_id
+        self._kind = kind
+        self._update = update
+        self._raw = raw
+        self._replay = replay
+        self._event: SessionUpdateEvent | None = None
 
     @classmethod
     def _from_event(cls, event: SessionUpdateEvent, raw: dict[str, Any], replay: bool) -> SessionUpdate:
-        item = cls.__new__(cls)
-        setter = object.__setattr__
-        setter(item, "session_id", event.session_id)
-        setter(item, "kind", event.kind)
-        setter(item, "_update", None)
-        setter(item, "_event", event)  # the event builds (and caches) the model when first asked
-        setter(item, "raw", raw)
-        setter(item, "replay", replay)
+        item = cls(event.session_id, event.kind, None, raw, replay)
+        item._event = event  # the event builds (and caches) the model when first asked
         return item
+
+    @property
+    def session_id(self) -> str:
+        """The session this update belongs to."""
+        return self._session_id
+
+    @property
+    def kind(self) -> str:
+        """The raw ``sessionUpdate`` string."""
+        return self._kind
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        """The ``update`` object as received."""
+        return self._raw
+
+    @property
+    def replay(self) -> bool:
+        """``True`` for history replayed by a resume/load, ``False`` for live activity."""
+        return self._replay
 
     @property
     def update(self) -> Any:
@@ -106,12 +111,6 @@ class SessionUpdate:
     def text(self) -> str:
         """The text of a message or thought chunk (or v2 whole message); ``""`` for other updates."""
         return update_text(self.raw)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
-
-    def __delattr__(self, name: str) -> None:
-        raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
