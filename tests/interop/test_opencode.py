@@ -8,7 +8,6 @@ of QUIRKS.md). It speaks v1, advertises ``loadSession`` and ``sessionCapabilitie
 
 from __future__ import annotations
 
-import inspect
 import os
 import signal
 from collections.abc import Awaitable, Callable
@@ -51,10 +50,6 @@ SLOW: dict[str, Any] = {
 
 #: A session id in opencode's format that no opencode HOME ever held.
 NEVER_EXISTED = "ses_0000000000000000acpclient"
-
-#: Item 10 of issue 9: an agent that answers another code than -32002 for an unknown session is asked
-#: ``session/list``; the session is forgotten (reason ``not_listed``) only when absent from every page.
-LISTING_FORGET = "unknown_session_codes" in inspect.signature(ReconnectingClient).parameters
 
 
 @pytest.fixture
@@ -144,11 +139,6 @@ async def test_reconnecting_client_recovers_a_session_in_a_new_process_from_the_
         await client.aclose()
 
 
-@pytest.mark.xfail(
-    not LISTING_FORGET,
-    reason="needs issue 9 item 10 (session/list decides after a -32603; ReconnectingClient(unknown_session_codes=))",
-    run=False,
-)
 async def test_reconnecting_client_forgets_a_session_the_agent_never_had_and_keeps_its_own(
     opencode: Callable[[], Awaitable[Transport]], project: Path, tmp_path: Path
 ) -> None:
@@ -163,7 +153,8 @@ async def test_reconnecting_client_forgets_a_session_the_agent_never_had_and_kee
     rec = Recorder(client)
     await client.start()
     try:
-        # opencode answers -32603 to the load of the stranger; session/list (advertised) does not name it
+        # opencode answers -32603 to the load of the stranger. That is not an unknown-session code (default
+        # {-32002}), so the client asks session/list (advertised), and forgets only because no page names it
         forgotten = await rec.wait(
             lambda e: isinstance(e, SessionForgotten) and e.session_id == NEVER_EXISTED, timeout=90
         )
