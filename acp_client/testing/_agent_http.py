@@ -231,6 +231,11 @@ class HttpLink:
         else:
             self._shutdown()
 
+    def expect_stream(self, within: float) -> None:
+        """End the link unless its connection stream is opened within ``within`` seconds."""
+        if self._grace is None:
+            self._grace = asyncio.get_running_loop().call_later(within, self._shutdown)
+
     def stream_reopened(self) -> None:
         """A stream was reopened: cancel a pending grace timeout."""
         if self._grace is not None:
@@ -253,6 +258,8 @@ class HttpEndpoint:
     session_stream_delay: float = 0.0
     #: HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS to announce (``None``: never named, as Node)
     h2_max_concurrent_streams: int | None = 100
+    #: seconds a new link waits for its connection stream before it is ended (the client went away)
+    stream_wait: float = 2.0
     #: ``False``: WebSocket upgrades are not served (answered like any GET: 406), for ``transport="auto"``
     serve_websocket: bool = True
 
@@ -423,6 +430,11 @@ class HttpEndpoint:
         headers = [("acp-connection-id", connection_id)]
         if agent.set_cookie is not None:
             headers.append(("set-cookie", agent.set_cookie))
+        if responder.gone.done():  # the client left before it learned the connection id
+            link.abort()
+            raise _Gone
+        # a client that never opens the connection stream is gone (it may have been cancelled mid-answer)
+        link.expect_stream(self.stream_wait)
         await self._reply(request, responder, 200, None, headers, raw=answer.encode())
 
     async def _get(self, request: _Request, responder: _Responder) -> None:
@@ -466,7 +478,8 @@ class HttpEndpoint:
         if out.responder is not None:  # a newer GET replaces an older one
             out.responder.abort()
         out.responder = responder
-        link.stream_reopened()
+        if session_id is None:
+            link.stream_reopened()
         self._record(request, 200)
         await responder.start(200, [("content-type", "text/event-stream"), ("cache-control", "no-cache")])
         try:
