@@ -16,7 +16,14 @@ import pytest
 from tests.conftest import bound
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-SCRIPTS = ["p1_recovery.py", "p2_updates.py", "p3_status_latency.py", "p4_half_open.py", "p5_memory.py"]
+SCRIPTS = [
+    "p1_recovery.py",
+    "p2_updates.py",
+    "p3_status_latency.py",
+    "p4_half_open.py",
+    "p5_memory.py",
+    "p7_bridge.py",
+]
 #: Bound on one ``--quick`` run (each takes a few seconds on a 2-core machine).
 SCRIPT_TIMEOUT = bound(120.0)
 
