@@ -221,6 +221,7 @@ class StreamableHTTPTransport:
         self._verify: _ssl.SSLContext = options.ssl if options.ssl is not None else _default_ssl_context()
         self._inbound: asyncio.Queue[str | None] = asyncio.Queue()
         self._failure: ConnectionLost | None = None
+        self._reader_woken = False
         self._post_lock = asyncio.Lock()
         self._post_client: httpx.AsyncClient | None = None
         self._post_tasks: set[asyncio.Task[None]] = set()
@@ -843,11 +844,12 @@ class StreamableHTTPTransport:
         if values:
             self._cookies.store(self._host, values)
 
-    def _fail(self, loss: ConnectionLost, *, cancel: bool = True) -> None:
+    def _fail(self, loss: ConnectionLost, *, cancel: bool = True, wake: bool = True) -> None:
+        if wake:
+            self._wake_reader()
         if self._failure is not None:
             return
         self._failure = loss
-        self._inbound.put_nowait(None)
         if not cancel:  # a local close: the streams end after the DELETE
             return
         _log.info("http_link_lost", transport=self._description, connection_id=self.connection_id, reason=loss.reason)
@@ -858,13 +860,20 @@ class StreamableHTTPTransport:
         if self._keepalive_task is not None and self._keepalive_task is not current:
             self._keepalive_task.cancel()
 
+    def _wake_reader(self) -> None:
+        """Let ``recv`` raise (once every frame received before was delivered)."""
+        if not self._reader_woken:
+            self._reader_woken = True
+            self._inbound.put_nowait(None)
+
     def _lost(self) -> ConnectionLost:
         assert self._failure is not None
         return self._failure.with_request_sent(False)
 
     async def _abandon(self) -> None:
-        """Opening failed: release everything (no DELETE: there is no connection to end)."""
-        self._fail(ConnectionLost(f"opening {self._description} failed", reason="open failed"))
+        """Opening failed: release everything (no DELETE: there is no connection to end). ``recv`` is woken
+        only by ``close()``: the error raised from ``send`` is the one the caller must see."""
+        self._fail(ConnectionLost(f"opening {self._description} failed", reason="open failed"), wake=False)
         await self._release()
 
     async def _release(self) -> None:
