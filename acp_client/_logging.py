@@ -3,20 +3,23 @@
 Every module takes its logger from :func:`get_logger` (``acp_client.<module>``). Each call picks its route
 when it is made, so the application may configure logging before or after importing ``acp_client``:
 
-* **structlog is configured** (``structlog.configure(...)`` was called by the application, or by
-  ``structlog.testing.capture_logs``): the event goes to structlog with its key/values bound, so the
-  application's processors see the full structured stream (stable snake_case event names).
+* **structlog is configured** — the application called ``structlog.configure(...)``, or a
+  ``structlog.testing.capture_logs()`` block is running — *and* that configuration is not structlog's
+  built-in default (pretty lines printed to **stdout**): the event goes to structlog with its key/values
+  bound, so the application's processors see the full structured stream (stable snake_case event names).
+  ``capture_logs`` leaves structlog marked as configured with the default setup restored; that counts as
+  the default, so a test helper cannot make the library print.
 * **otherwise** the event goes to the stdlib :mod:`logging` logger of the same name, as a record whose
   message is ``event key=value ...`` (rendered lazily, only if a handler emits it) and whose
   ``acp_event`` / ``acp_fields`` attributes carry the structured data. The ``acp_client`` logger has a
   :class:`logging.NullHandler`, so without any configuration nothing is written anywhere — not even
   warnings, which would otherwise reach stderr through :data:`logging.lastResort`.
 
-The library never calls ``structlog.configure()`` or ``logging.basicConfig()``; structlog's own default
-(print everything to stdout) is therefore never used by the library. One line turns the stream on::
+The library never calls ``structlog.configure()`` or ``logging.basicConfig()``, and never uses
+structlog's default setup, which would print to stdout. One line turns the stream on::
 
-    structlog.configure()                      # every event, structlog's console renderer (stdout)
-    logging.basicConfig(level=logging.DEBUG)   # or: stdlib logging, stderr
+    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # every event, stderr
+    logging.basicConfig(level=logging.DEBUG)   # or: stdlib logging (stderr)
 
 See ``docs/topics/logging.md``.
 """
@@ -24,10 +27,13 @@ See ``docs/topics/logging.md``.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import structlog
+import structlog.dev
+import structlog.testing
 
 __all__ = ["SECRET_HEADER_NAMES", "LibraryLogger", "get_logger", "redact_headers"]
 
@@ -51,6 +57,39 @@ _LEVELS = {
     "critical": logging.CRITICAL,
     "fatal": logging.CRITICAL,
 }
+
+
+#: (id of the logger factory, id and length of the processor list) -> whether structlog should get events
+_route_cache: dict[tuple[int, int, int], bool] = {}
+
+
+def _is_builtin_default(config: Mapping[str, Any]) -> bool:
+    """structlog's own default: a console renderer printing to stdout (what ``configure()`` with no
+    arguments, and the end of a ``capture_logs()`` block, leave behind)."""
+    processors = config["processors"]
+    if any(isinstance(p, structlog.testing.LogCapture) for p in processors):
+        return False  # a capture_logs() block is running
+    factory = config["logger_factory"]
+    to_stdout = isinstance(factory, structlog.PrintLoggerFactory) and getattr(factory, "_file", None) in (
+        None,
+        sys.stdout,
+    )
+    return to_stdout and bool(processors) and isinstance(processors[-1], structlog.dev.ConsoleRenderer)
+
+
+def structlog_wanted() -> bool:
+    """Whether the application configured structlog (other than structlog's stdout default)."""
+    if not structlog.is_configured():
+        return False
+    config = structlog.get_config()
+    processors = config["processors"]
+    key = (id(config["logger_factory"]), id(processors), len(processors))
+    wanted = _route_cache.get(key)
+    if wanted is None:
+        if len(_route_cache) > 64:
+            _route_cache.clear()
+        wanted = _route_cache[key] = not _is_builtin_default(config)
+    return wanted
 
 
 class _Message:
@@ -111,7 +150,7 @@ class LibraryLogger:
     # ------------------------------------------------------------------ emitting
 
     def _emit(self, method: str, event: str, values: dict[str, Any]) -> None:
-        if structlog.is_configured():
+        if structlog_wanted():
             if self._proxy is None:
                 self._proxy = structlog.get_logger(self._name, **self._context)
             getattr(self._proxy, method)(event, **values)

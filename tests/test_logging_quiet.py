@@ -78,10 +78,27 @@ def test_one_line_of_stdlib_logging_shows_the_event_stream() -> None:
 
 
 def test_one_line_of_structlog_shows_the_event_stream() -> None:
-    done = _run("import structlog; structlog.configure()\n" + _SCENARIO.format(version=2, extra=""))
+    setup = "import structlog, sys; structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))\n"
+    done = _run(setup + _SCENARIO.format(version=2, extra=""))
     assert done.returncode == 0, done.stderr
-    assert "connection_closed" in done.stdout  # structlog's default renderer prints to stdout
-    assert "[debug" in done.stdout
+    assert done.stdout == ""
+    assert "connection_closed" in done.stderr and "[debug" in done.stderr
+    assert "acp.session_recovered" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "import structlog; structlog.configure()\n",  # structlog's own default: it would print to stdout
+        "from structlog.testing import capture_logs\nwith capture_logs():\n    pass\n",  # leaves it 'configured'
+    ],
+    ids=["bare-configure", "after-capture_logs"],
+)
+def test_structlogs_stdout_default_is_never_used(setup: str) -> None:
+    done = _run(setup + _SCENARIO.format(version=1, extra=""))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert done.stderr == ""
 
 
 def test_unconfigured_events_go_to_stdlib_logging(caplog: pytest.LogCaptureFixture) -> None:
