@@ -1098,3 +1098,17 @@ async def test_a_prompt_waiting_for_reattachment_says_it_was_never_sent(version:
         result = await asyncio.wait_for(session.prompt("hello"), bound(5))
         assert result.stop_reason == "end_turn"
         assert len(agent.requests("session/prompt")) == 1
+
+
+# ---------------------------------------- 13. unknown agent requests
+
+
+@pytest.mark.parametrize("params", [None, {}, {"sessionId": "s1"}], ids=["no-params", "empty", "with-params"])
+async def test_an_agent_request_for_an_unknown_method_gets_method_not_found(params: dict[str, Any] | None) -> None:
+    async with ScriptedAgent(2) as agent, client_of(agent.url) as (client, _rec):
+        answer = await asyncio.wait_for(agent.live.request("_vendor/unknown_thing", params), bound(5))
+        assert "result" not in answer
+        assert answer["error"]["code"] == -32601
+        # the connection is unharmed: the next call works
+        session = await client.new_session("/w")
+        assert (await asyncio.wait_for(session.prompt("hi"), bound(5))).stop_reason == "end_turn"
