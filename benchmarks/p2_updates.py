@@ -131,8 +131,9 @@ async def ours(url: str, n: int, version: int, compression: Compression) -> tupl
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         if result.stop_reason != "end_turn" or got != n:
             raise RuntimeError(f"ours: {got}/{n} updates, stop {result.stop_reason!r}")
-        if len(session.transcript.messages) != 1:
-            raise RuntimeError(f"ours: transcript of {len(session.transcript.messages)} messages, expected 1")
+        roles = [m.role for m in session.transcript.messages]
+        if roles != ["user", "agent"]:
+            raise RuntimeError(f"ours: transcript of {roles}, expected the prompt and one agent message")
         return elapsed, cpu
 
 

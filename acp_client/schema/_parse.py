@@ -103,18 +103,12 @@ class SessionUpdateEvent:
 
     __slots__ = ("_update", "_version", "kind", "raw", "session_id")
 
-    def __init__(self, session_id: str, kind: str, update: Any, raw: dict[str, Any]) -> None:
+    def __init__(self, session_id: str, kind: str, update: Any, raw: dict[str, Any], _version: int = 0) -> None:
         self.session_id = session_id
         self.kind = kind
-        self._update = update
+        self._update = update  # _DEFERRED: built from raw["update"] as protocol _version on first read
         self.raw = raw
-        self._version = 0
-
-    @classmethod
-    def _deferred(cls, session_id: str, kind: str, raw: dict[str, Any], version: int) -> SessionUpdateEvent:
-        event = cls(session_id, kind, _DEFERRED, raw)
-        event._version = version
-        return event
+        self._version = _version
 
     @property
     def update(self) -> Any:
@@ -196,22 +190,6 @@ def _validate_update(kind: str, update: dict[str, Any], version: int) -> Any:
 _TEXT_CHUNK_KINDS: Final = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"})
 
 
-def _surely_valid(kind: str, update: dict[str, Any], version: int) -> bool:
-    """A cheap check that implies validation succeeds: a message chunk whose content is a text block.
-
-    Such a chunk's only required fields are ``content`` (a text block needs only a string ``text``) and,
-    in v2, a string ``messageId``; everything else is optional, default-on-error, or an unknown key that is
-    kept. (``tests/test_schema_fast.py`` checks the implication against the validators.) ``False`` only
-    means "validate now".
-    """
-    if kind not in _TEXT_CHUNK_KINDS:
-        return False
-    content = update.get("content")
-    if type(content) is not dict or content.get("type") != "text" or type(content.get("text")) is not str:
-        return False
-    return version < 2 or type(update.get("messageId")) is str
-
-
 def parse_session_update(params: Any, version: int, *, lazy: bool = False) -> SessionUpdateEvent:
     """Parse the ``params`` of a ``session/update`` notification.
 
@@ -221,9 +199,11 @@ def parse_session_update(params: Any, version: int, *, lazy: bool = False) -> Se
     cheap check proves valid (a text chunk of a message) is not validated now: its model is built when
     :attr:`SessionUpdateEvent.update` is first read; the outcome is the same.
     """
-    validators = _validators(version) if version in _MODULE_NAMES else None
+    validators = _UPDATE_VALIDATORS.get(version)
     if validators is None:
-        raise UsageError(f"protocol version {version!r} has no models; this SDK speaks 1 and 2")
+        if version not in _MODULE_NAMES:
+            raise UsageError(f"protocol version {version!r} has no models; this SDK speaks 1 and 2")
+        validators = _validators(version)
     if not isinstance(params, dict):
         raise ProtocolError(f"session/update params must be an object, got {type(params).__name__}")
     session_id = params.get("sessionId")
@@ -238,8 +218,20 @@ def parse_session_update(params: Any, version: int, *, lazy: bool = False) -> Se
     validate = validators.get(kind)
     if validate is None:
         return SessionUpdateEvent(session_id, kind, UnknownUpdate(kind, update), params)
-    if lazy and _surely_valid(kind, update, version):
-        return SessionUpdateEvent._deferred(session_id, kind, params, version)
+    if lazy and kind in _TEXT_CHUNK_KINDS:
+        # A cheap check that implies validation succeeds: a message chunk whose content is a text block.
+        # Its only required fields are ``content`` (a text block needs only a string ``text``) and, in v2, a
+        # string ``messageId``; everything else is optional, default-on-error, or an unknown key that is
+        # kept (tests/test_schema_fast.py checks the implication against the validators). Failing the
+        # check only means "validate now".
+        content = update.get("content")
+        if (
+            type(content) is dict
+            and content.get("type") == "text"
+            and type(content.get("text")) is str
+            and (version < 2 or type(update.get("messageId")) is str)
+        ):
+            return SessionUpdateEvent(session_id, kind, _DEFERRED, params, version)
     try:
         model = validate(update)
     except ValidationError as exc:

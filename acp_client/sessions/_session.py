@@ -461,7 +461,10 @@ class Session:
         elif kind == "usage_update" and not replay:
             self.usage = raw
         self.stats["replayed" if replay else "live"] += 1
-        self._publish(SessionUpdate._from_event(event, raw, replay))
+        if self._subs:
+            item = SessionUpdate._from_event(event, raw, replay)
+            for sub in self._subs:
+                sub.push(item)
 
     def _fire_turn_finished(self, stop_reason: str | None) -> None:
         self.transcript._end_turn()
