@@ -28,6 +28,7 @@ from acp_client.handlers import ClientHandlers, dispatch_request
 from acp_client.schema import (
     SessionStatusResponse,
     capability_present,
+    models_for,
     parse_session_update,
     parse_status_response,
 )
@@ -181,6 +182,10 @@ class ACPClient:
         self.agent_info = info if isinstance(info, dict) else {}
         methods = result.get("authMethods")
         self.auth_methods = [m for m in methods if isinstance(m, dict)] if isinstance(methods, list) else []
+        # Build this version's models now, once per process, rather than inside the first status probe or
+        # update of a recovery round, where the pause (a second or more of pydantic schema building on a
+        # slow machine) would count against every recovery request's timeout.
+        models_for(answered)
         log.info(
             "initialized",
             connection_id=self.connection.id,

@@ -22,10 +22,11 @@ __all__ = ["AdaptiveLimit", "ConcurrencyLimit", "FixedLimit"]
 class FixedLimit:
     """At most ``limit`` recovery requests in flight."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, clock: Callable[[], float] = time.monotonic) -> None:
         if limit < 1:
             raise ValueError(f"a concurrency limit must be at least 1, not {limit}")
         self._limit = limit
+        self._clock = clock
         self.in_flight = 0
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
@@ -52,13 +53,13 @@ class FixedLimit:
                 if waiter in self._waiters:
                     self._waiters.remove(waiter)
         self.in_flight += 1
-        return time.monotonic()
+        return self._clock()
 
     def release(self, started: float, *, ok: bool, overloaded: bool = False) -> None:
         """Give the slot back; ``ok`` is ``False`` after a timeout or an error (``overloaded`` for an
         agent that said it is busy)."""
         self.in_flight -= 1
-        self._observe(time.monotonic() - started, ok=ok, overloaded=overloaded)
+        self._observe(self._clock() - started, ok=ok, overloaded=overloaded)
         self._wake()
 
     def _observe(self, rtt: float, *, ok: bool, overloaded: bool) -> None:
@@ -75,7 +76,14 @@ class FixedLimit:
 
 
 class AdaptiveLimit(FixedLimit):
-    """A limit that grows while answers stay fast and shrinks on slowness, timeouts and errors."""
+    """A limit that grows while answers stay fast and shrinks on slowness, timeouts and errors.
+
+    Like TCP: *slow start* adds one slot per fast answer (the limit doubles every round trip) until the
+    first slow answer, which halves it; from then on *congestion avoidance* adds one slot per round trip's
+    worth of fast answers and takes a tenth off for slow ones, at most once per round trip. A timeout, an
+    error or an overload answer halves it at any time. Answers within ``noise`` seconds of the fastest
+    count as fast (sub-millisecond jitter on loopback is not a signal).
+    """
 
     def __init__(
         self,
@@ -84,15 +92,17 @@ class AdaptiveLimit(FixedLimit):
         minimum: int = 1,
         maximum: int = 512,
         tolerance: float = 2.0,
+        noise: float = 0.002,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(initial)
+        super().__init__(initial, clock=clock)
         self._value = float(initial)
         self.minimum = minimum
         self.maximum = maximum
         self.tolerance = tolerance
+        self.noise = noise
         self.fastest: float | None = None
-        self._clock = clock
+        self.slow_start = True
         self._last_cut = float("-inf")
 
     @property
@@ -100,21 +110,30 @@ class AdaptiveLimit(FixedLimit):
         """The current limit (between ``minimum`` and ``maximum``)."""
         return max(self.minimum, min(self.maximum, int(self._value)))
 
+    def _cut(self, factor: float, now: float) -> None:
+        # at most one cut per fastest round trip, so one burst of slow answers is one signal
+        if now - self._last_cut >= (self.fastest or 0.0):
+            self._value = max(float(self.minimum), self._value * factor)
+            self._last_cut = now
+
     def _observe(self, rtt: float, *, ok: bool, overloaded: bool) -> None:
         now = self._clock()
         if not ok or overloaded:
-            # at most one cut per fastest round trip, so one burst of failures is one signal
-            if now - self._last_cut >= (self.fastest or 0.0):
-                self._value = max(float(self.minimum), self._value / 2)
-                self._last_cut = now
+            self.slow_start = False
+            self._cut(0.5, now)
             return
         if self.fastest is None or rtt < self.fastest:
             self.fastest = rtt
-        if rtt <= self.fastest * self.tolerance:
+        fast = rtt <= max(self.fastest * self.tolerance, self.fastest + self.noise)
+        if fast:
             if self.in_flight + 1 >= self.limit / 2:  # grow only a limit that is actually used
-                self._value = min(float(self.maximum), self._value + 1.0)
+                step = 1.0 if self.slow_start else 1.0 / max(self._value, 1.0)
+                self._value = min(float(self.maximum), self._value + step)
+        elif self.slow_start:
+            self.slow_start = False
+            self._cut(0.5, now)
         else:
-            self._value = max(float(self.minimum), self._value - 1.0)
+            self._cut(0.9, now)
 
 
 ConcurrencyLimit = FixedLimit

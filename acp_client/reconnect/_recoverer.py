@@ -17,7 +17,7 @@ import inspect
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from acp_client._logging import get_logger
 from acp_client.client import ACPClient
@@ -43,6 +43,8 @@ from acp_client.sessions import RecoveryMarker, Session, SessionLink
 __all__ = ["RecoveryHost", "RecoveryPolicy", "SessionRecoverer"]
 
 log = get_logger("acp_client.reconnect")
+
+_T = TypeVar("_T")
 
 #: JSON-RPC "server busy / overloaded" answers that count as a congestion signal for the adaptive limit.
 _OVERLOAD_CODES = frozenset({-32000, -32603})
@@ -249,30 +251,21 @@ class SessionRecoverer:
             status=client.supports("status"),
         )
         via = "session/status"
-        started = await self.limit.acquire()
-        ok = overloaded = False
-        try:
-            probe = await self._probe(client, session, caps)
-            if probe.state is not None and caps.protocol_version >= 2:
-                session._apply_snapshot(probe.state.state)
-            action = await self._decide(session, probe, caps)
-            if isinstance(action, Reattach):
-                via = f"session/{action.mode}"
-                try:
-                    mode, replayed = await self._reattach(client, session, action, caps)
-                except RPCError as exc:
-                    if not self._is_unknown(exc):
-                        overloaded = exc.code in _OVERLOAD_CODES
-                        if not await self._absent_from_list(client, session, exc):
-                            raise
-                        ok = True
-                        await self._host.forget_session(session, "not_listed", via)
-                        return "forgotten"
-                    ok = True
+        probe = await self._limited(self._probe(client, session, caps))
+        if probe.state is not None and caps.protocol_version >= 2:
+            session._apply_snapshot(probe.state.state)
+        action = await self._decide(session, probe, caps)  # holds no slot: a strategy may take its time
+        if isinstance(action, Reattach):
+            via = f"session/{action.mode}"
+            try:
+                mode, replayed = await self._limited(self._reattach(client, session, action, caps))
+            except RPCError as exc:
+                if self._is_unknown(exc):
                     return await self._not_found(session, caps, via, generation)
-            ok = True
-        finally:
-            self.limit.release(started, ok=ok, overloaded=overloaded)
+                if not await self._absent_from_list(client, session, exc):
+                    raise
+                await self._host.forget_session(session, "not_listed", via)
+                return "forgotten"
         if isinstance(action, Forget):
             await self._host.forget_session(session, action.reason, via)
             return "forgotten"
@@ -289,6 +282,22 @@ class SessionRecoverer:
         self._host.changed()
         await self._host.save_session_record(session)
         return str(action.outcome)
+
+    async def _limited(self, call: Awaitable[_T]) -> _T:
+        """Run one recovery request holding a concurrency slot, and tell the limit how it went (a timeout,
+        a lost link or an overload answer is a congestion signal; an RPC answer is not)."""
+        started = await self.limit.acquire()
+        ok = overloaded = False
+        try:
+            result = await call
+            ok = True
+            return result
+        except RPCError as exc:
+            overloaded = exc.code in _OVERLOAD_CODES
+            ok = not overloaded
+            raise
+        finally:
+            self.limit.release(started, ok=ok, overloaded=overloaded)
 
     def _is_unknown(self, exc: RPCError) -> bool:
         return isinstance(exc, SessionNotFound) or exc.code in self.policy.unknown_session_codes

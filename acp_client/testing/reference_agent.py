@@ -42,6 +42,9 @@ from acp_client.testing._waiting import Waiters
 
 __all__ = ["AgentError", "Handshake", "PromptTurn", "Received", "ReferenceAgent", "main", "serve_forever"]
 
+#: the methods :meth:`ReferenceAgent.set_capacity` limits (what a recovery sends)
+_CAPACITY_METHODS = frozenset({"session/status", "session/resume", "session/load"})
+
 _log = get_logger(__name__)
 
 
@@ -189,6 +192,10 @@ class ReferenceAgent:
         self._unstall: asyncio.Future[None] | None = None
         self._rejection: _Rejection | None = None
         self._close_after_initialize: tuple[float, int] | None = None
+        self._capacity: tuple[asyncio.Semaphore, float] | None = None
+        #: recovery requests held at once (see :meth:`set_capacity`)
+        self.outstanding = 0
+        self.max_outstanding = 0
         #: the Streamable HTTP side of the endpoint (controls in :class:`~acp_client.testing._agent_http.HttpEndpoint`)
         self.http = HttpEndpoint(self)
 
@@ -356,7 +363,25 @@ class ReferenceAgent:
 
     async def dispatch(self, connection: AgentConnection, method: str, params: Any, reply: Reply) -> Any:
         """Handle one request (used by connections; answers through ``reply`` or returns the result)."""
-        return await _agent_methods.dispatch(self, connection, method, params, reply)
+        if self._capacity is None or method not in _CAPACITY_METHODS:
+            return await _agent_methods.dispatch(self, connection, method, params, reply)
+        workers, service_time = self._capacity
+        self.outstanding += 1
+        self.max_outstanding = max(self.max_outstanding, self.outstanding)
+        try:
+            async with workers:
+                await asyncio.sleep(service_time)  # a storage lookup: each worker serves one at a time
+                return await _agent_methods.dispatch(self, connection, method, params, reply)
+        finally:
+            self.outstanding -= 1
+
+    def set_capacity(self, workers: int | None, service_time: float = 0.0) -> None:
+        """Serve ``session/status``, ``session/resume`` and ``session/load`` with a pool of ``workers``, each
+        taking ``service_time`` seconds per request (``None``: unlimited). :attr:`max_outstanding` records
+        the most such requests the agent held at once (queued or in service)."""
+        self._capacity = (asyncio.Semaphore(workers), service_time) if workers is not None else None
+        self.outstanding = 0
+        self.max_outstanding = 0
 
     async def handle_notification(self, connection: AgentConnection, method: str, params: Any) -> None:
         """Handle one notification (used by connections)."""

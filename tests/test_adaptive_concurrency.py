@@ -1,0 +1,110 @@
+"""Adaptive recovery concurrency against an agent with limited capacity (issue 14).
+
+The reference agent serves status/resume/load with one worker, 20 ms per request. A client that fires
+every recovery at once (a fixed limit of 64) piles them up at the agent; the adaptive limit backs off to
+what the agent serves, so no recovery request waits long enough to time out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from acp_client import Backoff, ReconnectingClient, SessionRecovered, SessionRecoveryFailed
+from acp_client.reconnect import AdaptiveLimit, RecoveryRoundFinished
+from acp_client.testing import ReferenceAgent
+from tests.conftest import bound
+
+SESSIONS = 60
+
+
+async def _recover_all(concurrency: Any) -> tuple[ReferenceAgent, list[Any], int]:
+    async with ReferenceAgent(2) as agent:
+        client = ReconnectingClient(
+            agent.url,
+            recovery_concurrency=concurrency,
+            recovery_timeout=bound(2.0),
+            recovery_start_jitter=0.0,
+            backoff=Backoff(base=0.02, cap=0.2),
+        )
+        events: list[Any] = []
+        stream = client.events()
+        try:
+            await client.start()
+            await client.wait_ready(timeout=bound(5))
+            for _ in range(SESSIONS):
+                await client.new_session("/w")
+            agent.set_capacity(1, 0.02)
+            await agent.drop_all_connections()
+            async with asyncio.timeout(bound(30)):
+                async for event in stream:
+                    events.append(event)
+                    if isinstance(event, RecoveryRoundFinished):
+                        break
+            return agent, events, client.recovery_limit
+        finally:
+            await stream.aclose()  # type: ignore[attr-defined]
+            await client.aclose()
+
+
+async def test_adaptive_limit_keeps_within_what_the_agent_serves() -> None:
+    agent, events, limit = await _recover_all("adaptive")
+    (round_,) = [e for e in events if isinstance(e, RecoveryRoundFinished)]
+    assert round_.reattached == SESSIONS and round_.failed == 0
+    assert not [e for e in events if isinstance(e, SessionRecoveryFailed)]  # nothing timed out
+    assert len([e for e in events if isinstance(e, SessionRecovered)]) == SESSIONS
+    # it never piled requests up at the agent: at most the slow-start overshoot of its first round trip
+    assert agent.max_outstanding <= 24
+    assert limit <= 12  # and it learnt that the agent is slow
+
+
+async def test_a_large_fixed_limit_piles_requests_up_at_the_same_agent() -> None:
+    agent, _events, limit = await _recover_all(64)
+    assert limit == 64
+    assert agent.max_outstanding >= SESSIONS - 5  # the control: every recovery at once
+
+
+def test_adaptive_limit_grows_on_fast_answers_and_halves_on_failures() -> None:
+    now = [0.0]
+    limit = AdaptiveLimit(4, maximum=64, clock=lambda: now[0])
+
+    async def scenario() -> None:
+        for _ in range(20):  # evenly fast answers (10 ms) with the limit in use: grows one per answer
+            starts = [await limit.acquire() for _ in range(limit.limit)]
+            now[0] += 0.010
+            for started in starts:
+                limit.release(started, ok=True)
+        assert limit.limit == 64 and limit.slow_start
+        started = await limit.acquire()
+        limit.release(started, ok=False)  # a timeout or an error
+        assert limit.limit == 32 and not limit.slow_start
+
+    asyncio.run(scenario())
+
+
+def test_adaptive_limit_stops_growing_when_answers_slow_down() -> None:
+    now = [0.0]
+    limit = AdaptiveLimit(8, clock=lambda: now[0])
+
+    async def scenario() -> None:
+        for _ in range(4):
+            starts = [await limit.acquire() for _ in range(limit.limit)]
+            now[0] += 0.010
+            for started in starts:
+                limit.release(started, ok=True)
+        grown = limit.limit
+        assert grown > 8
+        started = await limit.acquire()
+        now[0] += 0.050  # five times slower: requests queue at the agent
+        limit.release(started, ok=True)
+        assert limit.limit <= grown // 2 + 1 and not limit.slow_start
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("bad", [0, -1, "fast", True])
+def test_recovery_concurrency_is_validated(bad: Any) -> None:
+    with pytest.raises(Exception, match=r"recovery_concurrency|at least 1"):
+        ReconnectingClient("ws://127.0.0.1:1/acp", recovery_concurrency=bad)
