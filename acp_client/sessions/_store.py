@@ -6,15 +6,17 @@ import asyncio
 import errno
 import json
 import os
-import sqlite3
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from acp_client._logging import get_logger
 from acp_client.exceptions import StoreLocked
+
+if TYPE_CHECKING:
+    import sqlite3
 
 log = get_logger("acp_client.sessions.store")
 
@@ -161,6 +163,8 @@ class SQLiteSessionStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             if self._lock_fd is None and str(self.path) != ":memory:":
                 self._lock()
+            import sqlite3  # only programs that keep a SQLite store import it
+
             db = sqlite3.connect(self.path, timeout=10.0, check_same_thread=False, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("CREATE TABLE IF NOT EXISTS acp_sessions (session_id TEXT PRIMARY KEY, record TEXT NOT NULL)")
