@@ -314,16 +314,17 @@ async def test_fm08_blackholed_connection_is_replaced_and_its_late_frames_ignore
         (old_link,) = proxy.links
         old_link.set_mode(ProxyMode.hold(), "s2c")  # frames of A are held back, delivered late
         old_link.set_mode(ProxyMode.blackhole(), "c2s")
+        # the agent still has the session on A: this update goes out on A and is held by the proxy
+        assert await agent.send_update(
+            session.id,
+            {"sessionUpdate": "agent_message_chunk", "messageId": "late", "content": {"type": "text", "text": "late"}},
+        )
         await rec.wait(lambda e: isinstance(e, ConnectionDropped), timeout=5)
         await rec.ready_count(2)
         (event,) = rec.of(SessionRecovered)
         assert event.status == "active"  # the agent still had it (bound to A): re-attached with resume on B
         result = await asyncio.wait_for(session.prompt("echo: on B"), bound(5))
         assert result.stop_reason == "end_turn"
-        await agent.send_update(
-            session.id,
-            {"sessionUpdate": "agent_message_chunk", "messageId": "late", "content": {"type": "text", "text": "late"}},
-        )
         old_link.set_mode(ProxyMode.passthrough(), "both")  # A's late frames are released
         await old_link.wait_closed(timeout=bound(5))
         assert len(rec.of(ConnectionDropped)) == 1 and client.state is ClientState.READY
