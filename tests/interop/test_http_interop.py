@@ -1,0 +1,172 @@
+"""acp-client's Streamable HTTP transport against the official servers (see QUIRKS.md, "Streamable HTTP").
+
+Peers, each a child process on 127.0.0.1 started and stopped by the test:
+
+- ``ts-h1``: the TypeScript SDK's ``AcpServer`` behind its Node HTTP/1.1 handler (``ts_http_agent.mjs h1``);
+- ``ts-h2c`` / ``ts-h2c-max``: the same ``AcpServer`` on ``node:http2`` cleartext through a small adapter
+  to ``handleRequest``, without and with ``maxConcurrentStreams`` (Node announces no maximum by default:
+  the condition of httpcore's one-stream pitfall);
+- ``py-uvicorn-h1``: the Python SDK's ASGI app under uvicorn (``official_agent.py``);
+- ``py-hypercorn-h2c``: the same app under hypercorn, HTTP/2 with prior knowledge (``official_http_agent.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acp_client import (
+    ReconnectingClient,
+    SessionForgotten,
+    SessionRecovered,
+    SessionRecoveryFailed,
+    connect,
+)
+from acp_client.sessions import SessionUpdate
+from acp_client.transports.http import StreamableHTTPTransport
+from tests.conftest import bound
+from tests.interop._ts_sdk import ts_sdk_dir  # noqa: F401  (a fixture)
+from tests.test_reconnect import FAST, Recorder
+
+HERE = Path(__file__).parent
+
+
+@dataclass(frozen=True)
+class Peer:
+    name: str
+    http2: Any  # the client's http2 option
+    version: str  # the HTTP version the peer must end up speaking
+
+    @property
+    def typescript(self) -> bool:
+        return self.name.startswith("ts-")
+
+    def command(self, sdk_dir: Path | None) -> list[str]:
+        if self.name == "ts-h1":
+            return ["node", str(HERE / "ts_http_agent.mjs"), str(sdk_dir), "h1"]
+        if self.name == "ts-h2c":
+            return ["node", str(HERE / "ts_http_agent.mjs"), str(sdk_dir), "h2c"]
+        if self.name == "ts-h2c-max":
+            return ["node", str(HERE / "ts_http_agent.mjs"), str(sdk_dir), "h2c", "100"]
+        if self.name == "py-uvicorn-h1":
+            return [sys.executable, str(HERE / "official_agent.py"), "--ws-port", "0", "--exit-on-stdin-eof"]
+        return [sys.executable, str(HERE / "official_http_agent.py")]
+
+
+PEERS = [
+    Peer("ts-h1", False, "HTTP/1.1"),
+    Peer("ts-h2c", "prior_knowledge", "HTTP/2"),
+    Peer("ts-h2c-max", "prior_knowledge", "HTTP/2"),
+    Peer("py-uvicorn-h1", False, "HTTP/1.1"),
+    Peer("py-hypercorn-h2c", "prior_knowledge", "HTTP/2"),
+]
+
+
+@asynccontextmanager
+async def running(command: list[str]) -> AsyncIterator[str]:
+    """Start a peer, wait for ``READY <port>``, yield its URL; stop it (stdin closed, then killed) after."""
+    proc = await asyncio.create_subprocess_exec(
+        *command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        assert proc.stdout is not None
+        async with asyncio.timeout(bound(30)):
+            line = await proc.stdout.readline()
+        if not line.startswith(b"READY "):
+            stderr = await proc.stderr.read() if proc.stderr is not None else b""
+            raise RuntimeError(f"{command[1]} did not start: {line!r} {stderr[-2000:]!r}")
+        yield f"http://127.0.0.1:{int(line.split()[1])}/acp"
+    finally:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            async with asyncio.timeout(bound(10)):
+                await proc.wait()
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                await pipe.read()
+
+
+@pytest.fixture(params=PEERS, ids=[p.name for p in PEERS])
+async def peer(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Peer, str]]:
+    """A running peer and its URL."""
+    spec: Peer = request.param
+    sdk_dir = request.getfixturevalue("ts_sdk_dir") if spec.typescript else None
+    async with running(spec.command(sdk_dir)) as url:
+        yield spec, url
+
+
+async def test_lifecycle(peer: tuple[Peer, str]) -> None:
+    spec, url = peer
+    async with connect(url, http2=spec.http2) as client:
+        transport = client.connection.transport
+        assert isinstance(transport, StreamableHTTPTransport)
+        assert transport.http_version == spec.version
+        assert transport.connection_id
+        session = await client.new_session(str(HERE))
+        assert transport.session_streams == [session.id]
+        for word in ("one", "two"):
+            result = await asyncio.wait_for(session.prompt(f"echo: {word}"), bound(10))
+            assert result.stop_reason == "end_turn"
+            assert word in session.transcript.messages[-1].text
+        assert transport.stats.sse_discarded == 0
+
+
+async def test_cancel_reaches_the_typescript_agent(peer: tuple[Peer, str]) -> None:
+    spec, url = peer
+    if not spec.typescript:
+        pytest.skip("the Python interop agent has no long-running turn to cancel")
+    async with connect(url, http2=spec.http2) as client:
+        session = await client.new_session(str(HERE))
+        updates = session.updates()
+        turn = asyncio.create_task(session.prompt("sleep 30"))
+        async with asyncio.timeout(bound(10)):
+            async for item in updates:  # the agent says "sleeping " once the turn runs
+                if isinstance(item, SessionUpdate) and item.kind == "agent_message_chunk":
+                    break
+        await session.cancel()
+        result = await asyncio.wait_for(turn, bound(10))
+        assert result.stop_reason == "cancelled"
+
+
+async def test_reconnect(peer: tuple[Peer, str]) -> None:
+    spec, url = peer
+    client = ReconnectingClient(url, http2=spec.http2, **FAST)
+    rec = Recorder(client)
+    try:
+        await client.start()
+        await client.wait_ready(timeout=bound(10))
+        session = await client.new_session(str(HERE))
+        await asyncio.wait_for(session.prompt("echo: before"), bound(10))
+        client.reconnect_now()  # a new HTTP connection (new Acp-Connection-Id) for the same sessions
+        outcome = await rec.wait(lambda e: isinstance(e, SessionRecovered | SessionForgotten), timeout=10)
+        await rec.ready_count(2)
+        if spec.typescript:
+            # AcpServer lets a session stream open before the session is attached, replays on it
+            (event,) = outcome
+            assert isinstance(event, SessionRecovered) and (event.mode, event.replayed) == ("load", True)
+            assert [m.text for m in session.transcript.messages if m.role == "agent"] == ["before"]
+            await asyncio.wait_for(session.prompt("echo: after"), bound(10))
+            assert [m.text for m in session.transcript.messages if m.role == "agent"] == ["before", "after"]
+        else:
+            # the Python server registers a session stream only when a result carries the sessionId: a
+            # session cannot be attached to a new HTTP connection. It is ended once, with a reason.
+            (event,) = outcome
+            assert isinstance(event, SessionForgotten) and event.via == "session/load"
+            assert session.id not in client.sessions
+            assert not rec.of(SessionRecoveryFailed)
+            fresh = await client.new_session(str(HERE))  # the new connection itself works
+            assert (await asyncio.wait_for(fresh.prompt("echo: new"), bound(10))).stop_reason == "end_turn"
+    finally:
+        await rec.close()
+        await client.aclose()

@@ -1,0 +1,173 @@
+// An ACP agent on the official TypeScript SDK's AcpServer (@agentclientprotocol/sdk, experimental/server),
+// served over Streamable HTTP for acp-client's interop tests.
+//
+//   node ts_http_agent.mjs <sdk-dir> h1                 node:http + the SDK's createNodeHttpHandler
+//   node ts_http_agent.mjs <sdk-dir> h2c [max-streams]  node:http2 cleartext + a small adapter to handleRequest
+//
+// Listens on 127.0.0.1 (any free port), prints "READY <port>", exits when stdin closes. Sessions live in
+// this process (they survive a dropped HTTP connection, not a restart). Prompts: "echo: <text>" answers
+// <text> as one chunk; "sleep <s>" says "sleeping " then waits (cancellable); "stream <n>" sends n chunks.
+import http from "node:http";
+import http2 from "node:http2";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [sdkDir, mode, maxStreams] = process.argv.slice(2);
+const load = (sub) => import(pathToFileURL(path.join(sdkDir, "node_modules/@agentclientprotocol/sdk/dist", sub)).href);
+const acp = await load("v1/stable/acp.js");
+const { AcpServer } = await load("transports/server.js");
+const { createNodeHttpHandler } = await load("transports/node-adapter.js");
+
+const sessions = new Map(); // sessionId -> { cwd, history: SessionNotification[], turn: AbortController | null }
+let counter = 0;
+
+function chunk(sessionId, text) {
+  return { sessionId, update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text } } };
+}
+
+async function say(ctx, session, sessionId, text) {
+  const update = chunk(sessionId, text);
+  session.history.push(update);
+  await ctx.client.notify(acp.methods.client.session.update, update);
+}
+
+function known(sessionId) {
+  const session = sessions.get(sessionId);
+  if (!session) {
+    throw acp.RequestError.sessionNotFound(sessionId);
+  }
+  return session;
+}
+
+const agent = acp
+  .agent({ name: "acp-client-interop-ts" })
+  .onRequest(acp.methods.agent.initialize, async () => ({
+    protocolVersion: 1,
+    agentCapabilities: { loadSession: true, sessionCapabilities: { resume: {} } },
+    agentInfo: { name: "acp-client-interop-ts", version: "2.4.0" },
+  }))
+  .onRequest(acp.methods.agent.session.new, async (ctx) => {
+    counter += 1;
+    const sessionId = `ts-sess-${counter}`;
+    sessions.set(sessionId, { cwd: ctx.params.cwd, history: [], turn: null });
+    return { sessionId };
+  })
+  .onRequest(acp.methods.agent.session.load, async (ctx) => {
+    const session = known(ctx.params.sessionId);
+    for (const update of session.history) {
+      await ctx.client.notify(acp.methods.client.session.update, update);
+    }
+    return {};
+  })
+  .onRequest(acp.methods.agent.session.resume, async (ctx) => {
+    known(ctx.params.sessionId);
+    return {};
+  })
+  .onRequest(acp.methods.agent.session.prompt, async (ctx) => {
+    const sessionId = ctx.params.sessionId;
+    const session = known(sessionId);
+    const text = ctx.params.prompt.map((block) => block.text ?? "").join("");
+    const turn = new AbortController();
+    session.turn = turn;
+    try {
+      if (text.startsWith("echo: ")) {
+        await say(ctx, session, sessionId, text.slice(6));
+      } else if (text.startsWith("stream ")) {
+        const n = Number.parseInt(text.slice(7), 10);
+        for (let i = 1; i <= n; i += 1) {
+          await say(ctx, session, sessionId, `chunk ${i} `);
+        }
+      } else if (text.startsWith("sleep ")) {
+        await say(ctx, session, sessionId, "sleeping ");
+        const ms = Number.parseFloat(text.slice(6)) * 1000;
+        const cancelled = await new Promise((resolve) => {
+          const timer = setTimeout(() => resolve(false), ms);
+          turn.signal.addEventListener("abort", () => {
+            clearTimeout(timer);
+            resolve(true);
+          });
+        });
+        if (cancelled) {
+          return { stopReason: "cancelled" };
+        }
+      }
+      return { stopReason: "end_turn" };
+    } finally {
+      session.turn = null;
+    }
+  })
+  .onNotification(acp.methods.agent.session.cancel, async (ctx) => {
+    sessions.get(ctx.params.sessionId)?.turn?.abort();
+  });
+
+const acpServer = new AcpServer({ agent });
+
+// node:http2 stream -> Fetch Request -> AcpServer.handleRequest -> Response -> http2 stream
+async function serveHttp2(stream, headers) {
+  const method = headers[":method"];
+  const url = `http://${headers[":authority"] ?? "127.0.0.1"}${headers[":path"]}`;
+  const plain = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (!name.startsWith(":")) plain[name] = Array.isArray(value) ? value.join(", ") : String(value);
+  }
+  const abort = new AbortController();
+  stream.on("close", () => abort.abort());
+  let body;
+  if (method === "POST") {
+    const parts = [];
+    for await (const part of stream) parts.push(part);
+    body = Buffer.concat(parts);
+  }
+  const response = await acpServer.handleRequest(new Request(url, { method, headers: plain, body, signal: abort.signal }));
+  if (stream.destroyed) return;
+  const out = { ":status": response.status };
+  response.headers.forEach((value, name) => {
+    if (!["connection", "keep-alive", "transfer-encoding"].includes(name)) out[name] = value;
+  });
+  stream.respond(out);
+  if (!response.body) {
+    stream.end();
+    return;
+  }
+  const reader = response.body.getReader();
+  stream.on("close", () => reader.cancel().catch(() => {}));
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done || stream.destroyed) break;
+      if (!stream.write(value)) await new Promise((resolve) => stream.once("drain", resolve));
+    }
+  } catch {
+    // the client went away
+  }
+  if (!stream.destroyed) stream.end();
+}
+
+let server;
+if (mode === "h1") {
+  const handler = createNodeHttpHandler(acpServer);
+  server = http.createServer((req, res) => handler(req, res));
+} else {
+  const settings = maxStreams ? { maxConcurrentStreams: Number.parseInt(maxStreams, 10) } : {};
+  server = http2.createServer({ settings });
+  server.on("stream", (stream, headers) => {
+    serveHttp2(stream, headers).catch((error) => {
+      process.stderr.write(`h2 adapter: ${error}\n`);
+      if (!stream.destroyed) stream.close(http2.constants.NGHTTP2_INTERNAL_ERROR);
+    });
+  });
+}
+const sockets = new Set();
+server.on("connection", (socket) => {
+  sockets.add(socket);
+  socket.on("close", () => sockets.delete(socket));
+});
+server.listen(0, "127.0.0.1", () => {
+  process.stdout.write(`READY ${server.address().port}\n`);
+});
+process.stdin.on("end", async () => {
+  await acpServer.close();
+  for (const socket of sockets) socket.destroy();
+  server.close(() => process.exit(0));
+});
+process.stdin.resume();
