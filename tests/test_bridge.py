@@ -181,7 +181,7 @@ async def test_a_cut_with_two_sessions_loses_and_repeats_nothing(
         first = (await conn.new_session(cwd="/work/a", mcp_servers=[])).session_id
         second = (await conn.new_session(cwd="/work/b", mcp_servers=[])).session_id
         await conn.prompt(session_id=second, prompt=[text_block("echo: second before")])
-        streaming = asyncio.ensure_future(conn.prompt(session_id=first, prompt=[text_block("stream 30 every 0.02")]))
+        streaming = asyncio.ensure_future(conn.prompt(session_id=first, prompt=[text_block("stream 40 every 0.05")]))
         await editor.wait_for(lambda: len(editor.agent_chunks(first)) >= 5, "the first streamed chunks")
         await proxy_v1.cut_all()
         # the prompt in flight at the cut ends with a clear error, not a hang
@@ -191,14 +191,14 @@ async def test_a_cut_with_two_sessions_loses_and_repeats_nothing(
         assert error_reason(cut.value) == "connection_lost"
         assert cut.value.data[META_KEY]["requestSent"] is True
         # the agent finished the turn meanwhile; the bridge recovered the session and sent only what was missed
-        everything = "".join(chunk_texts(30))
+        everything = "".join(chunk_texts(40))
         await editor.wait_for(lambda: len("".join(editor.agent_chunks(first))) >= len(everything), "the rest")
         await agent_v1.wait_for(lambda: agent_v1.sessions[first].turn is None)
         answer = await conn.prompt(session_id=first, prompt=[text_block("echo: first after")])
         assert answer.stop_reason == "end_turn"
         answer = await conn.prompt(session_id=second, prompt=[text_block("echo: second after")])
         assert answer.stop_reason == "end_turn"
-        assert "".join(editor.agent_chunks(first)) == "".join(chunk_texts(30)) + "first after"
+        assert "".join(editor.agent_chunks(first)) == "".join(chunk_texts(40)) + "first after"
         assert editor.agent_chunks(second) == ["second before", "second after"]
         assert editor.notices(first, "gap") == [] and editor.notices(second, "gap") == []
         assert proxy_v1.connections_accepted >= 2
@@ -369,7 +369,7 @@ async def test_v2_cut_mid_stream_replays_nothing_twice(tmp_path: Path) -> None:
             await editor.request("initialize", {"protocolVersion": 2, "info": {"name": "raw", "version": "1"}})
             sids = [(await editor.request("session/new", {"cwd": f"/work/{n}"}))["result"]["sessionId"] for n in "ab"]
             await editor.prompt(sids[1], "echo: b")
-            await editor.prompt(sids[0], "stream 30 every 0.02")
+            await editor.prompt(sids[0], "stream 40 every 0.05")
             await editor.wait_for(lambda: editor.agent_text(sids[0]).count("chunk") >= 5, "streaming")
             await proxy.cut_all()
 
@@ -378,7 +378,7 @@ async def test_v2_cut_mid_stream_replays_nothing_twice(tmp_path: Path) -> None:
                 return "running" in states and states[-1] == "idle"
 
             await editor.wait_for(idle_after_running, "the end of the interrupted turn")
-            assert editor.agent_text(sids[0]) == "".join(chunk_texts(30))
+            assert editor.agent_text(sids[0]) == "".join(chunk_texts(40))
             answer = await editor.prompt(sids[1], "echo: b2")
             assert answer["result"] == {}
             await editor.wait_for(lambda: editor.agent_text(sids[1]) == "bb2", "the second session's answer")
