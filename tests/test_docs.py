@@ -10,6 +10,11 @@ Conventions in the Markdown sources (the HTML comments are invisible on the rend
   ``python -m pytest``; every test in it must pass.
 - ``<!-- file: NAME -->``: the block is written as ``NAME`` into the directory of every runnable sample of
   the same page (for a sample that runs a script shown earlier on the page).
+- **Shown output**: a ```` ```text ```` block that directly follows a runnable script (nothing but blank lines
+  between) is what the script prints, and the run's stdout must match it line by line. ``...`` inside a line
+  stands for any text (ids, ports, timings); a line that is only ``...`` stands for any number of lines. A
+  runnable script that prints something must show it this way, so no page can claim an output the code
+  does not produce.
 
 Every other ``python`` block (fragments, samples that need a real agent) is compiled with top-level
 ``await`` allowed, so at least its syntax stays valid. Runnable samples may bind loopback only.
@@ -19,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import os
 import re
 import signal
@@ -54,6 +60,8 @@ class Block:
     code: str
     kind: str | None  # "runnable", "file" or None
     arg: str | None  # "pytest" for runnable test modules; the file name for "file"
+    output: str | None = None  # the ```text block shown right after a runnable script, if any
+    end: int = 0  # index of the line after the closing fence
 
     @property
     def id(self) -> str:
@@ -82,6 +90,11 @@ def _blocks(page: Path) -> list[Block]:
             index += 1
         index += 1
         language = info.split()[0] if info else ""
+        if language == "text" and blocks and blocks[-1].kind == "runnable" and blocks[-1].output is None:
+            between = lines[blocks[-1].end : start]
+            if all(not line.strip() for line in between):
+                blocks[-1] = dataclasses.replace(blocks[-1], output="\n".join(body) + "\n")
+            continue
         if language not in ("python", "py", "python3"):
             continue
         previous = start - 1
@@ -90,7 +103,7 @@ def _blocks(page: Path) -> list[Block]:
         marker = _MARKER.match(lines[previous]) if previous >= 0 else None
         kind = marker["kind"] if marker else None
         arg = marker["arg"] if marker else None
-        blocks.append(Block(page, start + 1, "\n".join(body) + "\n", kind, arg))
+        blocks.append(Block(page, start + 1, "\n".join(body) + "\n", kind, arg, end=index))
     return blocks
 
 
@@ -101,6 +114,23 @@ def _all_blocks() -> list[Block]:
 BLOCKS = _all_blocks()
 RUNNABLE = [b for b in BLOCKS if b.kind == "runnable"]
 OTHER = [b for b in BLOCKS if b.kind is None]
+
+
+def output_pattern(shown: str) -> re.Pattern[str]:
+    """A regular expression for a shown output: ``...`` in a line is any text, a ``...`` line any lines."""
+    parts = []
+    for line in shown.rstrip().splitlines():
+        if line.strip() == "...":
+            parts.append(r"(?:[^\n]*\n)*?")
+        else:
+            parts.append(".*?".join(re.escape(piece) for piece in line.rstrip().split("...")) + r"[ \t]*\n")
+    return re.compile("".join(parts))
+
+
+def output_matches(shown: str, printed: str) -> bool:
+    """Whether ``printed`` (a run's stdout) is what ``shown`` says, trailing blanks aside."""
+    text = "\n".join(line.rstrip() for line in printed.rstrip().splitlines()) + "\n" if printed.strip() else ""
+    return output_pattern(shown).fullmatch(text) is not None
 
 
 def _kill_group(pgid: int) -> None:
@@ -194,3 +224,32 @@ def test_runnable_sample_runs(block: Block, tmp_path: Path) -> None:
     report = f"{block.id}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
     assert done.returncode == 0, report
     assert "Traceback" not in done.stderr, report
+    if block.arg == "pytest":
+        return
+    if block.output is None:
+        assert not done.stdout.strip(), f"{block.id} prints, but the page shows no ```text output after it\n{report}"
+    else:
+        assert output_matches(block.output, done.stdout), f"{block.id}: the shown output differs\n{report}"
+
+
+@pytest.mark.parametrize(
+    ("shown", "printed", "matches"),
+    [
+        ("a\nb\n", "a\nb\n", True),
+        ("a\nb\n", "a\nc\n", False),
+        ("id: ...\n", "id: sess_123\n", True),
+        ("first\n...\nlast\n", "first\nx\ny\nlast\n", True),
+        ("first\n...\nlast\n", "first\nlast\n", True),
+        ("first\nlast\n", "first\nextra\nlast\n", False),
+        ("a\n", "a\nmore\n", False),
+        ("x (1.5)\n", "x (1.5)  \n\n", True),
+    ],
+)
+def test_output_matching(shown: str, printed: str, matches: bool) -> None:
+    assert output_matches(shown, printed) is matches
+
+
+def test_shown_outputs_follow_runnable_scripts() -> None:
+    shown = [b for b in RUNNABLE if b.output is not None]
+    assert len(shown) >= 10, [b.id for b in shown]
+    assert all(b.arg is None for b in shown), "a pytest sample's output is pytest's, not shown"
