@@ -19,6 +19,7 @@ from acp.schema import (
     WriteTextFileResponse,
 )
 
+from acp_client.bridge import BridgeOptions
 from acp_client.bridge._view import EditorView, reconcile
 from acp_client.testing import FaultProxy, ReferenceAgent
 from tests.bridge_kit import META_KEY, Editor, RawEditor, chunk_texts, error_reason, official_editor
@@ -49,6 +50,12 @@ def _chunk(text: str, message_id: str | None = None, kind: str = "agent_message_
     if message_id is not None:
         update["messageId"] = message_id
     return update
+
+
+def test_options_never_show_secrets() -> None:
+    options = BridgeOptions("wss://agent.example/acp?token=s3cret", headers=(("Authorization", "Bearer s3cret"),))
+    assert "s3cret" not in repr(options)
+    assert "wss://agent.example/acp" in repr(options)
 
 
 def test_reconcile_sends_only_the_missed_tail_of_a_message() -> None:

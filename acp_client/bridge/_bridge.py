@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 from urllib.parse import urlsplit
 
@@ -69,7 +69,7 @@ def describe_url(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, repr=False)
 class BridgeOptions:
     """How the bridge reaches the remote agent and how long it waits (float seconds).
 
@@ -79,8 +79,8 @@ class BridgeOptions:
     ``max_backoff`` caps the wait between reconnect attempts (an editor request also cuts a wait short).
     """
 
-    url: str
-    headers: tuple[tuple[str, str], ...] = ()
+    url: str = field(repr=False)  # may carry a token in its query
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # Authorization ...
     store: str | None = None
     outage_timeout: float = 30.0
     connect_timeout: float = 15.0
@@ -88,6 +88,12 @@ class BridgeOptions:
     ping_timeout: float | None = 10.0
     max_backoff: float = 5.0
     max_frame_bytes: int = 16 * 1024 * 1024
+
+    def __repr__(self) -> str:
+        return (
+            f"BridgeOptions(url={describe_url(self.url)!r}, headers=<{len(self.headers)} hidden>, "
+            f"store={self.store!r}, outage_timeout={self.outage_timeout}, connect_timeout={self.connect_timeout})"
+        )
 
 
 class BridgeStrategy:
