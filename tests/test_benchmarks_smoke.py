@@ -22,6 +22,7 @@ SCRIPTS = [
     "p3_status_latency.py",
     "p4_half_open.py",
     "p5_memory.py",
+    "p9_import.py",
     "p7_bridge.py",
 ]
 #: Bound on one ``--quick`` run (each takes a few seconds on a 2-core machine).

@@ -21,7 +21,6 @@ Works on the wire dictionaries of both protocol versions, so it needs no model v
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -141,7 +140,7 @@ class Transcript:
         self.plans: dict[str, list[Any]] = {}
         self.title: str | None = None
         # prompts recorded when sent whose echo from the agent has not arrived yet (oldest first)
-        self._prompts: deque[Message] = deque()
+        self._prompts: list[Message] = []  # a list, not a deque: an empty deque is ~600 bytes per session
         # a turn began or ended since the last message: a chunk without an id starts a new message
         self._boundary = False
 
@@ -234,7 +233,7 @@ class Transcript:
             return None
         if isinstance(message_id, str) and message_id in self._by_id:
             return None
-        message = self._prompts.popleft()
+        message = self._prompts.pop(0)
         if isinstance(message_id, str):
             message.message_id = message_id
             self._by_id[message_id] = message

@@ -1,4 +1,4 @@
-"""P6: import time and peak memory — ``import acp_client`` vs the official SDK's ``import acp``.
+"""P9: import time and peak memory — ``import acp_client`` vs the official SDK's ``import acp``.
 
 Each measurement is a fresh interpreter (``python -c``) that times its own import with
 ``time.process_time()`` (CPU seconds, the interpreter's start-up excluded) and reports ``ru_maxrss`` (peak
@@ -99,7 +99,7 @@ def importtime_top(n: int = 8) -> list[tuple[str, float]]:
 
 async def main() -> int:
     args = _common.parser(__doc__.splitlines()[0]).parse_args()
-    runs = 5 if args.quick else 21
+    runs = 3 if args.quick else 21
     cpu: dict[str, list[float]] = {k: [] for k in CASES}
     rss: dict[str, list[float]] = {k: [] for k in CASES}
     loaded: dict[str, list[str]] = {}
@@ -146,11 +146,11 @@ async def main() -> int:
     ratio = med["acp_client"] / med["acp"]
     ratio_no_rich = med["acp_client, no rich"] / med["acp, no rich"]
     lines = [
-        _common.ratio_line("p6 import acp_client/acp CPU", ratio, f"<= {TARGET:.2f}x", ratio <= TARGET),
+        _common.ratio_line("p9 import acp_client/acp CPU", ratio, f"<= {TARGET:.2f}x", ratio <= TARGET),
         _common.ratio_line(
-            "p6 import acp_client/acp CPU without rich", ratio_no_rich, f"<= {TARGET:.2f}x", ratio_no_rich <= TARGET
+            "p9 import acp_client/acp CPU without rich", ratio_no_rich, f"<= {TARGET:.2f}x", ratio_no_rich <= TARGET
         ),
-        f"RATIO p6 peak RSS acp_client/acp: {mem['acp_client'] / mem['acp']:.2f}x (informational)",
+        f"RATIO p9 peak RSS acp_client/acp: {mem['acp_client'] / mem['acp']:.2f}x (informational)",
     ]
     for line in lines:
         print(line)
@@ -165,7 +165,7 @@ async def main() -> int:
             + "\n".join(f"- `{line}`" for line in lines),
         ]
     )
-    _common.write_section(_common.docs_target(args), "p6", "P6 — import time and peak memory", body)
+    _common.write_section(_common.docs_target(args), "p9", "P9 — import time and peak memory", body)
     return 0
 
 
