@@ -26,14 +26,16 @@ See ``docs/topics/logging.md``.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import structlog
+import structlog.contextvars
 import structlog.dev
-import structlog.testing
+import structlog.processors
 
 __all__ = ["SECRET_HEADER_NAMES", "LibraryLogger", "get_logger", "redact_headers"]
 
@@ -63,18 +65,33 @@ _LEVELS = {
 _route_cache: dict[tuple[int, int, int], bool] = {}
 
 
+def _shape(processors: Iterable[Any]) -> tuple[Any, ...]:
+    """Processors compared by kind: functions by identity, processor objects by type."""
+    return tuple(p if inspect.isfunction(p) else type(p) for p in processors)
+
+
+#: The processor chain structlog uses when nobody configured it (stable across structlog 23-26).
+_DEFAULT_SHAPE = _shape(
+    [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.StackInfoRenderer(),
+        structlog.dev.set_exc_info,
+        structlog.processors.TimeStamper(),
+        structlog.dev.ConsoleRenderer(colors=False),
+    ]
+)
+
+
 def _is_builtin_default(config: Mapping[str, Any]) -> bool:
-    """structlog's own default: a console renderer printing to stdout (what ``configure()`` with no
+    """structlog's own default: its default processor chain printing to stdout (what ``configure()`` with no
     arguments, and the end of a ``capture_logs()`` block, leave behind)."""
-    processors = config["processors"]
-    if any(isinstance(p, structlog.testing.LogCapture) for p in processors):
-        return False  # a capture_logs() block is running
     factory = config["logger_factory"]
     to_stdout = isinstance(factory, structlog.PrintLoggerFactory) and getattr(factory, "_file", None) in (
         None,
         sys.stdout,
     )
-    return to_stdout and bool(processors) and isinstance(processors[-1], structlog.dev.ConsoleRenderer)
+    return to_stdout and _shape(config["processors"]) == _DEFAULT_SHAPE
 
 
 def structlog_wanted() -> bool:
