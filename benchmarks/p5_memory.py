@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import sys
 import tracemalloc
 
 import _common
 
 from acp_client import Backoff, ClientState, ReconnectingClient, SessionLink, StateChanged
+from acp_client.sessions import Transcript
 
 TARGET = 4096
 CWD = "/tmp"
@@ -34,6 +36,43 @@ STEP_TIMEOUT = 600.0
 def traced() -> int:
     gc.collect()
     return tracemalloc.get_traced_memory()[0]
+
+
+def transcript_bytes_per_chunk(chunks: int) -> dict[str, float]:
+    """tracemalloc bytes per chunk of one streamed agent message of ``chunks`` text chunks held by a
+    ``Transcript``: as streamed, after the message was read once, and the same chunks kept one content
+    dictionary each (what a transcript without coalescing holds); plus the text itself (UTF-8 bytes)."""
+    frames = [
+        json.dumps(
+            {
+                "sessionUpdate": "agent_message_chunk",
+                "messageId": "m1",
+                "content": {"type": "text", "text": f"chunk {i} "},
+            }
+        )
+        for i in range(chunks)
+    ]
+    text_bytes = sum(len(f"chunk {i} ".encode()) for i in range(chunks))
+    tracemalloc.start(1)
+    base = traced()
+    transcript = Transcript()
+    for frame in frames:
+        transcript.apply(json.loads(frame))  # parsed like a received frame; only what the transcript keeps stays
+    streamed = traced() - base
+    assert transcript.messages[0].text.endswith(f"chunk {chunks - 1} ")
+    read = traced() - base
+    del transcript
+    base = traced()
+    per_chunk_dicts = [json.loads(frame)["content"] for frame in frames]
+    dicts = traced() - base
+    tracemalloc.stop()
+    del per_chunk_dicts
+    return {
+        "streamed": streamed / chunks,
+        "read": read / chunks,
+        "dicts": dicts / chunks,
+        "text": text_bytes / chunks,
+    }
 
 
 async def main() -> int:
@@ -104,9 +143,24 @@ async def main() -> int:
         sites.append([f"`{where}`", f"{stat.size_diff / n:,.0f} B", f"{stat.count_diff / n:.1f}"])
         print(f"  {where}: {stat.size_diff / n:,.0f} B/session in {stat.count_diff / n:.1f} blocks/session")
     worst = max(per_new, per_recovered)
+    chunks = 10_000 if args.quick else 100_000
+    per_chunk = transcript_bytes_per_chunk(chunks)
+    chunk_header = ["transcript of one streamed message", "bytes per chunk", "÷ text bytes"]
+    chunk_rows = [
+        [label, f"{per_chunk[key]:,.1f} B", f"{per_chunk[key] / per_chunk['text']:.1f}x"]
+        for label, key in [
+            ("as streamed (text parts, joined every 256 chunks)", "streamed"),
+            ("after the message was read once (one text block)", "read"),
+            ("one content dictionary per chunk (no coalescing, for comparison)", "dicts"),
+            ("the chunk text itself, UTF-8", "text"),
+        ]
+    ]
+    print(_common.table(chunk_header, chunk_rows))
     lines = [
         _common.ratio_line("p5 bytes per session / 4 KiB target", worst / TARGET, "<= 1.00x", worst <= TARGET),
         f"RATIO p5 bytes per session / floor: {worst / per_floor:.2f}x (informational)",
+        f"RATIO p5 transcript bytes per chunk / per-chunk dicts: {per_chunk['streamed'] / per_chunk['dicts']:.2f}x "
+        f"({per_chunk['streamed']:.1f} B per chunk as streamed, {chunks:,} chunks; informational)",
     ]
     for line in lines:
         print(line)
@@ -118,6 +172,9 @@ async def main() -> int:
             _common.table(header, rows),
             "Largest allocation sites for the sessions (per session):\n\n"
             + _common.table(["site", "bytes", "blocks"], sites),
+            f'A transcript of **{chunks:,} chunks** of one agent message (`"chunk i "`, about 12 characters '
+            "each; every frame parsed from JSON as received, tracemalloc of what stays):",
+            _common.table(chunk_header, chunk_rows),
             f"Target ≤ {TARGET} B per session.\n\n" + "\n".join(f"- `{line}`" for line in lines),
         ]
     )
