@@ -51,8 +51,9 @@ class _Tally:
 class _Demo:
     """The reconnect demo: every step prints what happens; events are printed live as they arrive."""
 
-    def __init__(self, protocol: int, sessions: int, style: Style) -> None:
+    def __init__(self, protocol: int, sessions: int, style: Style, transport: str = "websocket") -> None:
         self.protocol = protocol
+        self.transport = transport
         self.count = sessions
         self.style = style
         self.events: list[Event] = []
@@ -157,9 +158,10 @@ class _Demo:
 
         self.step(f"starting the embedded reference agent (protocol v{self.protocol})")
         async with ReferenceAgent(self.protocol, host="127.0.0.1", port=0) as agent:
-            self.say(f"agent listening on {agent.url}")
+            url = agent.http_url if self.transport == "http" else agent.url  # one endpoint serves both
+            self.say(f"agent listening on {url}")
             client = ReconnectingClient(
-                agent.url,
+                url,
                 protocol_version=1 if self.protocol == 1 else 2,
                 backoff=Backoff(base=0.1, cap=1.0),
                 recovery_start_jitter=0.0,
@@ -264,11 +266,12 @@ class _Demo:
         return EXIT_OK
 
 
-async def run_demo(protocol: int, sessions: int, style: Style) -> int:
-    """Play the demo with ``sessions`` sessions over protocol ``protocol``; returns the exit code."""
+async def run_demo(protocol: int, sessions: int, style: Style, transport: str = "websocket") -> int:
+    """Play the demo with ``sessions`` sessions over protocol ``protocol`` and ``transport`` (``"websocket"``
+    or ``"http"``, Streamable HTTP); returns the exit code."""
     try:
         async with asyncio.timeout(DEMO_DEADLINE):
-            return await _Demo(protocol, sessions, style).run()
+            return await _Demo(protocol, sessions, style, transport).run()
     except TimeoutError as exc:
         error(str(exc) or f"the demo did not finish within {DEMO_DEADLINE:g} s")
         return EXIT_FAILURE

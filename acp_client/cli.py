@@ -2,7 +2,7 @@
 
 ::
 
-    acp-client demo [--protocol 1|2] [--sessions N]
+    acp-client demo [--protocol 1|2] [--sessions N] [--transport websocket|http]
     acp-client status URL SESSION_ID... [--timeout S]
     acp-client locate SESSION_ID URL... [--timeout S]
     acp-client sessions --store FILE
@@ -282,12 +282,18 @@ def _run_sessions(args: argparse.Namespace) -> int:
 def _add_demo(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--protocol", type=int, choices=(1, 2), default=2, help="protocol version (default 2)")
     parser.add_argument("--sessions", type=_session_count, default=3, help="sessions to open (2-50, default 3)")
+    parser.add_argument(
+        "--transport",
+        choices=("websocket", "http"),
+        default="websocket",
+        help="the link to the embedded agent: WebSocket (default) or Streamable HTTP",
+    )
 
 
 def _run_demo(args: argparse.Namespace) -> int:
     from acp_client._demo import run_demo  # imports the test kit: only for the demo
 
-    return asyncio.run(run_demo(args.protocol, args.sessions, Style(sys.stdout)))
+    return asyncio.run(run_demo(args.protocol, args.sessions, Style(sys.stdout), args.transport))
 
 
 def _add_serve_reference(parser: argparse.ArgumentParser) -> None:

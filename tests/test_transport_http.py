@@ -450,3 +450,16 @@ async def test_404_for_the_connection_is_a_lost_link_and_bad_events_are_counted(
             assert transport.stats.posts_rejected == 1
         finally:
             await client.aclose()
+
+
+# ---------------------------------------------------------------------------- the CLI
+
+
+def test_demo_over_streamable_http(capsys: pytest.CaptureFixture[str]) -> None:
+    from acp_client.cli import main
+
+    assert main(["demo", "--protocol", "1", "--sessions", "2", "--transport", "http"]) == 0
+    out = capsys.readouterr().out
+    assert "agent listening on http://127.0.0.1:" in out
+    assert "restored via session/load, replayed=yes" in out
+    assert "1 session(s) restored, 1 forgotten" in out
