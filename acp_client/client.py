@@ -9,7 +9,7 @@ and returns an :class:`ACPClient`. It works as ``client = await connect(url)`` a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
@@ -356,6 +356,7 @@ class ACPClient:
         timeout: float | None = 60.0,
         silence: float | None = None,
         deadline: float | None = None,
+        on_give_up: Callable[[], None] | None = None,
     ) -> None:
         """Attach a known session on this connection with ``session/resume`` or (v1) ``session/load``.
 
@@ -366,8 +367,9 @@ class ACPClient:
 
         With ``silence`` (seconds) the call is timed by progress instead of ``timeout``: it is given up only
         after that long with neither an answer nor a replayed update (and after ``deadline`` in all), see
-        :meth:`~acp_client.connection.Connection.request_watched`. A session recorded under another
-        protocol version is sent in this connection's shape (v2 ``mcpServers`` entries carry ``type``).
+        :meth:`~acp_client.connection.Connection.request_watched` (``on_give_up`` is passed on). A
+        session recorded under another protocol version is sent in this connection's shape (v2
+        ``mcpServers`` entries carry ``type``).
         """
         record = session.record
         if mode == "load":
@@ -399,7 +401,12 @@ class ACPClient:
                 await self.connection.request(method, params, timeout=timeout)
             else:
                 await self.connection.request_watched(
-                    method, params, silence=silence, deadline=deadline, progress=session._replay_progress
+                    method,
+                    params,
+                    silence=silence,
+                    deadline=deadline,
+                    progress=session._replay_progress,
+                    on_give_up=on_give_up,
                 )
             ok = True
         finally:

@@ -233,6 +233,7 @@ class Connection:
         progress: Callable[[], object],
         deadline: float | None = None,
         settle: float = 5.0,
+        on_give_up: Callable[[], None] | None = None,
     ) -> Any:
         """Send a request whose answer may take long while the agent shows progress (a replaying load).
 
@@ -240,7 +241,9 @@ class Connection:
         ``progress()`` (e.g. a count of replayed updates), or after ``deadline`` seconds in all. Giving up
         sends ``$/cancel_request`` and then waits up to ``settle`` seconds for the agent's answer to it (a
         result or ``-32800``), so the next attempt never overlaps this one; a result that still arrives is
-        returned. Raises ``ACPTimeoutError`` when given up, otherwise like :meth:`request`.
+        returned. ``on_give_up()`` is called when the request is given up, before that wait (a caller can
+        free what it reserved for a request in flight). Raises ``ACPTimeoutError`` when given up, otherwise
+        like :meth:`request`.
         """
         if self._loss is not None:
             if self._closing:
@@ -275,6 +278,8 @@ class Connection:
                 break
             self._send_cancel_request(id_)
             self.stats["requests_given_up"] += 1
+            if on_give_up is not None:
+                on_give_up()
             await asyncio.wait({fut}, timeout=settle)
             if fut.done():
                 self.stats["given_up_answers_settled"] += 1

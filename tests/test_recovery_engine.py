@@ -1112,3 +1112,41 @@ async def test_an_agent_request_for_an_unknown_method_gets_method_not_found(para
         # the connection is unharmed: the next call works
         session = await client.new_session("/w")
         assert (await asyncio.wait_for(session.prompt("hi"), bound(5))).stop_reason == "end_turn"
+
+
+# ---------------------------------------- 5. slow sessions never stall healthy ones (the timing is benchmarks/p8)
+
+
+class AfterResumeOf:
+    """A per-session strategy that re-attaches only once another session's resume reached the agent."""
+
+    def __init__(self, agent: ScriptedAgent, session_id: str) -> None:
+        self.agent, self.session_id = agent, session_id
+
+    async def decide(self, record: Any, probe: Any, capabilities: Any) -> Any:
+        from acp_client import Reattach
+
+        await self.agent.wait_for(lambda: bool(self.agent.requests("session/resume", self.session_id)))
+        return Reattach("resume", replay=False, outcome="reattached")
+
+
+async def test_a_given_up_request_frees_its_slot_before_its_cancel_is_answered() -> None:
+    options = {"recovery_concurrency": 1, "recovery_timeout": bound(1.0)}
+    async with ScriptedAgent(2) as agent, client_of(agent.url, **options) as (client, rec):
+        silent, healthy = await client.new_session("/w/silent"), await client.new_session("/w/healthy")
+
+        async def resume(call: Call) -> Any:
+            agent.known(call)
+            if call.session_id == silent.id:
+                await asyncio.Event().wait()  # never answered, not even the cancel
+            return {}
+
+        agent.handlers["session/resume"] = resume
+        client.set_strategy(healthy.id, AfterResumeOf(agent, silent.id))  # the silent one holds the slot first
+        await agent.drop()
+        await rec.wait(recovered(healthy.id), timeout=15)
+        # the healthy session got the only slot as soon as the silent request was given up, not after the
+        # bounded wait for the answer to its $/cancel_request (which never comes)
+        assert agent.requests("$/cancel_request")
+        assert not [e for e in rec.of(SessionRecoveryFailed) if e.session_id == silent.id]
+        assert len(agent.requests("session/resume", silent.id)) == 1

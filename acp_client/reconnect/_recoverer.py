@@ -94,6 +94,21 @@ class _Job:
         return self.outcome
 
 
+class _Slot:
+    """One held recovery slot, given back exactly once (early by a given-up request, else at the end)."""
+
+    __slots__ = ("_limit", "_started")
+
+    def __init__(self, limit: FixedLimit, started: float) -> None:
+        self._limit: FixedLimit | None = limit
+        self._started = started
+
+    def release(self, *, ok: bool, overloaded: bool = False) -> None:
+        limit, self._limit = self._limit, None
+        if limit is not None:
+            limit.release(self._started, ok=ok, overloaded=overloaded)
+
+
 class SessionRecoverer:
     """Runs at most one recovery job per session; see the module docstring."""
 
@@ -251,14 +266,14 @@ class SessionRecoverer:
             status=client.supports("status"),
         )
         via = "session/status"
-        probe = await self._limited(self._probe(client, session, caps))
+        probe = await self._limited(lambda _slot: self._probe(client, session, caps))
         if probe.state is not None and caps.protocol_version >= 2:
             session._apply_snapshot(probe.state.state)
         action = await self._decide(session, probe, caps)  # holds no slot: a strategy may take its time
         if isinstance(action, Reattach):
             via = f"session/{action.mode}"
             try:
-                mode, replayed = await self._limited(self._reattach(client, session, action, caps))
+                mode, replayed = await self._limited(lambda slot: self._reattach(client, session, action, caps, slot))
             except RPCError as exc:
                 if self._is_unknown(exc):
                     return await self._not_found(session, caps, via, generation)
@@ -283,13 +298,14 @@ class SessionRecoverer:
         await self._host.save_session_record(session)
         return str(action.outcome)
 
-    async def _limited(self, call: Awaitable[_T]) -> _T:
+    async def _limited(self, call: Callable[[_Slot], Awaitable[_T]]) -> _T:
         """Run one recovery request holding a concurrency slot, and tell the limit how it went (a timeout,
-        a lost link or an overload answer is a congestion signal; an RPC answer is not)."""
-        started = await self.limit.acquire()
+        a lost link or an overload answer is a congestion signal; an RPC answer is not). The request is
+        made only once the slot is held; it may give the slot back early (a given-up request)."""
+        slot = _Slot(self.limit, await self.limit.acquire())
         ok = overloaded = False
         try:
-            result = await call
+            result = await call(slot)
             ok = True
             return result
         except RPCError as exc:
@@ -297,7 +313,7 @@ class SessionRecoverer:
             ok = not overloaded
             raise
         finally:
-            self.limit.release(started, ok=ok, overloaded=overloaded)
+            slot.release(ok=ok, overloaded=overloaded)
 
     def _is_unknown(self, exc: RPCError) -> bool:
         return isinstance(exc, SessionNotFound) or exc.code in self.policy.unknown_session_codes
@@ -342,10 +358,16 @@ class SessionRecoverer:
         return action
 
     async def _reattach(
-        self, client: ACPClient, session: Session, action: Reattach, caps: Capabilities
+        self, client: ACPClient, session: Session, action: Reattach, caps: Capabilities, slot: _Slot
     ) -> tuple[str, bool]:
         mode, replay = action.mode, action.replay
-        watch = {"silence": self.policy.timeout, "deadline": self.policy.deadline}
+        # a given-up request frees its slot at once: awaiting the agent's answer to the cancel (which a
+        # hung agent may never send) must not keep healthy sessions waiting for a slot
+        watch: dict[str, Any] = {
+            "silence": self.policy.timeout,
+            "deadline": self.policy.deadline,
+            "on_give_up": lambda: slot.release(ok=False),
+        }
         try:
             await client.attach(session, mode=mode, replay=replay, timeout=None, **watch)
         except MethodNotFound:
