@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from acp_client import ACPClient, ACPTimeoutError, ClientState, Session, sync
+from acp_client import ACPClient, ACPTimeoutError, AgentNotFound, ClientState, ReconnectFailed, Session, sync
 from acp_client import ReconnectingClient as AsyncReconnectingClient
 from tests.conftest import bound
 from tests.test_sync import FAST, AgentThread
@@ -162,3 +162,14 @@ def test_session_arguments_are_unwrapped() -> None:
         session.record.meta["n"] = 2
         client.save_session(session)  # takes the blocking handle, passes the async one
         assert client.sessions[session.id] is session
+
+
+def test_first_use_of_a_client_whose_agent_cannot_start_raises_at_once() -> None:
+    client = sync.ReconnectingClient(["no-such-agent-7f3e", "--stdio"], ready_timeout=bound(30))
+    try:
+        with pytest.raises(ReconnectFailed) as caught:
+            client.new_session("/work")
+        assert isinstance(caught.value.cause, AgentNotFound)
+        assert "no-such-agent-7f3e" in str(caught.value)
+    finally:
+        client.close()
