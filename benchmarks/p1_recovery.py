@@ -9,9 +9,13 @@ inactive v2 session; the sessions have no history, so the agent answers each res
 
 - **ours**: a ``ReconnectingClient`` (``recovery_start_jitter=0``, ``Backoff(base=0.001)`` so the reconnect
   delay is ≤ 2 ms), clock stopped at the ``StateChanged(new=READY)`` event, every session checked attached.
-  Once with the default ``recovery_concurrency`` (8), once with 64.
+  With the default ``recovery_concurrency="adaptive"``, and with fixed limits of 8 and 64.
 - **sequential**: a plain ``ACPClient`` (``connect``), ``session_status`` then ``resume_session(replay=True)``
-  for one session at a time.
+  for one session at a time. Through the delay proxy it runs on the first 100 sessions and is scaled to N
+  (it is linear: one round trip after another).
+
+Every method runs twice: on loopback, and through a ``FaultProxy`` that delays every chunk 10 ms each way
+(round trip about 22 ms), where a fixed limit cannot be more than that many times faster than sequential.
 - **raw floor**: one ``websockets`` connection; ``initialize``; all N status frames sent back to back, all
   answers awaited; then all N resume frames, all answers awaited. Same frames as ours, no bookkeeping.
 
@@ -39,6 +43,7 @@ from acp_client import (
     StateChanged,
     connect,
 )
+from acp_client.testing import FaultProxy, ProxyMode
 
 FLOOR_TARGET = 2.0
 SEQUENTIAL_TARGET = 10.0
@@ -56,16 +61,16 @@ async def make_sessions(url: str, n: int) -> list[SessionRecord]:
     return records
 
 
-async def ours(agent: _common.AgentProcess, records: list[SessionRecord], concurrency: int) -> float:
+async def ours(agent: _common.AgentProcess, url: str, records: list[SessionRecord], concurrency: int | str) -> float:
     store = MemorySessionStore()
     for record in records:
         await store.save(record)
     client = ReconnectingClient(
-        agent.url,
+        url,
         store=store,
         protocol_version=2,
         recovery_start_jitter=0.0,
-        recovery_concurrency=concurrency,
+        recovery_concurrency=concurrency,  # type: ignore[arg-type]
         backoff=Backoff(base=0.001),
         event_buffer=4 * len(records) + 64,
     )
@@ -99,22 +104,22 @@ async def ours(agent: _common.AgentProcess, records: list[SessionRecord], concur
         await client.aclose()
 
 
-async def sequential(agent: _common.AgentProcess, records: list[SessionRecord]) -> float:
+async def sequential(agent: _common.AgentProcess, url: str, records: list[SessionRecord], limit: int) -> float:
     t0 = time.perf_counter()
     await agent.command("restart")
-    async with connect(agent.url, protocol_version=2) as client:
-        for record in records:
+    async with connect(url, protocol_version=2) as client:
+        for record in records[:limit]:
             status = await client.session_status(record.session_id)
             if status.status != "inactive":
                 raise RuntimeError(f"unexpected status {status.status!r}")
             await client.resume_session(record.session_id, record.cwd, replay=True)
-        return time.perf_counter() - t0
+        return (time.perf_counter() - t0) * len(records) / min(limit, len(records))
 
 
-async def raw(agent: _common.AgentProcess, records: list[SessionRecord]) -> float:
+async def raw(agent: _common.AgentProcess, url: str, records: list[SessionRecord]) -> float:
     t0 = time.perf_counter()
     await agent.command("restart")
-    async with websockets.connect(agent.url, max_size=16 * 1024 * 1024) as ws:
+    async with websockets.connect(url, max_size=16 * 1024 * 1024) as ws:
         init = {"protocolVersion": 2, "capabilities": {}, "info": {"name": "raw-bench", "version": "0"}}
         await ws.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}))
         json.loads(await ws.recv())
@@ -137,69 +142,92 @@ async def raw(agent: _common.AgentProcess, records: list[SessionRecord]) -> floa
         return time.perf_counter() - t0
 
 
+async def scenario(
+    agent: _common.AgentProcess, url: str, records: list[SessionRecord], reps: int, label: str, seq_limit: int
+) -> dict[str, list[float]]:
+    """Every method ``reps`` times, alternating, against ``url``."""
+    methods: dict[str, Callable[[], Awaitable[float]]] = {
+        "raw": lambda: raw(agent, url, records),
+        "sequential": lambda: sequential(agent, url, records, seq_limit),
+        "adaptive": lambda: ours(agent, url, records, "adaptive"),
+        "fixed8": lambda: ours(agent, url, records, 8),
+        "fixed64": lambda: ours(agent, url, records, 64),
+    }
+    await methods["raw"]()  # warm-up (imports, first restart)
+    results: dict[str, list[float]] = {}
+    for rep in range(reps):
+        for name, run in methods.items():
+            elapsed = await run()
+            results.setdefault(name, []).append(elapsed)
+            print(f"{label} rep {rep + 1}/{reps} {name:>10}: {_common.ms(elapsed)}", flush=True)
+    return results
+
+
+LABELS = {
+    "raw": "raw websockets pipeline (floor)",
+    "sequential": "sequential `ACPClient` status→resume",
+    "adaptive": '`ReconnectingClient`, `recovery_concurrency="adaptive"` (default)',
+    "fixed8": "`ReconnectingClient`, fixed limit 8",
+    "fixed64": "`ReconnectingClient`, fixed limit 64",
+}
+
+
 async def main() -> int:
     args = _common.parser(__doc__.splitlines()[0]).parse_args()
     _common.quiet_logging()
-    n, reps = (100, 2) if args.quick else (1000, 7)
-    high = 64
-    results: dict[str, list[float]] = {}
+    n, reps, delayed_reps = (100, 1, 1) if args.quick else (1000, 5, 3)
+    sections: list[str] = []
+    lines: list[str] = []
     async with _common.AgentProcess(2) as agent:
         records = await make_sessions(agent.url, n)
-        methods: dict[str, Callable[[], Awaitable[float]]] = {
-            "raw": lambda: raw(agent, records),
-            "sequential": lambda: sequential(agent, records),
-            "ours": lambda: ours(agent, records, 8),
-            f"ours{high}": lambda: ours(agent, records, high),
-        }
-        await methods["raw"]()  # warm-up (imports, first restart)
-        for rep in range(reps):
-            for name, run in methods.items():
-                elapsed = await run()
-                results.setdefault(name, []).append(elapsed)
-                print(f"rep {rep + 1}/{reps} {name:>10}: {_common.ms(elapsed)}", flush=True)
+        port = int(agent.url.rsplit(":", 1)[1].split("/", 1)[0])
+        runs: list[tuple[str, dict[str, list[float]]]] = [
+            ("loopback", await scenario(agent, agent.url, records, reps, "loopback", n))
+        ]
+        async with FaultProxy("127.0.0.1", port) as proxy:
+            proxy.set_mode(ProxyMode.delay(0.010), "both")
+            runs.append(("10 ms each way", await scenario(agent, proxy.url(), records, delayed_reps, "delay", 100)))
         if int(await agent.command("sessions")) != n:
             raise RuntimeError("the agent lost sessions")
 
-    med = {k: _common.median(v) for k, v in results.items()}
-    labels = {
-        "raw": "raw websockets pipeline (floor)",
-        "sequential": "sequential `ACPClient` status→resume",
-        "ours": "`ReconnectingClient` (concurrency 8, default)",
-        f"ours{high}": f"`ReconnectingClient` (concurrency {high})",
-    }
-    rows = []
-    for key, label in labels.items():
-        v = results[key]
-        rows.append(
+    header = ["method", "median", "min", "÷ raw floor", "speed-up vs sequential"]
+    for where, results in runs:
+        med = {k: _common.median(v) for k, v in results.items()}
+        rows = [
             [
                 label,
                 _common.ms(med[key]),
-                _common.ms(min(v)),
+                _common.ms(min(results[key])),
                 f"{med[key] / med['raw']:.2f}x",
                 f"{med['sequential'] / med[key]:.1f}x",
             ]
-        )
-    header = ["method", "median", "min", "÷ raw floor", "speed-up vs sequential"]
-    print(_common.table(header, rows))
-    lines = []
-    for key in ("ours", f"ours{high}"):
-        floor = med[key] / med["raw"]
-        speedup = med["sequential"] / med[key]
-        lines.append(_common.ratio_line(f"p1 {key} / raw floor", floor, f"<= {FLOOR_TARGET}x", floor <= FLOOR_TARGET))
-        lines.append(
-            _common.ratio_line(
-                f"p1 sequential / {key}", speedup, f">= {SEQUENTIAL_TARGET}x", speedup >= SEQUENTIAL_TARGET
+            for key, label in LABELS.items()
+        ]
+        print(f"-- {where}")
+        print(_common.table(header, rows))
+        sections.append(f"**{where}** ({len(results['raw'])} repetitions)\n\n" + _common.table(header, rows))
+        for key in ("adaptive", "fixed8", "fixed64"):
+            floor = med[key] / med["raw"]
+            speedup = med["sequential"] / med[key]
+            tag = where.replace(" ", "_")
+            lines.append(
+                _common.ratio_line(f"p1 {tag} {key} / raw floor", floor, f"<= {FLOOR_TARGET}x", floor <= FLOOR_TARGET)
             )
-        )
+            lines.append(
+                _common.ratio_line(
+                    f"p1 {tag} sequential / {key}", speedup, f">= {SEQUENTIAL_TARGET}x", speedup >= SEQUENTIAL_TARGET
+                )
+            )
     for line in lines:
         print(line)
     body = "\n\n".join(
         [
             f"Recovery of **{n} sessions** after `restart(keep_sessions=True)` of the reference agent (v2, separate "
             f"process): from the restart command until every session is attached again (status + resume per "
-            f"session). {reps} repetitions per method, methods alternating; the agent's restart and its work on "
-            "the 2N requests are inside every number.",
-            _common.table(header, rows),
+            f"session). Methods alternating; the agent's restart and its work on the 2N requests are inside every "
+            "number. Once on loopback, once through a `FaultProxy` delaying every chunk 10 ms each way "
+            "(sequential measured on 100 sessions there and scaled to N).",
+            *sections,
             "Targets: ≤ 2x the raw floor, ≥ 10x faster than sequential.\n\n"
             + "\n".join(f"- `{line}`" for line in lines),
         ]

@@ -1,12 +1,13 @@
 """How many recovery requests may be in flight at once: a fixed limit, or one that adapts to the agent.
 
 A recovery slot is held only while a request is on the wire (never during a retry's backoff). The
-adaptive limit works like TCP Vegas / Netflix's concurrency-limits gradient: it starts small, grows by one
-slot per request answered about as fast as the fastest one seen (so it doubles every round trip while the
-link has room: latency dominates, not the agent), stops growing when answers get slower than
-``tolerance`` times the fastest (requests queue at the agent), and halves on a timeout, an error or an
-overload answer. So on a link with latency it climbs towards the pipelined floor, and against an agent
-with a bounded worker pool it settles near what that pool serves.
+adaptive limit is a latency gradient, like Netflix's concurrency-limits ``Gradient2`` and TCP Vegas: after
+each answer the limit moves towards ``limit * gradient + sqrt(limit)``, where ``gradient`` is how close the
+answer's round trip stayed to the fastest one seen (1 while it is within ``tolerance`` times the fastest,
+down to 0.5 as requests start to queue at the agent) and ``sqrt(limit)`` is the queue it allows. So while
+the link has room the limit grows by about half of itself per round trip (latency dominates, not the
+agent: it climbs towards the pipelined floor), and against an agent with a bounded worker pool it settles
+where only a small queue forms. A timeout, an error or an overload answer halves it.
 """
 
 from __future__ import annotations
@@ -76,13 +77,10 @@ class FixedLimit:
 
 
 class AdaptiveLimit(FixedLimit):
-    """A limit that grows while answers stay fast and shrinks on slowness, timeouts and errors.
+    """A limit that grows while answers stay fast and shrinks as they slow down or fail (module docstring).
 
-    Like TCP: *slow start* adds one slot per fast answer (the limit doubles every round trip) until the
-    first slow answer, which halves it; from then on *congestion avoidance* adds one slot per round trip's
-    worth of fast answers and takes a tenth off for slow ones, at most once per round trip. A timeout, an
-    error or an overload answer halves it at any time. Answers within ``noise`` seconds of the fastest
-    count as fast (sub-millisecond jitter on loopback is not a signal).
+    ``smoothing`` is the weight of each answer's target in the new limit; answers within ``noise`` seconds
+    of the fastest count as fast (sub-millisecond jitter on loopback is not a signal).
     """
 
     def __init__(
@@ -92,6 +90,7 @@ class AdaptiveLimit(FixedLimit):
         minimum: int = 1,
         maximum: int = 512,
         tolerance: float = 2.0,
+        smoothing: float = 0.2,
         noise: float = 0.002,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -100,9 +99,9 @@ class AdaptiveLimit(FixedLimit):
         self.minimum = minimum
         self.maximum = maximum
         self.tolerance = tolerance
+        self.smoothing = smoothing
         self.noise = noise
         self.fastest: float | None = None
-        self.slow_start = True
         self._last_cut = float("-inf")
 
     @property
@@ -110,30 +109,23 @@ class AdaptiveLimit(FixedLimit):
         """The current limit (between ``minimum`` and ``maximum``)."""
         return max(self.minimum, min(self.maximum, int(self._value)))
 
-    def _cut(self, factor: float, now: float) -> None:
-        # at most one cut per fastest round trip, so one burst of slow answers is one signal
-        if now - self._last_cut >= (self.fastest or 0.0):
-            self._value = max(float(self.minimum), self._value * factor)
-            self._last_cut = now
-
     def _observe(self, rtt: float, *, ok: bool, overloaded: bool) -> None:
         now = self._clock()
         if not ok or overloaded:
-            self.slow_start = False
-            self._cut(0.5, now)
+            # at most one cut per fastest round trip, so one burst of failures is one signal
+            if now - self._last_cut >= (self.fastest or 0.0):
+                self._value = max(float(self.minimum), self._value / 2)
+                self._last_cut = now
             return
         if self.fastest is None or rtt < self.fastest:
             self.fastest = rtt
-        fast = rtt <= max(self.fastest * self.tolerance, self.fastest + self.noise)
-        if fast:
-            if self.in_flight + 1 >= self.limit / 2:  # grow only a limit that is actually used
-                step = 1.0 if self.slow_start else 1.0 / max(self._value, 1.0)
-                self._value = min(float(self.maximum), self._value + step)
-        elif self.slow_start:
-            self.slow_start = False
-            self._cut(0.5, now)
-        else:
-            self._cut(0.9, now)
+        allowed = max(self.fastest * self.tolerance, self.fastest + self.noise)
+        gradient = max(0.5, min(1.0, allowed / rtt)) if rtt > 0 else 1.0
+        target = self._value * gradient + self._value**0.5
+        if target > self._value and self.in_flight + 1 < self.limit / 2:
+            return  # grow only a limit that is actually used
+        value = (1 - self.smoothing) * self._value + self.smoothing * target
+        self._value = max(float(self.minimum), min(float(self.maximum), value))
 
 
 ConcurrencyLimit = FixedLimit
