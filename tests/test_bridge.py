@@ -71,28 +71,27 @@ def test_reconcile_sends_only_the_missed_tail_of_a_message() -> None:
     assert reconcile(view, replay, 1).updates == []
 
 
-def test_reconcile_matches_id_less_messages_by_position() -> None:
+def test_reconcile_compares_id_less_messages_as_one_stream() -> None:
     view = EditorView()
     for prompt, words in (("a b", ["a ", "b"]), ("c d", ["c ", "d"])):
         view.add_prompt([{"type": "text", "text": prompt}])
         for word in words:
             view.apply(_chunk(word))
-    replay = [
-        _chunk("a b", kind="user_message_chunk"),
-        _chunk("a "),
-        _chunk("b"),
-        _chunk("c d", kind="user_message_chunk"),
-        _chunk("c "),
-        _chunk("d"),
-        _chunk("e f", kind="user_message_chunk"),
-        _chunk("e "),
-        _chunk("f"),
-    ]
+    # with the user's messages (the official Python agent) ...
+    replay = [_chunk("a b", kind="user_message_chunk"), _chunk("a "), _chunk("b")]
+    replay += [_chunk("c d", kind="user_message_chunk"), _chunk("c "), _chunk("d")]
+    replay += [_chunk("e f", kind="user_message_chunk"), _chunk("e "), _chunk("f")]
     result = reconcile(view, replay, 1)
     assert result.gap is None
-    # the unseen third turn, whole (however the transcript groups its blocks); user messages never
-    assert {u["sessionUpdate"] for u in result.updates} == {"agent_message_chunk"}
-    assert "".join(u["content"]["text"] for u in result.updates) == "e f"
+    assert "".join(u["content"]["text"] for u in result.updates) == "e f"  # the unseen turn; no user message
+    # ... or without them, every agent chunk one after the other (the TypeScript agent)
+    view = EditorView()
+    for prompt, word in (("1", "b1"), ("2", "b2")):
+        view.add_prompt([{"type": "text", "text": prompt}])
+        view.apply(_chunk(word))
+    result = reconcile(view, [_chunk("b1"), _chunk("b2"), _chunk("b3")], 1)
+    assert result.gap is None
+    assert [u["content"]["text"] for u in result.updates] == ["b3"]
 
 
 def test_reconcile_reports_a_rewritten_or_shorter_history_as_a_gap() -> None:

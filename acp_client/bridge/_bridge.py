@@ -40,6 +40,7 @@ from acp_client.bridge._view import EditorView
 from acp_client.client import ACPClient
 from acp_client.exceptions import (
     ClientClosed,
+    ConnectionLost,
     InternalError,
     InvalidParams,
     InvalidRequest,
@@ -338,7 +339,14 @@ class Bridge:
         route: Callable[[str, Any], Awaitable[Any]] = self._routes.get(method, self._forward)
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         try:
-            return await route(method, params)
+            try:
+                return await route(method, params)
+            except ConnectionLost as exc:
+                if exc.request_sent:
+                    raise
+                # it never reached the agent: safe to send once more, on the next connection
+                log.info("bridge_request_retried", method=method, reason=exc.reason)
+                return await route(method, params)
         except Exception as exc:
             error = to_rpc_error(
                 exc,

@@ -7,9 +7,10 @@ view and forwards only the difference:
 
 - an agent message or thought the replay shows *longer* than the editor saw gets its missing tail, as one
   ``agent_message_chunk`` / ``agent_thought_chunk`` (same ``messageId``); one the editor never saw is sent
-  whole, one chunk per content block. Messages are matched by ``messageId``, or by position among the
-  messages of the same role when the agent sends no ids. User messages are never re-sent (the editor has
-  its own prompts).
+  whole, one chunk per content block. Messages are matched by ``messageId``; when the agent sends no ids,
+  the text of all its messages of that role is compared as one stream (live and replayed messages may be
+  split differently) and the missing end is sent. User messages are never re-sent (the editor has its own
+  prompts).
 - a tool call the editor never saw is sent (v1 ``tool_call``, v2 ``tool_call_update``); one whose fields
   changed gets a ``tool_call_update`` with the changed fields. Plans and the title are sent when changed.
 - state-like updates (available commands, mode, config options, usage, v2 ``state_update``, session info)
@@ -171,25 +172,29 @@ def reconcile(view: EditorView, replayed: list[dict[str, Any]], protocol_version
 def _messages(view: EditorView, replay: Transcript, result: Reconciled) -> None:
     for role in _CHUNK_KIND:
         seen = [m for m in view.transcript.messages if m.role == role]
-        by_id = {m.message_id: m for m in seen if m.message_id is not None}
         replayed = [m for m in replay.messages if m.role == role]
-        replayed_ids = {m.message_id for m in replayed if m.message_id is not None}
-        for position, message in enumerate(replayed):
-            if message.message_id is not None and by_id:
-                old = by_id.get(message.message_id)
-            else:
-                old = seen[position] if position < len(seen) else None
-            if old is None:
-                result.updates.extend(_chunks(role, message.message_id, message.content))
+        # messages with ids: one by one
+        by_id = {m.message_id: m for m in seen if m.message_id is not None}
+        for message in replayed:
+            if message.message_id is None:
                 continue
-            tail = _tail(old.content, message.content)
+            old = by_id.get(message.message_id)
+            tail = message.content if old is None else _tail(old.content, message.content)
             if tail is None:
                 result.gap = "history_differs"
             else:
                 result.updates.extend(_chunks(role, message.message_id, tail))
-        missing = not set(by_id) <= replayed_ids if by_id else len(seen) > len(replayed)
-        if missing:
+        if not set(by_id) <= {m.message_id for m in replayed}:
             result.gap = result.gap or "history_shorter"
+        # messages without ids: how an agent splits them differs between live and replay (user messages may
+        # be missing from either), so their content is compared as one stream
+        old_stream = [block for m in seen if m.message_id is None for block in m.content]
+        new_stream = [block for m in replayed if m.message_id is None for block in m.content]
+        tail = _tail(old_stream, new_stream)
+        if tail is None:
+            result.gap = result.gap or "history_differs"
+        else:
+            result.updates.extend(_chunks(role, None, tail))
 
 
 def _tool_calls(view: EditorView, replay: Transcript, result: Reconciled, protocol_version: int) -> None:

@@ -1,15 +1,17 @@
-"""The bridge between two official-SDK peers: the SDK's client drives ``acp-client bridge`` as its agent, and
-the remote is the official-SDK agent over WebSocket (``official_agent.py``), behind a FaultProxy.
+"""The bridge between official-SDK peers: the Python SDK's client drives ``acp-client bridge`` as its agent;
+the remote is the Python SDK's agent over WebSocket (``official_agent.py``) or the TypeScript SDK's agent
+over Streamable HTTP (``ts_http_agent.mjs``), behind a FaultProxy.
 
-That agent replays a loaded session exactly as it streamed it (one chunk per word, no message ids), so
-these tests check the bridge's dedup by position as well as its outage handling against a peer we did not
-write."""
+Neither agent sends message ids; the Python one replays a loaded session with the user's messages, the
+TypeScript one without them. So these tests check the bridge's dedup of id-less history as well as its
+outage handling against peers we did not write."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from acp import RequestError, text_block
@@ -18,7 +20,9 @@ from acp.schema import ClientCapabilities, Implementation
 from acp_client.testing import FaultProxy
 from tests.bridge_kit import error_reason, official_editor
 from tests.conftest import bound
+from tests.interop._ts_sdk import ts_sdk_dir  # noqa: F401  (a fixture)
 from tests.interop.conftest import OfficialAgentServer
+from tests.interop.test_http_interop import HERE, running
 
 FAST = ("--ping-interval", "0.5", "--ping-timeout", "0.5", "--connect-timeout", "10")
 INFO = Implementation(name="interop-editor", version="1.0")
@@ -83,3 +87,34 @@ async def test_a_restart_that_forgets_the_sessions(
         answer = await conn.prompt(session_id=fresh, prompt=[text_block("a new start")])
         assert answer.stop_reason == "end_turn"
         assert "".join(editor.agent_chunks(fresh)) == "a new start"
+
+
+async def test_the_typescript_agent_over_streamable_http(ts_sdk_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+    command = ["node", str(HERE / "ts_http_agent.mjs"), str(ts_sdk_dir), "h1"]
+    async with running(command) as url, FaultProxy("127.0.0.1", urlsplit(url).port or 80) as proxy:
+        remote = proxy.url(scheme="http")
+        # default liveness settings: over HTTP they also bound how long an idle event stream may stay silent
+        async with official_editor(remote, stderr=tmp_path / "bridge.err") as (conn, editor, process):
+            init = await conn.initialize(protocol_version=1, client_capabilities=ClientCapabilities(), client_info=INFO)
+            assert init.agent_info is not None and init.agent_info.name == "acp-client-interop-ts"
+            first = (await conn.new_session(cwd="/work/a", mcp_servers=[])).session_id
+            second = (await conn.new_session(cwd="/work/b", mcp_servers=[])).session_id
+            for word in ("b1", "b2"):
+                await conn.prompt(session_id=second, prompt=[text_block(f"echo: {word}")])
+            sleeping = asyncio.ensure_future(conn.prompt(session_id=first, prompt=[text_block("sleep 30")]))
+            await editor.wait_for(lambda: editor.agent_chunks(first) == ["sleeping "], "the turn to start")
+            await proxy.cut_all()
+            with pytest.raises(RequestError) as cut:
+                async with asyncio.timeout(bound(10)):
+                    await sleeping
+            assert error_reason(cut.value) == "connection_lost"
+            await conn.cancel(session_id=first)  # reaches the agent once the session is back
+            answer = await conn.prompt(session_id=second, prompt=[text_block("echo: b3")])
+            assert answer.stop_reason == "end_turn"
+            answer = await conn.prompt(session_id=first, prompt=[text_block("echo: after")])
+            assert answer.stop_reason == "end_turn"
+            # both sessions were reloaded (all their chunks replayed, no user messages): nothing twice
+            assert editor.agent_chunks(second) == ["b1", "b2", "b3"]
+            assert editor.agent_chunks(first) == ["sleeping ", "after"]
+            assert proxy.connections_accepted >= 2
+        assert process.returncode == 0
