@@ -6,8 +6,8 @@ Rules (documented in ``examples/editor_bridge.md``):
   ``outage_timeout`` seconds, then fails with ``-32603`` and ``data["acpClient/bridge"]["reason"] ==
   "outage_timeout"``.
 - A request in flight when the link drops (a v1 ``session/prompt`` above all) fails at once with ``-32603``,
-  reason ``"connection_lost"`` and ``requestSent`` (whether the agent may have received it). Nothing is
-  re-sent by the bridge.
+  reason ``"connection_lost"`` and ``requestSent`` (whether the agent may have received it). Only a
+  request that was never written is sent once more (by the router, on the next connection).
 - A session the remote agent forgot answers every later request with ``-32002`` (Resource not found), reason
   ``"session_forgotten"``, and the editor sees a notice in the session when it happens.
 - Where updates may have been missed, the editor gets a *gap notice*: an ``agent_message_chunk`` of its own
