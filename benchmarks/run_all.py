@@ -70,10 +70,14 @@ def main() -> int:
             continue
         summary.append(f"- `{shown}`")
         summary.extend(f"  - `{line}`" for line in ratios)
+    scope = (
+        f"only {', '.join(sorted(only))} ran this time; the other sections above come from earlier runs"
+        if only
+        else "every script ran in this one run"
+    )
     body = (
-        "Every ratio the scripts above printed, under the command that produced it (all in this one run of "
-        "`benchmarks/run_all.py`; a ratio compares with a baseline measured in the same script run).\n\n"
-        + "\n".join(summary)
+        "Every ratio the scripts printed, under the command that produced it (a ratio compares with a baseline "
+        f"measured in the same script run; {scope}).\n\n" + "\n".join(summary)
     )
     _common.write_section(args.docs, "p99", "Summary — ratios and commands", body)
     if failed:
