@@ -996,26 +996,38 @@ async def test_one_recovery_round_finished_per_round_with_counts_and_generations
 INTERNAL = AgentError(-32603, "Internal error")
 
 
-@pytest.mark.parametrize("case", ["absent_from_list", "present_in_list", "no_list", "configured_code"])
-async def test_a_32603_to_resume_is_read_through_session_list_or_the_configured_codes(case: str) -> None:
-    # v1 without session/status: the re-attach (session/load here) is the first to hear about the session
-    capabilities = {"status": False, "list": case != "no_list"}
+DIALECT_CASES = [
+    (1, "absent_from_list"),
+    (1, "present_in_list"),
+    (1, "no_list"),  # v2 always has session/list
+    (1, "configured_code"),
+    (2, "absent_from_list"),
+    (2, "present_in_list"),
+    (2, "configured_code"),
+]
+
+
+@pytest.mark.parametrize(("version", "case"), DIALECT_CASES, ids=[f"v{v}-{c}" for v, c in DIALECT_CASES])
+async def test_a_32603_to_resume_is_read_through_session_list_or_the_configured_codes(version: int, case: str) -> None:
+    # without session/status the re-attach (v1 session/load, v2 session/resume) is the first to hear of it
+    via = "session/load" if version == 1 else "session/resume"
+    capabilities = {"status": False} if version == 2 else {"status": False, "list": case != "no_list"}
     options: dict[str, Any] = {"recovery_tries": 1}
     if case == "configured_code":
         options["unknown_session_codes"] = {-32603}
-    async with ReferenceAgent(1, capabilities=capabilities) as agent:
+    async with ReferenceAgent(version, capabilities=capabilities) as agent:
         client, rec = await started(agent, **options)
         try:
             session = await client.new_session("/w")
             if case != "present_in_list":
                 agent.forget_session(session.id)  # the agent does not know it any more...
-            agent.method_errors["session/load"] = INTERNAL  # ...and says so in its own dialect
+            agent.method_errors[via] = INTERNAL  # ...and says so in its own dialect
             await agent.drop_all_connections()
             await rec.wait(lambda e: isinstance(e, RecoveryRoundFinished), timeout=10)
             if case in ("absent_from_list", "configured_code"):
                 (forgotten,) = rec.of(SessionForgotten)
                 reason = "not_listed" if case == "absent_from_list" else "unknown"
-                assert (forgotten.session_id, forgotten.reason, forgotten.via) == (session.id, reason, "session/load")
+                assert (forgotten.session_id, forgotten.reason, forgotten.via) == (session.id, reason, via)
                 assert session.id not in client.sessions and session.link is SessionLink.LOST
                 assert agent.count("session/list") == (1 if case == "absent_from_list" else 0)
                 assert not rec.of(SessionRecoveryFailed)
@@ -1029,7 +1041,7 @@ async def test_a_32603_to_resume_is_read_through_session_list_or_the_configured_
                 assert agent.count("session/list") >= len(failures)
             assert not rec.of(SessionForgotten) and session.id in client.sessions
             if case == "present_in_list":
-                del agent.method_errors["session/load"]  # the hiccup passes: the retry recovers it
+                del agent.method_errors[via]  # the hiccup passes: the retry recovers it
                 await rec.wait(recovered(session.id), timeout=10)
                 assert session.link is SessionLink.ATTACHED
             else:
