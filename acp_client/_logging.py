@@ -26,6 +26,7 @@ See ``docs/topics/logging.md``.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import sys
@@ -61,8 +62,31 @@ _LEVELS = {
 }
 
 
-#: (id of the logger factory, id and length of the processor list) -> whether structlog should get events
-_route_cache: dict[tuple[int, int, int], bool] = {}
+_LIVE_CONFIG: Any = None
+# read-only use of structlog's live configuration, cheaper than get_config() (which copies it); a structlog
+# without it falls back to the public API
+with contextlib.suppress(ImportError):
+    from structlog._config import _CONFIG as _LIVE_CONFIG
+
+_ConfigKey = tuple[int, int, int, int]
+#: configuration key (see :func:`_config_key`) -> whether structlog should get events
+_route_cache: dict[_ConfigKey, bool] = {}
+
+
+def _config_key() -> _ConfigKey:
+    """Identifies structlog's current configuration: its logger factory, processor list (and its length:
+    ``capture_logs`` edits the list in place) and wrapper class."""
+    live = _LIVE_CONFIG
+    if live is not None:
+        processors = live.default_processors
+        return (id(live.logger_factory), id(processors), len(processors), id(live.default_wrapper_class))
+    config = structlog.get_config()  # pragma: no cover
+    return (  # pragma: no cover
+        id(config["logger_factory"]),
+        id(config["processors"]),
+        len(config["processors"]),
+        id(config["wrapper_class"]),
+    )
 
 
 def _shape(processors: Iterable[Any]) -> tuple[Any, ...]:
@@ -94,19 +118,18 @@ def _is_builtin_default(config: Mapping[str, Any]) -> bool:
     return to_stdout and _shape(config["processors"]) == _DEFAULT_SHAPE
 
 
-def structlog_wanted() -> bool:
-    """Whether the application configured structlog (other than structlog's stdout default)."""
-    if not structlog.is_configured():
-        return False
-    config = structlog.get_config()
-    processors = config["processors"]
-    key = (id(config["logger_factory"]), id(processors), len(processors))
+def _wanted(key: _ConfigKey) -> bool:
     wanted = _route_cache.get(key)
     if wanted is None:
         if len(_route_cache) > 64:
             _route_cache.clear()
-        wanted = _route_cache[key] = not _is_builtin_default(config)
+        wanted = _route_cache[key] = not _is_builtin_default(structlog.get_config())
     return wanted
+
+
+def structlog_wanted() -> bool:
+    """Whether the application configured structlog (other than structlog's stdout default)."""
+    return structlog.is_configured() and _wanted(_config_key())
 
 
 class _Message:
@@ -132,12 +155,13 @@ class LibraryLogger:
     ``log.info("event_name", key=value)``.
     """
 
-    __slots__ = ("_context", "_name", "_proxy", "_stdlib")
+    __slots__ = ("_bound", "_bound_key", "_context", "_name", "_stdlib")
 
     def __init__(self, name: str, context: dict[str, Any]) -> None:
         self._name = name
         self._context = context
-        self._proxy: Any = None
+        self._bound: Any = None  # a structlog logger bound to the configuration identified by _bound_key
+        self._bound_key: _ConfigKey | None = None
         self._stdlib = logging.getLogger(name)
 
     def __repr__(self) -> str:
@@ -167,11 +191,16 @@ class LibraryLogger:
     # ------------------------------------------------------------------ emitting
 
     def _emit(self, method: str, event: str, values: dict[str, Any]) -> None:
-        if structlog_wanted():
-            if self._proxy is None:
-                self._proxy = structlog.get_logger(self._name, **self._context)
-            getattr(self._proxy, method)(event, **values)
-            return
+        if structlog.is_configured():
+            key = _config_key()
+            if key != self._bound_key:
+                # binding resolves the configuration once; rebound only when the configuration changes
+                wanted = _wanted(key)
+                self._bound = structlog.get_logger(self._name).bind(**self._context) if wanted else None
+                self._bound_key = key
+            if self._bound is not None:
+                getattr(self._bound, method)(event, **values)
+                return
         level = _LEVELS[method]
         if not self._stdlib.isEnabledFor(level):
             return

@@ -126,3 +126,21 @@ def test_configured_structlog_sees_bound_values() -> None:
     with structlog.testing.capture_logs() as logs:
         log.warning("odd_thing", count=3)
     assert logs == [{"event": "odd_thing", "session_id": "s1", "count": 3, "log_level": "warning"}]
+
+
+def test_a_logger_follows_configuration_changes(caplog: pytest.LogCaptureFixture) -> None:
+    log = get_logger("acp_client.test_quiet").bind(n=1)
+    with structlog.testing.capture_logs() as first:
+        log.info("one")
+    with structlog.testing.capture_logs() as second:
+        log.info("two")
+    assert [e["event"] for e in first] == ["one"]
+    assert [e["event"] for e in second] == ["two"]
+    previous = structlog.get_config()
+    structlog.reset_defaults()
+    try:
+        with caplog.at_level(logging.INFO, logger="acp_client"):
+            log.info("three")
+    finally:
+        structlog.configure(**previous)
+    assert [r.getMessage() for r in caplog.records if r.name == "acp_client.test_quiet"] == ["three n=1"]
