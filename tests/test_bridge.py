@@ -302,6 +302,22 @@ async def test_the_store_keeps_sessions_across_a_bridge_restart(agent_v1: Refere
     assert process.returncode == 0
 
 
+async def test_a_new_bridge_without_a_store_loads_a_session_it_never_saw(
+    agent_v1: ReferenceAgent, tmp_path: Path
+) -> None:
+    async with official_editor(agent_v1.url, *FAST, stderr=tmp_path / "one.err") as (conn, _, _p):
+        await conn.initialize(protocol_version=1, client_capabilities=CAPS, client_info=INFO)
+        sid = (await conn.new_session(cwd="/work", mcp_servers=[])).session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("echo: first life")])
+    async with official_editor(agent_v1.url, *FAST, stderr=tmp_path / "two.err") as (conn, editor, _p):
+        await conn.initialize(protocol_version=1, client_capabilities=CAPS, client_info=INFO)
+        await conn.load_session(session_id=sid, cwd="/work", mcp_servers=[])
+        # the replay arrived before the client had a handle for the session: caught on the wire, in order
+        assert editor.agent_chunks(sid) == ["first life"]
+        await conn.prompt(session_id=sid, prompt=[text_block("echo: second life")])
+        assert editor.agent_chunks(sid) == ["first life", "second life"]
+
+
 async def test_an_unreachable_remote_fails_initialize_and_exits_non_zero(tmp_path: Path) -> None:
     async with FaultProxy("127.0.0.1", 9) as proxy:  # nothing behind it, and then not even listening
         proxy.set_listener("refuse")

@@ -312,6 +312,7 @@ class Bridge:
         if session is not None and (pipe is None or pipe.session is not session):
             # a session the editor just created or attached: subscribe before anything more arrives
             self._pipes.adopt(session, opened=True, preload=self._tap.release(record.session_id))
+            log.debug("bridge_session_adopted", session_id=record.session_id, via="store_save")
 
     async def _watch(self, rc: ReconnectingClient) -> None:
         async for event in rc.events():
