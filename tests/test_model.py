@@ -55,7 +55,12 @@ class ReconnectModel(RuleBasedStateMachine):
         self.forgotten: set[str] = set()
         self.calls: list[asyncio.Task[Any]] = []
         self.outcomes: collections.Counter[str] = collections.Counter()
+        #: live (not replayed) agent text per (session, messageId, chunk text), and whole live agent messages:
+        #: a v2 replay arrives as whole ``agent_message`` updates, a v1 one as chunks; neither may pass as live
         self.live_seen: collections.Counter[tuple[str, str, str]] = collections.Counter()
+        self.live_whole: collections.Counter[tuple[str, str]] = collections.Counter()
+        #: how each cancelled call ended ("cancelled", or what it returned or raised instead)
+        self.cancel_outcomes: list[str] = []
         self.readers: list[asyncio.Task[None]] = []
 
     async def _watch_states(self) -> None:
@@ -68,13 +73,31 @@ class ReconnectModel(RuleBasedStateMachine):
 
     async def _read(self, session: Session) -> None:
         async for item in session.updates(maxsize=100_000):
-            if isinstance(item, SessionUpdate) and not item.replay and item.kind == "agent_message_chunk":
-                key = (session.id, str(item.raw.get("messageId")), item.raw["content"]["text"])
-                self.live_seen[key] += 1
+            if not isinstance(item, SessionUpdate) or item.replay:
+                continue
+            message_id = str(item.raw.get("messageId"))
+            if item.kind == "agent_message_chunk":
+                self.live_seen[(session.id, message_id, item.raw["content"]["text"])] += 1
+            elif item.kind == "agent_message":
+                self.live_whole[(session.id, message_id)] += 1
 
     def settle(self) -> None:
-        """Let the client reach READY again (bounded)."""
+        """Let the client reach READY again and every session's recovery finish (bounded)."""
         self.run(self.client.wait_ready())
+        self.run(self._links_settled())
+
+    async def _links_settled(self) -> None:
+        """Wait (bounded) until no session is between states: each is attached or lost. On timeout the
+        ``sessions_follow_the_agent`` invariant says which one is stuck, and how."""
+        try:
+            async with asyncio.timeout(bound(10)):
+                while True:
+                    changed = self.client._changed_event()  # set on every state or session-link change
+                    if all(s.link in (SessionLink.ATTACHED, SessionLink.LOST) for s in self.sessions):
+                        return
+                    await changed.wait()
+        except TimeoutError:
+            return
 
     # ------------------------------------------------------------------ rules
 
@@ -116,15 +139,6 @@ class ReconnectModel(RuleBasedStateMachine):
         if not keep:
             self.forgotten.update(s.id for s in self.sessions)
         self.settle()
-        self.run(self._recovery_done())
-
-    async def _recovery_done(self) -> None:
-        async with asyncio.timeout(bound(10)):
-            while True:
-                changed = self.client._changed_event()  # set on every state or session-link change
-                if not any(s.link is SessionLink.RECOVERING for s in self.sessions):
-                    return
-                await changed.wait()
 
     @precondition(lambda self: bool(self.sessions))
     @rule(index=st.integers(0, 3))
@@ -134,7 +148,6 @@ class ReconnectModel(RuleBasedStateMachine):
         self.forgotten.add(session.id)
         self.run(self.agent.drop_all_connections())
         self.settle()
-        self.run(self._recovery_done())
 
     @precondition(lambda self: bool(self.sessions))
     @rule(index=st.integers(0, 3))
@@ -152,7 +165,12 @@ class ReconnectModel(RuleBasedStateMachine):
             await asyncio.wait({task})
 
         self.run(cancel_soon())
-        self.outcomes["cancelled" if task.cancelled() else "other"] += 1
+        if task.cancelled():
+            self.cancel_outcomes.append("cancelled")
+        elif task.exception() is not None:
+            self.cancel_outcomes.append(f"raised {type(task.exception()).__name__}")
+        else:
+            self.cancel_outcomes.append(f"returned {task.result()!r}")
         self.run(self.agent.drop_all_connections())  # the agent's turn is still running: start clean
         self.settle()
 
@@ -172,12 +190,32 @@ class ReconnectModel(RuleBasedStateMachine):
                 assert session.link is not SessionLink.LOST
 
     @invariant()
+    def sessions_follow_the_agent(self) -> None:
+        # after every rule recovery has settled: what the agent forgot is LOST, what it kept is attached
+        for session in self.sessions:
+            if session.id in self.forgotten:
+                assert session.link is SessionLink.LOST, (session.id, session.link, "forgotten by the agent")
+                assert session.id not in self.client.sessions
+            else:
+                assert session.link is SessionLink.ATTACHED, (session.id, session.link, "kept by the agent")
+                assert session.id in self.client.sessions
+
+    @invariant()
+    def cancelled_calls_end_cancelled(self) -> None:
+        # cancelling the caller's task cancels the call: never swallowed, never turned into a result or error
+        assert all(outcome == "cancelled" for outcome in self.cancel_outcomes), self.cancel_outcomes
+
+    @invariant()
     def at_most_one_live_connection(self) -> None:
         assert self.agent.connections <= 1
 
     @invariant()
     def no_update_delivered_twice(self) -> None:
         duplicates = [key for key, n in self.live_seen.items() if n > 1]
+        duplicates += [key for key, n in self.live_whole.items() if n > 1]
+        # a message streamed live as chunks must not come again as a whole live message (a leaked v2 replay)
+        chunked = {(sid, mid) for sid, mid, _text in self.live_seen}
+        duplicates += [key for key in self.live_whole if key in chunked]
         assert not duplicates, duplicates
 
     @invariant()
@@ -188,7 +226,7 @@ class ReconnectModel(RuleBasedStateMachine):
     def failures_are_typed(self) -> None:
         # a prompt may be refused (e.g. the interrupted turn still runs on the agent), but only with our errors
         for outcome in self.outcomes:
-            if outcome not in ("ok", "cancelled", "other"):
+            if outcome != "ok":
                 assert issubclass(getattr(acp_client, outcome), acp_client.ACPError), outcome
 
     def teardown(self) -> None:
