@@ -709,6 +709,36 @@ async def test_a_long_replay_that_keeps_streaming_recovers_on_the_first_attempt(
         assert len(session.transcript.messages) == count
 
 
+async def test_a_replay_that_never_ends_is_cut_by_the_optional_overall_deadline() -> None:
+    options = {"recovery_timeout": bound(0.6), "recovery_deadline": bound(1.2), "recovery_tries": 1}
+    async with ScriptedAgent(2) as agent, client_of(agent.url, **options) as (client, rec):
+        session = await client.new_session("/w")
+        calls: list[Call] = []
+        streamed = 0
+
+        async def endless(call: Call) -> Any:
+            nonlocal streamed
+            agent.known(call)
+            calls.append(call)
+            if len(calls) > 1:
+                return {}  # the retry is answered at once
+            while not call.cancelled.is_set():
+                await asyncio.sleep(0.1)  # never silent for long, never done
+                streamed += 1
+                await call.update(replayed(2, "agent", f"m{streamed}", "more"))
+            raise ScriptedError(-32800, "Request cancelled")
+
+        agent.handlers["session/resume"] = endless
+        await agent.drop()
+        (failure,) = await rec.wait(lambda e: isinstance(e, SessionRecoveryFailed), timeout=10)
+        assert failure.session_id == session.id and "no answer within" in failure.error
+        assert streamed * 0.1 > bound(0.6)  # it streamed for longer than the silence timeout
+        assert [p["requestId"] for _n, p in agent.requests("$/cancel_request")] == [calls[0].id]
+        await rec.wait(recovered(session.id), timeout=10)
+        assert len(calls) == 2 and session.link is SessionLink.ATTACHED
+        assert session.transcript.messages == []  # nothing of the cut replay was kept
+
+
 # ---------------------------------------- 6. the breaker suspends
 
 
