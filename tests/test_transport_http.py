@@ -463,3 +463,30 @@ def test_demo_over_streamable_http(capsys: pytest.CaptureFixture[str]) -> None:
     assert "agent listening on http://127.0.0.1:" in out
     assert "restored via session/load, replayed=yes" in out
     assert "1 session(s) restored, 1 forgotten" in out
+
+
+# ---------------------------------------------------------------------------- the benchmark
+
+
+@pytest.mark.timeout(180)
+def test_http_benchmark_runs_quick_and_prints_its_ratios(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    results = tmp_path / "benchmarks.md"
+    proc = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "p10_http.py"), "--quick", "--docs", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=bound(150),
+        cwd=str(root),
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ratios = [line for line in proc.stdout.splitlines() if line.startswith("RATIO p10 ")]
+    assert len(ratios) == 6, proc.stdout
+    assert "<!-- p10:start -->" in results.read_text(encoding="utf-8")

@@ -495,6 +495,17 @@ class HttpEndpoint:
     async def _pump(self, link: HttpLink, key: str | None, out: _SseOut, responder: _Responder) -> None:
         gone = responder.gone
         while True:
+            if not out.queue.empty() and not gone.done() and not link.paused and out.responder is responder:
+                ready = out.queue.get_nowait()  # a burst: no waiting machinery per event
+                if ready is None:
+                    await responder.end()
+                    return
+                try:
+                    await responder.data(self._event(ready))
+                except _Gone:
+                    _requeue_front(out.queue, ready)
+                    raise
+                continue
             getter = asyncio.ensure_future(out.queue.get())
             waitables: list[asyncio.Future[Any]] = [getter, gone]
             try:
