@@ -421,3 +421,37 @@ async def test_streamable_http_remote(tmp_path: Path) -> None:
             assert editor.agent_text(sid) == "over http"
             assert await editor.close() == 0
         assert editor.non_jsonrpc == []
+
+
+async def test_v2_forgotten_session_and_a_turn_whose_end_the_agent_cannot_report(tmp_path: Path) -> None:
+    # no state snapshot on resume and no session/status: after the cut nobody can say whether the turn ended
+    async with ReferenceAgent(2, resume_snapshot=False) as agent, FaultProxy("127.0.0.1", agent.port) as proxy:
+        agent.set_capability("status", False)
+        async with RawEditor.spawn(proxy.url(), *FAST, stderr=tmp_path / "bridge.err") as editor:
+            await editor.request("initialize", {"protocolVersion": 2, "info": {"name": "raw", "version": "1"}})
+            busy, gone = [
+                (await editor.request("session/new", {"cwd": f"/w/{n}"}))["result"]["sessionId"] for n in "ab"
+            ]
+            await editor.prompt(gone, "echo: soon gone")
+            await editor.prompt(busy, "sleep 30")
+            await editor.wait_for(lambda: editor.states(busy)[-1:] == ["running"], "the turn to run")
+            agent.forget_session(gone)
+            await proxy.cut_all()
+
+            def synthetic_idle() -> list[dict[str, Any]]:
+                return [u for u in editor.updates(busy) if (u.get("_meta") or {}).get(META_KEY, {}).get("synthetic")]
+
+            await editor.wait_for(synthetic_idle, "an idle state the editor can end the turn on")
+            assert synthetic_idle()[0]["state"] == "idle"
+
+            def notices() -> list[dict[str, Any]]:
+                return [(u.get("_meta") or {}).get(META_KEY, {}) for u in editor.updates(busy)]
+
+            await editor.wait_for(lambda: {"gap": True, "reason": "state_unknown"} in notices(), "the gap notice")
+            answer = await editor.prompt(gone, "echo: hello?")
+            assert answer["error"]["code"] == -32002
+            assert answer["error"]["data"][META_KEY]["reason"] == "session_forgotten"
+            lost = [(u.get("_meta") or {}).get(META_KEY, {}) for u in editor.updates(gone)]
+            assert any(marker.get("lost") for marker in lost)
+            assert await editor.close() == 0
+        assert editor.non_jsonrpc == []

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from acp_client._logging import get_logger
-from acp_client.bridge._outage import gap_notice, lost_notice
+from acp_client.bridge._outage import META_KEY, gap_notice, lost_notice
 from acp_client.bridge._view import EditorView, reconcile
 from acp_client.exceptions import ConnectionLost
 from acp_client.sessions import RecoveryMarker, Session, SessionUpdate, UpdatesDropped
@@ -200,19 +200,22 @@ class SessionPipe:
                 await self._send(update, record=False)
         if marker.may_have_missed_updates:
             gap = gap or "no_replay"
-        if (
+        # a v2 turn the editor saw running may have ended unseen, and the agent cannot say: end it for the
+        # editor (marked synthetic) rather than leave it waiting for an idle state that may never come
+        unknown_turn = (
             self._version() >= 2
             and self.session.state is None
             and self.view.last_state in ("running", "requires_action")
-        ):
-            # the turn the editor saw running may have ended unseen: say so rather than leave it waiting
+        )
+        if unknown_turn:
             gap = gap or "state_unknown"
-            await self._send(
-                {"sessionUpdate": "state_update", "state": "idle", "_meta": {"acpClient/bridge": {"synthetic": True}}}
-            )
         if gap is not None and self.opened:
             log.info("bridge_gap_notice", session_id=self.id, reason=gap)
             await self._send(gap_notice(gap), record=False)
+        if unknown_turn:
+            await self._send(
+                {"sessionUpdate": "state_update", "state": "idle", "_meta": {META_KEY: {"synthetic": True}}}
+            )
         for item in live:
             await self._send(item.raw)
         self._done(len(buffered))
