@@ -61,6 +61,16 @@ class Notification:
     method: str
     params: Any
 
+    def __init__(self, method: str, params: Any) -> None:
+        # One per streamed update: set through the slot descriptors. A frozen dataclass's generated
+        # __init__ goes through object.__setattr__, which costs about twice as much.
+        _NOTIFICATION_METHOD(self, method)
+        _NOTIFICATION_PARAMS(self, params)
+
+
+_NOTIFICATION_METHOD = Notification.__dict__["method"].__set__
+_NOTIFICATION_PARAMS = Notification.__dict__["params"].__set__
+
 
 @dataclass(frozen=True, slots=True)
 class Pending:
