@@ -1192,3 +1192,37 @@ async def test_a_given_up_request_frees_its_slot_before_its_cancel_is_answered()
         assert agent.requests("$/cancel_request")
         assert not [e for e in rec.of(SessionRecoveryFailed) if e.session_id == silent.id]
         assert len(agent.requests("session/resume", silent.id)) == 1
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_a_hung_request_does_not_halve_the_adaptive_limit_while_others_are_answered() -> None:
+    from acp_client.reconnect import AdaptiveLimit
+
+    clock = FakeTime()
+    limit = AdaptiveLimit(16, clock=clock)
+    hung = await limit.acquire()  # a request that will never be answered
+    for _ in range(4):
+        started = await limit.acquire()
+        clock.now += 0.01
+        limit.release(started, ok=True)
+    before = limit.limit
+    clock.now += 1.0
+    limit.release(hung, ok=False)  # given up after the silence timeout: only its session's fault
+    assert limit.limit == before
+    # with no answer at all since it started, a timeout is a congestion signal: the limit halves
+    stalled = await limit.acquire()
+    clock.now += 1.0
+    limit.release(stalled, ok=False)
+    assert limit.limit == before // 2
+    # and an agent that says it is overloaded always halves it
+    busy = await limit.acquire()
+    clock.now += 1.0
+    limit.release(busy, ok=True, overloaded=True)
+    assert limit.limit == before // 4

@@ -7,7 +7,9 @@ answer's round trip stayed to the fastest one seen (1 while it is within ``toler
 down to 0.5 as requests start to queue at the agent) and ``sqrt(limit)`` is the queue it allows. So while
 the link has room the limit grows by about half of itself per round trip (latency dominates, not the
 agent: it climbs towards the pipelined floor), and against an agent with a bounded worker pool it settles
-where only a small queue forms. A timeout, an error or an overload answer halves it.
+where only a small queue forms. An overload answer halves it, and so does a timeout or a lost link unless
+other requests were answered fine meanwhile (then it was that session's own fault: a few hung sessions
+must not throttle the healthy ones).
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ class AdaptiveLimit(FixedLimit):
         self.noise = noise
         self.fastest: float | None = None
         self._last_cut = float("-inf")
+        self._last_ok = float("-inf")  # when a request was last answered fine
 
     @property
     def limit(self) -> int:
@@ -111,12 +114,15 @@ class AdaptiveLimit(FixedLimit):
 
     def _observe(self, rtt: float, *, ok: bool, overloaded: bool) -> None:
         now = self._clock()
+        if not ok and not overloaded and self._last_ok > now - rtt:
+            return  # others were answered while this one hung: a fault of its session, not congestion
         if not ok or overloaded:
             # at most one cut per fastest round trip, so one burst of failures is one signal
             if now - self._last_cut >= (self.fastest or 0.0):
                 self._value = max(float(self.minimum), self._value / 2)
                 self._last_cut = now
             return
+        self._last_ok = now
         if self.fastest is None or rtt < self.fastest:
             self.fastest = rtt
         allowed = max(self.fastest * self.tolerance, self.fastest + self.noise)
