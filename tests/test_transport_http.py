@@ -250,6 +250,40 @@ async def test_half_open_stream_is_detected_by_the_read_idle_watchdog() -> None:
             assert any(why in str(info.value) for why in ("no data or keepalive", "liveness check", "ReadTimeout"))
 
 
+async def test_blackholed_link_is_replaced_and_its_late_frames_ignored() -> None:
+    # failure mode 8 over HTTP: every TCP link of connection A (POSTs and streams) holds the agent's frames and
+    # swallows the client's; the client notices, connects B, re-attaches; A's frames released later reach nothing
+    from acp_client import ClientState, ConnectionDropped
+
+    async with ReferenceAgent(2) as agent, FaultProxy("127.0.0.1", agent.port) as proxy:
+        agent.http.keepalive_interval = 0.05
+        client = ReconnectingClient(proxy.url(scheme="http"), ping_interval=0.2, ping_timeout=0.2, **FAST)
+        rec = Recorder(client)
+        try:
+            await client.start()
+            await client.wait_ready(timeout=bound(5))
+            session = await client.new_session("/w")
+            old_links = proxy.links
+            assert len(old_links) >= 3  # POSTs, the connection stream, the session stream
+            for link in old_links:
+                link.set_mode(ProxyMode.hold(), "s2c")
+                link.set_mode(ProxyMode.blackhole(), "c2s")
+            await rec.wait(lambda e: isinstance(e, ConnectionDropped), timeout=5)
+            (event,) = await rec.wait(lambda e: isinstance(e, SessionRecovered), timeout=5)
+            assert event.status == "active"  # the agent still had it: re-attached on B
+            result = await asyncio.wait_for(session.prompt("echo: on B"), bound(5))
+            assert result.stop_reason == "end_turn"
+            for link in old_links:
+                link.set_mode(ProxyMode.passthrough(), "both")  # A's late frames are released
+            for link in old_links:
+                await link.wait_closed(timeout=bound(5))
+            assert len(rec.of(ConnectionDropped)) == 1 and client.state is ClientState.READY
+            assert [m.text for m in session.transcript.messages if m.role == "agent"] == ["on B"]
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
 async def test_liveness_ping_checks_the_request_path() -> None:
     async with (
         ReferenceAgent(2) as agent,

@@ -112,6 +112,8 @@ _CREATE_METHODS = frozenset({"session/new", "session/fork"})
 _DETACH_METHODS = frozenset({"session/close", "session/delete"})
 #: Bound on the agent's answer to the ``initialize`` POST (the answer is the response body).
 INITIALIZE_TIMEOUT = 30.0
+#: A watchdog that fires this late (seconds) was held up by a blocked event loop, not by a silent peer.
+_STALL_GRACE = 0.1
 #: A load/resume result waits until its session stream was quiet this long (seconds; see ``_replay_barrier``).
 REPLAY_QUIET = 0.05
 #: The longest a load/resume result is held back waiting for its replay.
@@ -675,34 +677,55 @@ class StreamableHTTPTransport:
         if self._options.ping_interval is not None and self._options.ping_timeout is not None:
             idle = self._options.ping_interval + self._options.ping_timeout
         chunks = response.aiter_raw().__aiter__()
-        while True:
-            try:
-                async with asyncio.timeout(idle):
-                    chunk = await chunks.__anext__()
-            except StopAsyncIteration:
-                return "the server ended the stream"
-            except TimeoutError:
-                _log.warning("http_stream_idle_timeout", transport=self._description, stream=stream.label, idle=idle)
-                return f"no data or keepalive for {idle:g} s"
-            except httpx.HTTPError as exc:
-                return f"the stream broke: {_describe_error(exc)}"
-            comments = parser.comments
-            try:
-                events = parser.feed(chunk)
-            except ValueError:
-                return f"an event exceeded max_frame_bytes ({self._options.max_frame_bytes})"
-            self.stats.sse_comments += parser.comments - comments
-            for event in events:
-                if event.event != "message":
-                    self.stats.sse_discarded += 1
-                    _log.debug("http_sse_event_discarded", transport=self._description, sse_event=event.event)
-                    continue
-                message = _loads(event.data)
-                if not isinstance(message, dict | list):
-                    self.stats.sse_discarded += 1
-                    _log.warning("http_sse_data_not_json", transport=self._description, stream=stream.label)
-                    continue
-                await self._deliver(stream, event.data, message)
+        loop = asyncio.get_running_loop()
+        reading: asyncio.Future[bytes] | None = None
+        try:
+            while True:
+                reading = asyncio.ensure_future(chunks.__anext__())
+                deadline = None if idle is None else loop.time() + idle
+                while True:
+                    done, _ = await asyncio.wait({reading}, timeout=idle)
+                    if done:
+                        break
+                    assert deadline is not None and idle is not None
+                    if loop.time() - deadline > max(_STALL_GRACE, idle / 2):
+                        # this process's loop was blocked past the deadline (not the peer's fault): the data
+                        # may be waiting in the socket; give the same read a full interval again
+                        deadline = loop.time() + idle
+                        continue
+                    _log.warning(
+                        "http_stream_idle_timeout", transport=self._description, stream=stream.label, idle=idle
+                    )
+                    return f"no data or keepalive for {idle:g} s"
+                try:
+                    chunk = reading.result()
+                except StopAsyncIteration:
+                    return "the server ended the stream"
+                except httpx.HTTPError as exc:
+                    return f"the stream broke: {_describe_error(exc)}"
+                reading = None
+                comments = parser.comments
+                try:
+                    events = parser.feed(chunk)
+                except ValueError:
+                    return f"an event exceeded max_frame_bytes ({self._options.max_frame_bytes})"
+                self.stats.sse_comments += parser.comments - comments
+                for event in events:
+                    if event.event != "message":
+                        self.stats.sse_discarded += 1
+                        _log.debug("http_sse_event_discarded", transport=self._description, sse_event=event.event)
+                        continue
+                    message = _loads(event.data)
+                    if not isinstance(message, dict | list):
+                        self.stats.sse_discarded += 1
+                        _log.warning("http_sse_data_not_json", transport=self._description, stream=stream.label)
+                        continue
+                    await self._deliver(stream, event.data, message)
+        finally:
+            if reading is not None and not reading.done():
+                reading.add_done_callback(_retrieve)
+                reading.cancel()
+                await asyncio.wait({reading})
 
     async def _deliver(self, stream: _Stream, text: str, message: Any) -> None:
         stream.events += 1
@@ -932,7 +955,7 @@ def _http_versions(options: TransportOptions) -> tuple[bool, bool]:
     return options.http2 != "prior_knowledge", bool(options.http2)
 
 
-def _retrieve(future: asyncio.Future[None]) -> None:
+def _retrieve(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
 
