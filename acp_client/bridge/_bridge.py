@@ -251,8 +251,11 @@ class Bridge:
         if aux:
             await asyncio.wait(aux)
         await self._pipes.stop_all()
-        if self._rc is not None:
-            await self._rc.aclose()  # the sessions stay in the store
+        try:
+            if self._rc is not None:
+                await self._rc.aclose()  # the sessions stay in the store
+        except Exception:  # the editor's side must still be closed
+            log.exception("bridge_close_failed", side="remote")
         if self._editor is not None:
             await self._editor.close()
 
@@ -284,8 +287,8 @@ class Bridge:
         rc = self._rc
         if rc is None:
             raise InvalidRequest(-32600, "Invalid request", {"reason": "send initialize first"})
-        if rc.state is ClientState.FAILED:
-            rc.reconnect_now()  # the editor wants the remote again: try once more (still bounded)
+        if rc.state.value in ("failed", "suspended"):
+            rc.reconnect_now()  # the editor wants the remote again: try once more now (still bounded)
         elif rc.state is ClientState.BACKOFF:
             rc.notify_network_changed()  # someone is waiting: try now instead of at the end of the backoff
         return rc
