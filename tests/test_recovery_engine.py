@@ -571,6 +571,25 @@ async def test_a_failing_store_save_never_fails_recovery_nor_causes_another_resu
             await client.aclose()
 
 
+async def test_a_failing_store_never_fails_new_session_either() -> None:
+    store = FlakyStore()
+    store.fail_save = True  # e.g. a read-only database from the start
+    async with ReferenceAgent(1) as agent:
+        client, rec = await started(agent, store=store)
+        try:
+            session = await client.new_session("/w")
+            (failed,) = await rec.wait(lambda e: isinstance(e, SessionStoreFailed), timeout=5)
+            assert (failed.session_id, failed.operation) == (session.id, "save")
+            assert session.id in client.sessions and store.records == {}
+            result = await asyncio.wait_for(session.prompt("echo: works anyway"), bound(5))
+            assert result.stop_reason == "end_turn"
+            store.fail_save = False
+            await store.wait_for(lambda: session.id in store.records)  # the owed write lands later
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
 async def test_unknown_session_is_forgotten_even_when_the_store_delete_fails() -> None:
     store = FlakyStore()
     async with ReferenceAgent(2, capabilities={"status": False}) as agent:
@@ -624,36 +643,36 @@ async def collect(session: Any, into: list[Any]) -> None:
         into.append(item)
 
 
-async def test_an_abandoned_attempt_is_cancelled_and_settled_before_the_next_and_leaks_nothing() -> None:
-    async with ScriptedAgent(2) as agent, client_of(agent.url, recovery_timeout=bound(0.5)) as (client, rec):
+@pytest.mark.parametrize("version", [2, 1], ids=["v2-resume", "v1-load"])
+async def test_an_abandoned_attempt_is_cancelled_and_settled_before_the_next_and_leaks_nothing(version: int) -> None:
+    method = "session/resume" if version == 2 else "session/load"
+    async with ScriptedAgent(version) as agent, client_of(agent.url, recovery_timeout=bound(0.5)) as (client, rec):
         session = await client.new_session("/w")
         attempts: list[Call] = []
         overlapped: list[bool] = []
 
-        async def resume(call: Call) -> Any:
+        async def attach(call: Call) -> Any:
             agent.known(call)
             attempts.append(call)
             previous = [a for a in attempts[:-1] if a.conn is call.conn]
             overlapped.append(
-                any(
-                    not any(m == "session/resume" and ans["id"] == a.id for _n, m, _p, ans in agent.answered)
-                    for a in previous
-                )
+                any(not any(m == method and ans["id"] == a.id for _n, m, _p, ans in agent.answered) for a in previous)
             )
             if len(attempts) == 1:
-                await call.update(replayed(2, *HISTORY[0]))  # part of the history, then silence
+                await call.update(replayed(version, *HISTORY[0]))  # part of the history, then silence
                 await call.cancelled.wait()
-                await call.update(replayed(2, *HISTORY[1]))  # still in flight when the cancel arrived
+                await call.update(replayed(version, *HISTORY[1]))  # still in flight when the cancel arrived
                 # a slow agent: the -32800 comes later; a next resume sent meanwhile would overlap this one
                 with contextlib.suppress(TimeoutError):
                     await agent.wait_for(lambda: len(attempts) > 1, timeout=0.5)
                 raise ScriptedError(-32800, "Request cancelled")
             for message in HISTORY:
-                await call.update(replayed(2, *message))
-            await call.update({"sessionUpdate": "state_update", "state": "idle"})
+                await call.update(replayed(version, *message))
+            if version == 2:
+                await call.update({"sessionUpdate": "state_update", "state": "idle"})
             return {}
 
-        agent.handlers["session/resume"] = resume
+        agent.handlers[method] = attach
         items: list[Any] = []
         reader = asyncio.create_task(collect(session, items))
         try:
