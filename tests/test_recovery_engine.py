@@ -839,6 +839,27 @@ async def test_an_oversized_frame_from_the_agent_is_a_retryable_link_fault() -> 
         assert len(agent.links) == 2
 
 
+async def test_oversized_frames_in_a_loop_are_guarded_by_the_breaker_not_fatal() -> None:
+    breaker = CrashLoopBreaker(threshold=3, short_lived=60.0, window=600.0)
+    options = {"max_frame_bytes": 4096, "breaker": breaker, "suspended_interval": 600.0}
+    async with ScriptedAgent(2) as agent, client_of(agent.url, **options) as (client, rec):
+        default_initialize = agent.defaults["initialize"]
+
+        async def bloated(call: Call) -> Any:
+            return {**await default_initialize(call), "_padding": "x" * 10_000}  # too big for the client
+
+        agent.handlers["initialize"] = bloated
+        await agent.drop()
+        (suspended,) = await rec.wait(is_state(ClientState.SUSPENDED), timeout=10)
+        assert suspended.reason == "agent_keeps_dying"  # dies at every initialize: counted, then suspended
+        pauses = [e for e in rec.of(StateChanged) if e.new is ClientState.BACKOFF]
+        assert [p.reason for p in pauses][1:] == ["close_1009_sent"] * (len(pauses) - 1) and len(pauses) >= 2
+        assert not [e for e in rec.of(StateChanged) if e.new is ClientState.FAILED]
+        del agent.handlers["initialize"]
+        client.reconnect_now()
+        await client.wait_ready(timeout=bound(5))
+
+
 @pytest.mark.parametrize("code", [1007, 1009])
 async def test_a_1007_or_1009_sent_by_the_agent_stays_fatal(code: int) -> None:
     async with ScriptedAgent(2) as agent, client_of(agent.url) as (_client, rec):
