@@ -684,5 +684,10 @@ class ReconnectingClient(_Facade):
 
     def events(self, timeout: float | None = None) -> Generator[Event, None, None]:
         """Block over the client's typed events from this call on; ``timeout`` bounds the wait for each one
-        (``ACPTimeoutError`` when it passes). ``close()`` the generator to unsubscribe."""
-        return _subscribe(self._runner, self.client.events, timeout)
+        (``ACPTimeoutError`` when it passes). ``close()`` the generator to unsubscribe.
+
+        Subscribing starts a client that was not started yet (after subscribing, so its first connection's
+        events are seen too)."""
+        events = _subscribe(self._runner, self.client.events, timeout)
+        self.start()
+        return events

@@ -11,7 +11,18 @@ from typing import Any
 
 import pytest
 
-from acp_client import ACPClient, ACPTimeoutError, AgentNotFound, ClientState, ReconnectFailed, Session, sync
+from acp_client import (
+    ACPClient,
+    ACPTimeoutError,
+    AgentNotFound,
+    ClientState,
+    ReconnectFailed,
+    Session,
+    SessionUpdate,
+    StateChanged,
+    StateUpdate,
+    sync,
+)
 from acp_client import ReconnectingClient as AsyncReconnectingClient
 from tests.conftest import bound
 from tests.test_sync import FAST, AgentThread
@@ -126,6 +137,7 @@ def test_keyboard_interrupt_during_a_prompt_cancels_the_turn(version: int) -> No
             else:
                 signal.pthread_kill(main, signal.SIGINT)  # what Ctrl-C or a notebook's stop button does
 
+        stream = session.updates(timeout=bound(10))  # to see the interrupted turn end on the client too
         presser = threading.Thread(target=press_stop)
         presser.start()
         try:
@@ -137,6 +149,15 @@ def test_keyboard_interrupt_during_a_prompt_cancels_the_turn(version: int) -> No
         host.call(agent.wait_for(lambda: agent.count("session/cancel", session.id) == 1, timeout=bound(10)))
         host.call(agent.wait_for(lambda: agent.sessions[session.id].turn is None, timeout=bound(10)))
         assert agent.sessions[session.id].stop_reason == "cancelled"
+        if version >= 2:  # the turn's final idle update may still be on its way: let it arrive first
+            for item in stream:
+                if (
+                    isinstance(item, SessionUpdate)
+                    and isinstance(item.typed, StateUpdate)
+                    and item.typed.state == "idle"
+                ):
+                    break
+        stream.close()
         # the client stays usable
         assert session.prompt("echo: after", timeout=bound(10)).stop_reason == "end_turn"
 
@@ -173,3 +194,17 @@ def test_first_use_of_a_client_whose_agent_cannot_start_raises_at_once() -> None
         assert "no-such-agent-7f3e" in str(caught.value)
     finally:
         client.close()
+
+
+def test_subscribing_to_events_starts_the_client_and_sees_its_first_connection() -> None:
+    with AgentThread(2) as host:
+        client = sync.ReconnectingClient(host.agent.url, **FAST)
+        try:
+            events = client.events(timeout=bound(10))
+            for event in events:
+                if isinstance(event, StateChanged) and event.new is ClientState.READY:
+                    break
+            events.close()
+            assert client.state is ClientState.READY
+        finally:
+            client.close()
