@@ -36,7 +36,8 @@ turn too.
 
 **Without ``with``**: :class:`ReconnectingClient` connects on first use — the first call that needs a
 connection starts the client and waits (``ready_timeout``) until it is ready, exactly as entering ``with``
-does. :func:`connect` returns a client that is already connected.
+does (subscribing with ``events()`` starts it without waiting). :func:`connect` returns a client that is
+already connected.
 
 Names mirror the async API; ``close`` is the twin of ``aclose``.
 """
