@@ -50,9 +50,10 @@ SSE events that are not JSON, or whose ``event:`` is not     counted in ``stats.
 ``message``                                                  dropped
 ==========================================================  ==============================================
 
-Stream resumption: when a server labels its events with ``id:``, a stream that ends is reopened once with
-``Last-Event-ID``; if the server answers ``200`` nothing is re-initialized (``stats.streams_resumed``).
-Without ids, or when the server refuses (404/409), the link is lost and the full recovery runs.
+Stream resumption: when a server labels its events with ``id:``, a stream that ends is reopened with
+``Last-Event-ID``; if the server answers ``200`` nothing is re-initialized (``stats.streams_resumed``, log
+event ``http_stream_resumed``). Without ids, when the server refuses (404/409), or when a resumed stream
+ends again before delivering anything, the link is lost and the full recovery (re-initialize) runs.
 
 Cookies: one :class:`~acp_client.transports.CookieJar` (the client's) receives every ``Set-Cookie`` and
 supplies the ``Cookie`` header of every request; httpx's own cookie store is disabled. ``close()`` sends
@@ -585,14 +586,23 @@ class StreamableHTTPTransport:
 
     async def _run_stream(self, stream: _Stream) -> None:
         parser = SSEParser(max_event_bytes=self._options.max_frame_bytes)
-        resumed = False
+        resuming = False
         try:
             while True:
                 try:
-                    async with self._open_sse(stream.session_id, parser.last_event_id if resumed else None) as resp:
+                    async with self._open_sse(stream.session_id, parser.last_event_id if resuming else None) as resp:
                         if not stream.opened.done():
                             stream.opened.set_result(None)
                         self.stats.streams_opened += 1
+                        if resuming:
+                            self.stats.streams_resumed += 1
+                            _log.info(
+                                "http_stream_resumed",
+                                transport=self._description,
+                                stream=stream.label,
+                                last_event_id=parser.last_event_id,
+                            )
+                        bytes_before = parser.bytes_in
                         ended = await self._read_stream(stream, resp, parser)
                 except _StreamRefused as refused:
                     if not stream.opened.done():
@@ -612,18 +622,13 @@ class StreamableHTTPTransport:
                 if stream.detached and stream.session_id is not None:
                     self._streams.pop(stream.session_id, None)
                     return
-                if parser.last_event_id is None or resumed:
+                if parser.last_event_id is None or (resuming and parser.bytes_in == bytes_before):
+                    # no ids, or a resumed stream that ended again before delivering anything: full recovery
                     self._lose_stream(stream, ended)
                     return
-                # the server labels its events: reopen once with Last-Event-ID, no recovery needed
-                _log.info(
-                    "http_stream_resuming",
-                    transport=self._description,
-                    stream=stream.label,
-                    reason=ended,
-                )
-                resumed = True
-                self.stats.streams_resumed += 1
+                # the server labels its events: reopen with Last-Event-ID, no re-initialize, no replay
+                _log.info("http_stream_resuming", transport=self._description, stream=stream.label, reason=ended)
+                resuming = True
         except asyncio.CancelledError:
             if not stream.opened.done():
                 stream.opened.cancel()
