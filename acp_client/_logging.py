@@ -107,15 +107,20 @@ _DEFAULT_SHAPE = _shape(
 )
 
 
+#: structlog's default wrapper class: no level filtering.
+_DEFAULT_WRAPPER = structlog.make_filtering_bound_logger(logging.NOTSET)
+
+
 def _is_builtin_default(config: Mapping[str, Any]) -> bool:
-    """structlog's own default: its default processor chain printing to stdout (what ``configure()`` with no
-    arguments, and the end of a ``capture_logs()`` block, leave behind)."""
+    """structlog's own default: its default processor chain and level filter, printing to stdout (what
+    ``configure()`` with no arguments, and the end of a ``capture_logs()`` block, leave behind). Changing
+    any of the three (processors, logger factory, wrapper class) is the application's own choice."""
     factory = config["logger_factory"]
     to_stdout = isinstance(factory, structlog.PrintLoggerFactory) and getattr(factory, "_file", None) in (
         None,
         sys.stdout,
     )
-    return to_stdout and _shape(config["processors"]) == _DEFAULT_SHAPE
+    return to_stdout and config["wrapper_class"] is _DEFAULT_WRAPPER and _shape(config["processors"]) == _DEFAULT_SHAPE
 
 
 def _wanted(key: _ConfigKey) -> bool:
