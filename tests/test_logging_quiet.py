@@ -144,3 +144,25 @@ def test_a_logger_follows_configuration_changes(caplog: pytest.LogCaptureFixture
     finally:
         structlog.configure(**previous)
     assert [r.getMessage() for r in caplog.records if r.name == "acp_client.test_quiet"] == ["three n=1"]
+
+
+def test_what_counts_as_the_application_configuring_structlog() -> None:
+    from acp_client._logging import structlog_wanted
+
+    previous = structlog.get_config()
+    try:
+        structlog.reset_defaults()
+        assert not structlog_wanted()  # nothing configured
+        structlog.configure()
+        assert not structlog_wanted()  # structlog's own stdout default
+        with structlog.testing.capture_logs():
+            assert structlog_wanted()  # a test capturing logs
+        assert not structlog_wanted()  # what capture_logs leaves behind is the default again
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+        assert structlog_wanted()  # a level chosen by the application
+        structlog.reset_defaults()
+        structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+        assert structlog_wanted()  # the documented one-liner
+    finally:
+        structlog.reset_defaults()
+        structlog.configure(**previous)
