@@ -24,6 +24,7 @@ SCRIPTS = [
     "p5_memory.py",
     "p9_import.py",
     "p7_bridge.py",
+    "p8_slow_sessions.py",
 ]
 #: Bound on one ``--quick`` run (each takes a few seconds on a 2-core machine).
 SCRIPT_TIMEOUT = bound(120.0)
