@@ -277,10 +277,7 @@ def report(results: dict[tuple[int, Compression, str], Runs], n: int, reps: int,
     rows: list[list[str]] = []
     lines: list[str] = []
     for version, compression in _scenarios():
-        rate = {
-            name: n / _common.median(results[(version, compression, name)].wall)
-            for name in _clients(version)
-        }
+        rate = {name: n / _common.median(results[(version, compression, name)].wall) for name in _clients(version)}
         for name in _clients(version):
             runs = results[(version, compression, name)]
             rows.append(
@@ -293,17 +290,22 @@ def report(results: dict[tuple[int, Compression, str], Runs], n: int, reps: int,
                     f"{n / _common.median(runs.agent_wall):,.0f}/s",
                     f"{n / max(_common.median(runs.agent_cpu), 1e-9):,.0f}/s",
                     f"{rate[name] / rate['raw']:.2f}x",
-                    f"{rate[name] / rate['official']:.2f}x" if "official" in rate else "–",
+                    f"{rate[name] / rate['official']:.2f}x" if "official" in rate else "n/a",
                 ]
             )
         tag = f"v{version} {compression or 'uncompressed'}"
         vs_raw = rate["ours"] / rate["raw"]
-        lines.append(_common.ratio_line(f"p2 {tag} ours/raw throughput", vs_raw, f">= {RAW_TARGET}x", vs_raw >= RAW_TARGET))
+        met_raw = vs_raw >= RAW_TARGET
+        lines.append(_common.ratio_line(f"p2 {tag} ours/raw throughput", vs_raw, f">= {RAW_TARGET}x", met_raw))
+        cpu = {name: _common.median(results[(version, compression, name)].cpu) for name in _clients(version)}
+        lines.append(
+            f"RATIO p2 {tag} ours/raw by client CPU per update: {cpu['raw'] / cpu['ours']:.2f}x (informational: "
+            "what each client costs, independent of how the shared machine schedules the processes)"
+        )
         if "official" in rate:
             vs_sdk = rate["ours"] / rate["official"]
-            lines.append(
-                _common.ratio_line(f"p2 {tag} ours/official throughput", vs_sdk, f">= {SDK_TARGET}x", vs_sdk >= SDK_TARGET)
-            )
+            met_sdk = vs_sdk >= SDK_TARGET
+            lines.append(_common.ratio_line(f"p2 {tag} ours/official throughput", vs_sdk, f">= {SDK_TARGET}x", met_sdk))
     table = _common.table(header, rows)
     print(table)
     for line in lines:

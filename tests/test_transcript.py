@@ -74,7 +74,8 @@ async def test_two_turns_without_message_ids_stay_two_messages(version: int) -> 
         return "end_turn"
 
     async with asyncio.timeout(bound(20)), ReferenceAgent(version, on_prompt=answer) as agent:
-        async with connect(agent.url, protocol_version=version) as client:
+        client = await connect(agent.url, protocol_version=version)
+        try:
             session = await client.new_session(CWD)
             await session.prompt("say hello")
             await session.prompt("say again")
@@ -84,32 +85,37 @@ async def test_two_turns_without_message_ids_stay_two_messages(version: int) -> 
                 ("user", "say again"),
                 ("agent", "again"),
             ]
+        finally:
+            await client.aclose()
 
 
 async def test_after_a_replay_the_transcript_is_what_a_fresh_client_builds(version: int) -> None:
     # v2 replays whole messages by default and chunks on request; v1 load replays chunks (user ones included)
     for replay_as in ("messages", "chunks") if version >= 2 else ("chunks",):
-        async with asyncio.timeout(bound(30)), ReferenceAgent(version, replay_as=replay_as) as agent:
-            async with connect(agent.url, protocol_version=version) as client:
-                session = await client.new_session(CWD)
-                await session.prompt("hello")
-                await session.prompt("stream 3")
-                live = _conversation(session.transcript)
-                await _replay(client, session.id, version)
-                assert session.transcript is not None
-                replayed = copy.deepcopy(_conversation(session.transcript))
-                mine = session.transcript
-                async with connect(agent.url, protocol_version=version) as fresh:
-                    other = await _replay(fresh, session.id, version)
-                    assert mine == other.transcript
-                assert replayed == live  # the same conversation, each user message once
-                assert [role for role, _ in replayed].count("user") == 2
-                assert live == [
-                    ("user", "hello"),
-                    ("agent", "hello"),
-                    ("user", "stream 3"),
-                    ("agent", "chunk 1 chunk 2 chunk 3 "),
-                ]
+        async with (
+            asyncio.timeout(bound(30)),
+            ReferenceAgent(version, replay_as=replay_as) as agent,
+            connect(agent.url, protocol_version=version) as client,
+        ):
+            session = await client.new_session(CWD)
+            await session.prompt("hello")
+            await session.prompt("stream 3")
+            live = _conversation(session.transcript)
+            await _replay(client, session.id, version)
+            assert session.transcript is not None
+            replayed = copy.deepcopy(_conversation(session.transcript))
+            mine = session.transcript
+            async with connect(agent.url, protocol_version=version) as fresh:
+                other = await _replay(fresh, session.id, version)
+                assert mine == other.transcript
+            assert replayed == live  # the same conversation, each user message once
+            assert [role for role, _ in replayed].count("user") == 2
+            assert live == [
+                ("user", "hello"),
+                ("agent", "hello"),
+                ("user", "stream 3"),
+                ("agent", "chunk 1 chunk 2 chunk 3 "),
+            ]
 
 
 async def _replay(client: Any, session_id: str, version: int) -> Any:
@@ -167,3 +173,25 @@ def test_an_echo_replaces_the_recorded_prompt() -> None:
     transcript.apply({"sessionUpdate": "user_message", "messageId": "u2", "content": content})
     assert _conversation(transcript)[-1] == ("user", "next")
     assert [m.message_id for m in transcript.messages] == ["u1", "a1", "u2"]
+
+
+async def test_the_typed_model_of_a_streamed_chunk_is_built_when_read(agent: ReferenceAgent, version: int) -> None:
+    from acp_client import SessionUpdate
+    from acp_client.schema import models_for
+
+    async with asyncio.timeout(bound(20)), connect(agent.url, protocol_version=version) as client:
+        session = await client.new_session(CWD)
+        stream = session.updates()
+        await session.prompt("stream 2")
+        chunks = []
+        async for item in stream:
+            if isinstance(item, SessionUpdate) and item.kind == "agent_message_chunk":
+                chunks.append(item)
+                if len(chunks) == 2:
+                    break
+        model = chunks[0].update
+        assert model is chunks[0].update  # built once
+        assert isinstance(model, models_for(version).SessionUpdateAgentMessageChunk)
+        assert model.content.text == "chunk 1 "
+        assert model.to_wire() == chunks[0].raw
+        assert chunks[1].text == "chunk 2 "

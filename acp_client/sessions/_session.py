@@ -13,6 +13,7 @@ from acp_client._logging import get_logger
 from acp_client.content import PromptContent, prompt_blocks
 from acp_client.exceptions import ACPTimeoutError, ConnectionLost, NotConnected, SessionLost, UsageError
 from acp_client.schema import SessionUpdateEvent, parse_state_update
+from acp_client.schema._parse import _DEFERRED, _validate_update
 from acp_client.sessions._store import SessionRecord
 from acp_client.sessions._transcript import Transcript
 from acp_client.updates import TypedUpdate, typed_update, update_text
@@ -59,7 +60,7 @@ class SessionUpdate:
     get this far (they are discarded and counted as ``updates_malformed``).
     """
 
-    __slots__ = ("_event", "_kind", "_raw", "_replay", "_session_id", "_update")
+    __slots__ = ("_kind", "_raw", "_replay", "_session_id", "_update", "_version")
     __match_args__ = ("session_id", "kind", "update", "raw", "replay")
 
     def __init__(self, session_id: str, kind: str, update: Any, raw: dict[str, Any], replay: bool = False) -> None:
@@ -68,12 +69,14 @@ class SessionUpdate:
         self._update = update
         self._raw = raw
         self._replay = replay
-        self._event: SessionUpdateEvent | None = None
+        self._version = 0
 
     @classmethod
     def _from_event(cls, event: SessionUpdateEvent, raw: dict[str, Any], replay: bool) -> SessionUpdate:
-        item = cls(event.session_id, event.kind, None, raw, replay)
-        item._event = event  # the event builds (and caches) the model when first asked
+        # Keeps the ``update`` object only, not the event nor the notification's params: an item waiting in
+        # a subscription buffer holds as few objects as possible for the garbage collector to traverse.
+        item = cls(event.session_id, event.kind, event._update, raw, replay)
+        item._version = event._version  # a deferred model is built from raw as this version when first read
         return item
 
     @property
@@ -99,8 +102,10 @@ class SessionUpdate:
     @property
     def update(self) -> Any:
         """The typed model of the update (built on first access for a text chunk)."""
-        event = self._event
-        return self._update if event is None else event.update
+        update = self._update
+        if update is _DEFERRED:
+            update = self._update = _validate_update(self._kind, self._raw, self._version)
+        return update
 
     @property
     def typed(self) -> TypedUpdate:
