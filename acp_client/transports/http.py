@@ -727,10 +727,11 @@ class StreamableHTTPTransport:
                         continue
                     await self._deliver(stream, event.data, message)
         finally:
-            if reading is not None and not reading.done():
-                reading.add_done_callback(_retrieve)
-                reading.cancel()
-                await asyncio.wait({reading})
+            if reading is not None:
+                reading.add_done_callback(_retrieve)  # an error nobody reads any more (we are cancelled)
+                if not reading.done():
+                    reading.cancel()
+                    await asyncio.wait({reading})
 
     async def _deliver(self, stream: _Stream, text: str, message: Any) -> None:
         stream.events += 1
