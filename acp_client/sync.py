@@ -354,6 +354,9 @@ class _ReturnsList(_Wrapper[P, list[T]]):
     async def collect(self, result: Any) -> Any:
         return [item async for item in result]
 
+    def wait_bound(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> float | None:
+        return None  # ``timeout`` bounds each page on the loop; a long listing has many pages
+
 
 class _Prompt(_Blocking[P, R]):
     """``Session.prompt``: on KeyboardInterrupt, send ``session/cancel`` before giving up the wait."""
