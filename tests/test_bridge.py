@@ -345,6 +345,21 @@ async def test_a_store_that_cannot_be_opened_fails_initialize_and_exits(tmp_path
     assert "cannot start" in (tmp_path / "bridge.err").read_text()
 
 
+async def test_header_values_can_come_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BRIDGE_TEST_TOKEN", "t0ken")
+    async with ReferenceAgent(2) as agent:
+        header = ("--header", "Authorization: Bearer ${BRIDGE_TEST_TOKEN}")
+        async with RawEditor.spawn(agent.url, *header, stderr=tmp_path / "bridge.err") as editor:
+            init = await editor.request("initialize", {"protocolVersion": 2, "info": {"name": "raw", "version": "1"}})
+            assert "result" in init
+            assert await editor.close() == 0
+        assert agent.handshakes[-1].headers.get("Authorization") == "Bearer t0ken"
+        missing = ("--header", "Authorization: Bearer ${BRIDGE_TEST_UNSET}")
+        async with RawEditor.spawn(agent.url, *missing, stderr=tmp_path / "missing.err") as editor:
+            assert await editor.close() == 2
+        assert "BRIDGE_TEST_UNSET" in (tmp_path / "missing.err").read_text()
+
+
 async def test_a_bad_url_is_a_usage_error(tmp_path: Path) -> None:
     async with RawEditor.spawn("http//nope", stderr=tmp_path / "bridge.err") as editor:
         code = await editor.close()

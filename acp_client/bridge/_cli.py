@@ -6,6 +6,8 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
+import re
 import signal
 import sys
 from collections.abc import Iterator
@@ -38,6 +40,14 @@ def _header(text: str) -> tuple[str, str]:
     return name.strip(), value.strip()
 
 
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expand(value: str) -> str:
+    """``value`` with every ``${NAME}`` replaced from the environment (``KeyError`` names a missing one)."""
+    return _VARIABLE.sub(lambda match: os.environ[match.group(1)], value)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``bridge`` subcommand's arguments."""
     parser.add_argument(
@@ -50,7 +60,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_header,
         action="append",
         default=[],
-        help="add a header to the WebSocket handshake (repeatable), e.g. an Authorization token",
+        help="add a header to every handshake/request (repeatable); ${NAME} in the value is read from the "
+        "environment, so a token need not appear on the command line",
     )
     parser.add_argument("--log-file", metavar="F", help="write logs to this file instead of stderr")
     parser.add_argument(
@@ -146,9 +157,14 @@ def run_command(args: argparse.Namespace) -> int:
     if problem is not None:
         _error(problem)
         return EXIT_USAGE
+    try:
+        headers = tuple((name, _expand(value)) for name, value in args.header)
+    except KeyError as exc:
+        _error(f"--header refers to ${{{exc.args[0]}}}, which is not set in the environment")
+        return EXIT_USAGE
     options = BridgeOptions(
         url=args.url,
-        headers=tuple(args.header),
+        headers=headers,
         store=args.store,
         outage_timeout=args.outage_timeout,
         connect_timeout=args.connect_timeout,
