@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from acp_client.testing._agent_errors import AgentError
+    from acp_client.testing._agent_sessions import AgentSessionRecord
     from acp_client.testing._agent_turns import PromptTurn
     from acp_client.testing.fault_proxy import FaultProxy, LinkMode, ProxyLink, ProxyMode
     from acp_client.testing.reference_agent import Received, ReferenceAgent
 
 __all__ = [
     "AgentError",
+    "AgentSessionRecord",
     "FaultProxy",
     "LinkMode",
     "PromptTurn",
@@ -29,6 +31,7 @@ __all__ = [
 #: public name → the module defining it
 _EXPORTS = {
     "AgentError": "acp_client.testing._agent_errors",
+    "AgentSessionRecord": "acp_client.testing._agent_sessions",
     "FaultProxy": "acp_client.testing.fault_proxy",
     "LinkMode": "acp_client.testing.fault_proxy",
     "ProxyLink": "acp_client.testing.fault_proxy",
