@@ -103,6 +103,9 @@ def test_reconcile_reports_a_rewritten_or_shorter_history_as_a_gap() -> None:
     view.apply(_chunk("two", "a2"))
     assert reconcile(view, [_chunk("one", "a1")], 2).gap == "history_shorter"
     assert reconcile(EditorView(known=False), [_chunk("x", "a1")], 2).gap == "history_unknown"
+    view = EditorView()
+    view.apply(_chunk("one two"))
+    assert reconcile(view, [_chunk("one")], 1).gap == "history_shorter"  # without ids too
 
 
 def test_reconcile_sends_changed_tool_calls_and_state_only_when_different() -> None:

@@ -192,7 +192,8 @@ def _messages(view: EditorView, replay: Transcript, result: Reconciled) -> None:
         new_stream = [block for m in replayed if m.message_id is None for block in m.content]
         tail = _tail(old_stream, new_stream)
         if tail is None:
-            result.gap = result.gap or "history_differs"
+            shorter = _tail(new_stream, old_stream) is not None  # the replay stops before what was shown
+            result.gap = result.gap or ("history_shorter" if shorter else "history_differs")
         else:
             result.updates.extend(_chunks(role, None, tail))
 
