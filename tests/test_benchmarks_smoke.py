@@ -25,6 +25,7 @@ SCRIPTS = [
     "p9_import.py",
     "p7_bridge.py",
     "p8_slow_sessions.py",
+    "p11_herd.py",
 ]
 #: Bound on one ``--quick`` run (each takes a few seconds on a 2-core machine).
 SCRIPT_TIMEOUT = bound(120.0)
@@ -48,5 +49,5 @@ def test_benchmark_runs_quick_and_prints_a_ratio(script: str, tmp_path: Path) ->
     assert ratio_lines, f"{script} printed no ratio line:\n{proc.stdout}"
     assert all("x" in line for line in ratio_lines)
     section = results.read_text(encoding="utf-8")
-    assert f"<!-- {script[:2]}:start -->" in section
+    assert f"<!-- {script.split('_')[0]}:start -->" in section
     assert "Command: `python benchmarks/" in section
