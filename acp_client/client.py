@@ -9,6 +9,7 @@ and returns an :class:`ACPClient`. It works as ``client = await connect(url)`` a
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
@@ -38,6 +39,9 @@ from acp_client.transports.base import Transport
 __all__ = ["SUPPORTED_PROTOCOL_VERSIONS", "ACPClient", "ProtocolVersionOption", "SessionInfo", "shape_mcp_servers"]
 
 log = get_logger(__name__)
+
+#: How many updates for a not-yet-registered session are kept while a session/new is outstanding.
+_EARLY_UPDATES = 256
 
 #: Protocol versions this client speaks.
 SUPPORTED_PROTOCOL_VERSIONS = (1, 2)
@@ -124,6 +128,9 @@ class ACPClient:
         self._permission_waiters: dict[str, set[asyncio.Event]] = {}
         # sessions with a resume/load outstanding on this connection: their updates are routed here
         self._attaching: set[str] = set()
+        # updates for a session id not known yet, kept while a session/new is outstanding (see below)
+        self._early: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
+        self._new_pending = 0
 
     @property
     def sessions(self) -> Mapping[str, Session]:
@@ -272,7 +279,16 @@ class ACPClient:
         if self.protocol_version >= 2:
             self._require("session/new", "session")
         params = self._session_params(cwd, mcp_servers, additional_directories, "session/new")
-        result = await self.connection.request("session/new", params, timeout=timeout)
+        self._new_pending += 1
+        try:
+            result = await self.connection.request("session/new", params, timeout=timeout)
+            return self._register_new(result, params, cwd)
+        finally:
+            self._new_pending -= 1
+            if not self._new_pending:
+                self._early.clear()
+
+    def _register_new(self, result: Any, params: dict[str, Any], cwd: str) -> Session:
         session_id = result.get("sessionId") if isinstance(result, dict) else None
         if not isinstance(session_id, str):
             raise ProtocolError("session/new answered without a string sessionId")
@@ -288,6 +304,12 @@ class ACPClient:
             session._apply_snapshot("idle")  # "a new session defaults to idle"
         session._attached(self.connection.id)
         self._registry.add(session)
+        early = [update for sid, update in self._early if sid == session_id]
+        if early:  # updates the agent sent right behind its answer, before the session was registered
+            self._early = collections.deque(e for e in self._early if e[0] != session_id)
+            self.connection.stats["updates_unknown_session"] -= len(early)
+            for update in early:
+                self._on_notification("session/update", update)
         return session
 
     def _owner(self) -> Any:
@@ -558,7 +580,14 @@ class ACPClient:
         session_id = params.get("sessionId")
         session = self._registry.get(session_id) if isinstance(session_id, str) else None
         if session is None:
+            # An agent may send updates (available commands, a title) right behind its session/new answer,
+            # in the same read: they arrive before the caller registered the session. Keep a few, briefly.
             self.connection.stats["updates_unknown_session"] += 1
+            if isinstance(session_id, str) and self._new_pending:
+                self._early.append((session_id, params))
+                if len(self._early) > _EARLY_UPDATES:
+                    self._early.popleft()
+                    self.connection.stats["early_updates_dropped"] += 1
             return
         if not session._attached_to(self.connection.id) and session.id not in self._attaching:
             # late frames of a connection the session has left (or never joined) reach nothing

@@ -277,6 +277,9 @@ class Session:
         self._snapshot_seen = False
         self._subs: list[_Subscription] = []
         self._turn_waiters: list[asyncio.Future[str | None]] = []
+        # waiters of prompts sent while an earlier turn was still running: an ``idle`` that arrives before
+        # their prompt is answered (or seen running) ends that earlier turn, not theirs
+        self._unarmed: set[asyncio.Future[str | None]] = set()
         self._turn_callbacks: list[Callable[[Session, str | None], None]] = []
         self._replaying = 0
         self._shadow: Transcript | None = None
@@ -336,10 +339,11 @@ class Session:
         self._check_usable()
         blocks = text_blocks(content)
         params = {"sessionId": self.id, "prompt": blocks}
+        given = timeout
         timeout = await self._wait_sendable("session/prompt", timeout)
         recorded = self.transcript._record_prompt(blocks)
         try:
-            return await self._prompt_turn(params, timeout)
+            return await self._prompt_turn(params, timeout, given)
         except BaseException as exc:
             if getattr(exc, "request_sent", None) is False or isinstance(exc, UsageError | NotConnected):
                 self.transcript._retract_prompt(recorded)
@@ -365,7 +369,9 @@ class Session:
             ) from None
         return max(0.0, timeout - (loop.time() - started))
 
-    async def _prompt_turn(self, params: dict[str, Any], timeout: float | None) -> PromptResult:
+    async def _prompt_turn(
+        self, params: dict[str, Any], timeout: float | None, given: float | None = None
+    ) -> PromptResult:
         if self._owner.protocol_version < 2:
             result = await self._owner._session_request(self, "session/prompt", params, timeout=timeout)
             stop = result.get("stopReason") if isinstance(result, dict) else None
@@ -374,18 +380,23 @@ class Session:
             return PromptResult(stop, result)
         waiter: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
         self._turn_waiters.append(waiter)
+        if self._state in ("running", "requires_action"):
+            self._unarmed.add(waiter)
         try:
             try:
                 async with asyncio.timeout(timeout):
                     result = await self._owner._session_request(self, "session/prompt", params, timeout=None)
+                    self._unarmed.discard(waiter)  # answered: the next idle is this turn's
                     stop = await waiter
             except TimeoutError as exc:
                 if isinstance(exc, ACPTimeoutError):
                     raise
                 # the agent accepted the prompt and works on: say so (call cancel() to stop it)
-                raise ACPTimeoutError(f"the turn did not end within {timeout:g} s; it may still be running") from None
+                said = timeout if given is None else given
+                raise ACPTimeoutError(f"the turn did not end within {said:g} s; it may still be running") from None
             return PromptResult(stop, result)
         finally:
+            self._unarmed.discard(waiter)
             if waiter in self._turn_waiters:
                 self._turn_waiters.remove(waiter)
             if not waiter.done():
@@ -463,6 +474,8 @@ class Session:
                     self._snapshot_seen = True  # applied as current state, never as a transition
                 elif new.state == "idle" and (old in ("running", "requires_action") or self._turn_waiters):
                     self._fire_turn_finished(new.stop_reason)
+                elif new.state == "running":
+                    self._unarmed.clear()  # a new turn runs: the waiting prompts' idle is the next one
         elif kind == "usage_update" and not replay:
             self.usage = raw
         self.stats["replayed" if replay else "live"] += 1
@@ -474,9 +487,9 @@ class Session:
     def _fire_turn_finished(self, stop_reason: str | None) -> None:
         self.transcript._end_turn()
         for waiter in self._turn_waiters:
-            if not waiter.done():
+            if not waiter.done() and waiter not in self._unarmed:
                 waiter.set_result(stop_reason)
-        self._turn_waiters.clear()
+        self._turn_waiters = [w for w in self._turn_waiters if not w.done()]
         for callback in list(self._turn_callbacks):
             try:
                 callback(self, stop_reason)
