@@ -175,6 +175,37 @@ async def spawn_opencode(binary: Path, home: Path, cwd: Path) -> StdioTransport:
     return await spawn_stdio([str(binary), "acp"], env=agent_env(home), cwd=cwd, close_timeout=10.0)
 
 
+#: Runs a program in a new network namespace with only loopback up (``unshare -n`` leaves ``lo`` down, and
+#: opencode needs loopback). argv: the program and its arguments.
+_LOOPBACK_ONLY = """
+import fcntl, os, socket, struct, sys
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+    flags = struct.unpack("16sh", fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sh", b"lo", 0)))[1]
+    fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags | IFF_UP))
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def offline_prefix() -> list[str] | None:
+    """argv prefix running a command with no network but loopback, or ``None`` when this machine cannot
+    (``unshare`` missing, or not allowed: it needs root or user namespaces)."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return None
+    prefix = [unshare, "-n", sys.executable, "-c", _LOOPBACK_ONLY]
+    try:
+        done = subprocess.run([*prefix, "/bin/true"], capture_output=True, timeout=VERSION_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return prefix if done.returncode == 0 else None
+
+
+async def spawn_opencode_offline(prefix: list[str], binary: Path, home: Path, cwd: Path) -> StdioTransport:
+    """Like :func:`spawn_opencode`, in a network namespace with only loopback (see :func:`offline_prefix`)."""
+    return await spawn_stdio([*prefix, str(binary), "acp"], env=agent_env(home), cwd=cwd, close_timeout=10.0)
+
+
 def main() -> int:
     """Install (or find) the binary and print its path; exit 1 with the reason if that fails."""
     try:

@@ -30,7 +30,7 @@ from acp_client import (
 from acp_client.sessions import SessionRecord
 from acp_client.transports import Transport
 from tests.conftest import bound
-from tests.interop._opencode import opencode_bin, spawn_opencode
+from tests.interop._opencode import offline_prefix, opencode_bin, spawn_opencode, spawn_opencode_offline
 from tests.test_reconnect import Recorder
 
 __all__ = ["opencode_bin"]  # the session fixture, imported so that pytest finds it here
@@ -181,3 +181,22 @@ async def test_agent_process_exits_by_itself_when_the_client_closes(
         assert transport.pid is not None  # type: ignore[attr-defined]
     # stdin EOF: opencode exits on its own with status 0 (no SIGTERM or SIGKILL was needed)
     assert transport.returncode == 0  # type: ignore[attr-defined]
+
+
+async def test_opencode_needs_no_network_once_installed(opencode_bin: Path, home: Path, project: Path) -> None:
+    prefix = offline_prefix()
+    if prefix is None:
+        pytest.skip("cannot make a network namespace here (unshare -n needs root or user namespaces)")
+
+    async def spawn() -> Transport:
+        return await spawn_opencode_offline(prefix, opencode_bin, home, project)
+
+    async with connect(spawn, initialize_timeout=bound(60)) as client:
+        assert client.protocol_version == 1
+        session = await client.new_session(str(project), timeout=bound(60))
+        listed = [info.session_id async for info in client.list_sessions(timeout=bound(30))]
+        assert listed == [session.id]
+        with pytest.raises(InternalError) as refused:
+            await client.load_session(NEVER_EXISTED, str(project), timeout=bound(30))
+        # "session": the lookup failed; "directory" would mean opencode could not reach its own loopback server
+        assert refused.value.data == {"service": "session"}
