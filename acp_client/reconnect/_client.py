@@ -36,11 +36,19 @@ from acp_client.reconnect._events import (
     StateChanged,
 )
 from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
+from acp_client.reconnect._ownership import ClientHost, FencedWrites, OwnershipAPI, SessionOwnership
 from acp_client.reconnect._recoverer import RecoveryPolicy, SessionRecoverer
 from acp_client.reconnect._session_api import SessionAPI
 from acp_client.reconnect._store_writer import StoreWriter
 from acp_client.recovery import DefaultStrategy, RecoveryStrategy
-from acp_client.sessions import MemorySessionStore, Session, SessionLink, SessionRegistry, SessionStore
+from acp_client.sessions import (
+    MemorySessionStore,
+    Session,
+    SessionLink,
+    SessionRegistry,
+    SessionStore,
+    SharedSessionStore,
+)
 from acp_client.transports import CookieJar, Transport, TransportKind, TransportOptions
 from acp_client.transports.options import HeadersLike, HeadersProvider
 
@@ -51,7 +59,7 @@ log = get_logger("acp_client.reconnect")
 _PAUSED = (ClientState.BACKOFF, ClientState.SUSPENDED)
 
 
-class ReconnectingClient(SessionAPI, RecoveryControl):
+class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI):
     """An ACP client that survives dropped links and recovers every session it knows.
 
     Use it as ``async with ReconnectingClient(url) as client:`` (entering waits until the first connection
@@ -121,6 +129,7 @@ class ReconnectingClient(SessionAPI, RecoveryControl):
         rng: random.Random | None = None,
         client_info: Mapping[str, str] | None = None,
         event_buffer: int = 1024,
+        should_own: Callable[[str], bool] | None = None,
     ) -> None:
         if isinstance(target, Transport):
             raise UsageError("a ReconnectingClient needs something it can reopen: a URL, a command or a factory")
@@ -160,8 +169,16 @@ class ReconnectingClient(SessionAPI, RecoveryControl):
         self._state = ClientState.IDLE
         self._registry = SessionRegistry()
         self._bus = EventBus(buffer=event_buffer)
+        # several workers on one shared store: leases, adoption and hand-over (see _ownership.py)
+        writes: SessionStore = store if store is not None else MemorySessionStore()
+        self._ownership: SessionOwnership | None = None
+        if isinstance(writes, SharedSessionStore):
+            self._ownership = SessionOwnership(writes, should_own=should_own, generation=lambda: self._generation)
+            writes = FencedWrites(writes, self._ownership)
+        elif should_own is not None:
+            raise UsageError("should_own needs a store shared by several workers (RedisSessionStore)")
         self._writer = StoreWriter(
-            store if store is not None else MemorySessionStore(),
+            writes,
             emit=self._bus.emit,
             generation=lambda: self._generation,
             backoff=self._backoff,
@@ -265,9 +282,13 @@ class ReconnectingClient(SessionAPI, RecoveryControl):
         self._wake = asyncio.Event()
         if not self._loaded_store:
             self._loaded_store = True
-            for record in await self._writer.store.load_all():
+            ownership = self._ownership
+            records = await (ownership.load() if ownership is not None else self._writer.store.load_all())
+            for record in records:
                 if record.session_id not in self._registry:
                     self._registry.add(Session(self, record))
+            if ownership is not None:
+                ownership.start(ClientHost(self))  # lease renewal and adoption run while the client lives
         self._task = asyncio.create_task(self._run(), name="acp-reconnect")
 
     async def aclose(self) -> None:
@@ -278,6 +299,8 @@ class ReconnectingClient(SessionAPI, RecoveryControl):
         if task is not None:
             task.cancel()
             await asyncio.wait({task})
+        if self._ownership is not None:
+            await self._ownership.stop()  # the store's close (below) releases the leases
         await self._recoverer.stop_all()
         aux = list(self._aux)
         for helper in aux:
@@ -453,6 +476,7 @@ class ReconnectingClient(SessionAPI, RecoveryControl):
             todo = [
                 s for s in self._registry
                 if s.link not in (SessionLink.LOST, SessionLink.CLOSED) and not s._attached_to(client.connection.id)
+                and (self._ownership is None or self._ownership.serving(s.id))  # never one another worker serves
             ]
             if todo:
                 self._bus.emit(await self._recoverer.run_round(client, todo, generation))

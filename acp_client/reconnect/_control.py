@@ -47,6 +47,10 @@ class RecoveryControl:
     async def _require_client(self) -> ACPClient:
         raise NotImplementedError
 
+    if TYPE_CHECKING:  # provided by OwnershipAPI (a stub here would shadow it in the MRO)
+
+        def _check_serving(self, session: Session) -> None: ...
+
     def emit(self, event: Any) -> None:
         """Deliver an event (the recoverer and the store writer report through here)."""
         self._bus.emit(event)
@@ -90,6 +94,7 @@ class RecoveryControl:
         session = self._registry.get(session_id)
         if session is None:
             raise SessionLost(session_id, "not known to this client")
+        self._check_serving(session)  # another worker serves it: LeaseLost, never re-attached from here
         await self.wait_ready(timeout=self._session_wait_timeout)
         client = await self._require_client()
         if not session._attached_to(client.connection.id):

@@ -186,7 +186,13 @@ class RecoveryRoundFinished:
 class SessionTakenOver:
     """Another worker owns this session now (its lease expired and was claimed, or the agent says the
     session is attached elsewhere): the handle is detached with ``reason`` and this worker stops
-    recovering it. ``holder`` names the new owner when known. Logged as ``acp.session_taken_over``."""
+    recovering it; calls on the handle raise :class:`~acp_client.exceptions.LeaseLost`. ``holder`` names the
+    new owner when known. Logged as ``acp.session_taken_over``.
+
+    ``reason``: ``"lease_lost"`` (a renewal found the lease gone or held by another worker),
+    ``"lease_expired"`` (the store stayed unreachable past the lease's local deadline), ``"write_rejected"``
+    (a fenced write was refused), ``"attached_elsewhere"`` (the agent said so and the store confirms another
+    holder) or ``"released"`` (``client.release(id)``)."""
 
     session_id: str
     reason: str

@@ -21,50 +21,35 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from acp_client._logging import get_logger
-from acp_client.exceptions import LeaseLost, StoreError, UsageError
-from acp_client.sessions import Session, SessionLink, SessionRecord
-from acp_client.sessions._lease import SharedSessionStore
+from acp_client.exceptions import (
+    ConnectionLost,
+    LeaseLost,
+    RPCError,
+    SessionLost,
+    SessionNotFound,
+    StoreError,
+    UsageError,
+)
+from acp_client.reconnect._events import SessionStoreReset, SessionTakenOver
+from acp_client.sessions import RecoveryMarker, Session, SessionLink, SessionRecord, SharedSessionStore
 
-__all__ = ["OwnershipHost", "SessionOwnership", "SessionStoreReset", "SessionTakenOver"]
+__all__ = [
+    "ClientHost",
+    "FencedWrites",
+    "OwnershipAPI",
+    "OwnershipHost",
+    "SessionOwnership",
+    "attached_elsewhere",
+]
 
 log = get_logger("acp_client.reconnect")
 
 
-@dataclass(frozen=True, slots=True)
-class SessionTakenOver:
-    """This worker no longer owns the session: the handle is detached and nothing more is sent for it.
-
-    ``reason``: ``"lease_lost"`` (the renewal was refused: the lease expired or another worker holds it),
-    ``"lease_expired"`` (the store stayed unreachable past the lease's deadline), ``"write_rejected"`` (a
-    fenced write was refused), ``"attached_elsewhere"`` (the agent answered that the session is attached to
-    another connection and the store confirms another worker holds it), or ``"released"``
-    (``client.release(id)``). ``holder`` is the new owner's id when known. Logged as
-    ``acp.session_taken_over``.
-    """
-
-    session_id: str
-    reason: str
-    holder: str | None = None
-    generation: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class SessionStoreReset:
-    """The shared store lost its data (a server restarted without persistence). The worker wrote back the
-    ``reclaimed`` sessions it still serves; ``taken`` ones had been claimed by another worker meanwhile and
-    are detached. Logged as ``acp.session_store_reset``."""
-
-    reclaimed: int
-    taken: int
-    generation: int = 0
-
-
 class OwnershipHost(Protocol):
-    """What the ownership manager needs from the client."""
+    """What the ownership manager needs from the client (:class:`ClientHost` adapts a ReconnectingClient)."""
 
     def known_sessions(self) -> Mapping[str, Session]:
         """The client's session handles by id."""
@@ -74,13 +59,17 @@ class OwnershipHost(Protocol):
         """Report an event."""
         ...
 
-    def detach_taken_over(self, session_id: str, reason: str, holder: str | None) -> None:
-        """Stop serving the session: cancel its recovery, turn the handle detached with ``reason``."""
+    async def detach_taken_over(self, session_id: str, reason: str) -> None:
+        """Stop serving the session: cancel its recovery, turn the handle detached."""
         ...
 
     async def recover_adopted(self, records: list[SessionRecord]) -> None:
         """Make handles for adopted records (or re-use detached ones) and recover them on the current
-        connection."""
+        connection (or on the next one)."""
+        ...
+
+    async def reconcile(self, session_ids: list[str]) -> None:
+        """After the store lost its data: check the sessions with the agent instead of dropping them."""
         ...
 
 
@@ -115,6 +104,7 @@ class SessionOwnership:
         self._task: asyncio.Task[None] | None = None
         #: sessions detached because another worker took them (adoption may bring them back if freed)
         self._taken: set[str] = set()
+        self._reasons: dict[str, str] = {}
         self._last_adopt = 0.0
         #: ids handed over on purpose by ``release``: never adopted back automatically
         self._released: set[str] = set()
@@ -138,6 +128,8 @@ class SessionOwnership:
         """Whether this worker wants ``session_id`` when it is free (the ``should_own`` hook)."""
         if session_id in self._released:
             return False
+        if session_id in self._taken and self._reasons.get(session_id) == "released":
+            return False
         return self._should_own is None or bool(self._should_own(session_id))
 
     def owns(self, session_id: str) -> bool:
@@ -148,8 +140,16 @@ class SessionOwnership:
     # ------------------------------------------------------------------ lifecycle
 
     async def load(self) -> list[SessionRecord]:
-        """The records to load at start: the sessions this worker holds or can claim (``should_own``)."""
-        return await self.store.load_owned(want=self.should_own)
+        """The records to load at start: the sessions this worker holds or can claim (``should_own``).
+
+        A store that cannot be reached is not fatal: the worker starts with none, and the adoption rounds
+        pick its sessions up once the store answers again.
+        """
+        try:
+            return await self.store.load_owned(want=self.should_own)
+        except StoreError as exc:
+            log.warning("acp.ownership_load_failed", owner=self.owner_id, error=str(exc))
+            return []
 
     def start(self, host: OwnershipHost) -> None:
         """Start renewing and adopting (called from the client's ``start()``)."""
@@ -184,25 +184,25 @@ class SessionOwnership:
         try:
             renewal = await self.store.renew_all()
         except StoreError as exc:
-            self._expire_unreachable(host, exc)
+            await self._expire_unreachable(host, exc)
             return
         if renewal.store_reset:
             await self._reconcile_after_reset(host)
         for sid in sorted(renewal.lost):
             if not renewal.store_reset:
-                self._taken_over(host, sid, "lease_lost", None)
+                await self._taken_over(host, sid, "lease_lost", None)
         now = time.monotonic()
         if adopt or (adopt is None and now - self._last_adopt >= self._adopt_every):
             self._last_adopt = now
             await self.adopt_free()
 
-    def _expire_unreachable(self, host: OwnershipHost, exc: BaseException) -> None:
+    async def _expire_unreachable(self, host: OwnershipHost, exc: BaseException) -> None:
         """The store is unreachable: stop serving every session whose lease ran out by the local clock."""
         log.warning("acp.lease_renewal_failed", owner=self.owner_id, error=str(exc))
         for sid, session in list(host.known_sessions().items()):
             lease = self.store.lease(sid)
             if lease is not None and lease.expired() and session.link not in _GONE:
-                self._taken_over(host, sid, "lease_expired", None)
+                await self._taken_over(host, sid, "lease_expired", None)
 
     async def _reconcile_after_reset(self, host: OwnershipHost) -> None:
         serving = [
@@ -215,7 +215,8 @@ class SessionOwnership:
             return  # the next round sees the reset again (every lease is still lost) and retries
         host.emit(SessionStoreReset(len(serving) - len(taken), len(taken), self._generation()))
         for sid in taken:
-            self._taken_over(host, sid, "lease_lost", None)
+            await self._taken_over(host, sid, "lease_lost", None)
+        await host.reconcile([r.session_id for r in serving if r.session_id not in taken])
 
     async def adopt_free(self) -> list[str]:
         """Claim the free sessions this worker wants and hand them to the client to recover; returns their
@@ -240,6 +241,7 @@ class SessionOwnership:
             return []
         for record in adopted:
             self._taken.discard(record.session_id)
+            self._reasons.pop(record.session_id, None)
         log.info("acp.sessions_adopted", owner=self.owner_id, sessions=len(adopted))
         await host.recover_adopted(adopted)
         return [r.session_id for r in adopted]
@@ -251,7 +253,7 @@ class SessionOwnership:
         host = self._require_host()
         self._released.add(session_id)
         released = await self.store.release(session_id)
-        self._taken_over(host, session_id, "released", None)
+        await self._taken_over(host, session_id, "released", None)
         return released
 
     async def adopt(self, session_id: str) -> SessionRecord:
@@ -268,17 +270,18 @@ class SessionOwnership:
             await self.store.release(session_id)
             raise KeyError(session_id)
         self._taken.discard(session_id)
+        self._reasons.pop(session_id, None)
         await host.recover_adopted([record])
         return record
 
     # ------------------------------------------------------------------ signals from the client
 
-    def write_rejected(self, exc: LeaseLost) -> None:
+    async def write_rejected(self, exc: LeaseLost) -> None:
         """A fenced write of the client was refused: the session belongs to another worker now."""
         host = self._require_host()
         if exc.reason == "reset":
             return  # the next renewal round reconciles the whole store and writes this session back
-        self._taken_over(host, exc.session_id, "write_rejected", exc.holder)
+        await self._taken_over(host, exc.session_id, "write_rejected", exc.holder)
 
     async def attached_elsewhere(self, session_id: str) -> bool:
         """The agent says the session is attached to another connection. ``True`` when another worker holds
@@ -288,25 +291,44 @@ class SessionOwnership:
             lease = await self.store.claim(session_id)
         except StoreError as exc:
             log.warning("acp.ownership_check_failed", session_id=session_id, error=str(exc))
-            return False
+            if self.serving(session_id):
+                return False  # the lease is still valid by the local clock: nobody else can hold it
+            await self._taken_over(host, session_id, "lease_expired", None)
+            return True
         if lease is not None:
             return False
-        self._taken_over(host, session_id, "attached_elsewhere", None)
+        await self._taken_over(host, session_id, "attached_elsewhere", None)
         return True
 
-    def may_recover(self, session_id: str) -> bool:
-        """Whether the client may re-attach the session on a new connection (it holds the lease)."""
-        return self.owns(session_id) and session_id not in self._taken
+    def serving(self, session_id: str) -> bool:
+        """Whether this worker still serves the session: not taken over or released, and its lease not past
+        its local deadline (no round trip).
+
+        A session this worker created while the store was unreachable has no lease yet but is served: its
+        owed write claims it once the store is back.
+        """
+        if session_id in self._taken:
+            return False
+        lease = self.store.lease(session_id)
+        return lease is None or not lease.expired()
+
+    def check_serving(self, session_id: str) -> None:
+        """Raise :class:`LeaseLost` if this worker no longer serves the session."""
+        if session_id in self._taken:
+            raise LeaseLost(session_id, self._reasons.get(session_id, "taken"))
+        if not self.serving(session_id):
+            raise LeaseLost(session_id, "expired")
 
     # ------------------------------------------------------------------ internals
 
-    def _taken_over(self, host: OwnershipHost, session_id: str, reason: str, holder: str | None) -> None:
+    async def _taken_over(self, host: OwnershipHost, session_id: str, reason: str, holder: str | None) -> None:
         session = host.known_sessions().get(session_id)
         if session is None or (session_id in self._taken and reason != "released"):
             return
         self._taken.add(session_id)
-        host.detach_taken_over(session_id, reason, holder)
+        self._reasons[session_id] = reason
         host.emit(SessionTakenOver(session_id, reason, holder, self._generation()))
+        await host.detach_taken_over(session_id, reason)
 
     def _require_host(self) -> OwnershipHost:
         if self._host is None:
@@ -315,3 +337,210 @@ class SessionOwnership:
 
 
 _GONE = (SessionLink.LOST, SessionLink.CLOSED)
+
+
+def attached_elsewhere(error: BaseException) -> bool:
+    """Whether an agent's error answer to a session call says the session is attached to another
+    connection (the reference agent: ``-32602`` with ``data.reason`` "... not attached to this connection").
+    Agents word this differently; only a ``-32602`` whose reason mentions "attached" is read this way."""
+    if not isinstance(error, RPCError) or error.code != -32602 or not isinstance(error.data, dict):
+        return False
+    reason = error.data.get("reason")
+    return isinstance(reason, str) and "attached" in reason.lower()
+
+
+class FencedWrites:
+    """The shared store as the client's store writer sees it.
+
+    A write the store rejects with :class:`LeaseLost` is not retried (it can never succeed): the session
+    is served by another worker now, and the ownership manager turns its handle detached. Writes for a
+    session this worker no longer serves are dropped, so a late save can never claim it back.
+    """
+
+    def __init__(self, store: SharedSessionStore, ownership: SessionOwnership) -> None:
+        self.store = store
+        self._ownership = ownership
+
+    def __repr__(self) -> str:
+        return f"<FencedWrites {self.store!r}>"
+
+    async def load_all(self) -> list[SessionRecord]:
+        """Every stored record (as the wrapped store)."""
+        return await self.store.load_all()
+
+    async def save(self, record: SessionRecord) -> None:
+        """Write the record if this worker still serves the session."""
+        if not self._ownership.serving(record.session_id):
+            return
+        try:
+            await self.store.save(record)
+        except LeaseLost as exc:
+            await self._ownership.write_rejected(exc)
+
+    async def delete(self, session_id: str) -> None:
+        """Delete the record if this worker still serves the session."""
+        if not self._ownership.serving(session_id):
+            return
+        try:
+            await self.store.delete(session_id)
+        except LeaseLost as exc:
+            await self._ownership.write_rejected(exc)
+
+    async def close(self) -> None:
+        """Close the wrapped store (which releases the leases it holds)."""
+        await self.store.close()
+
+
+class ClientHost:
+    """Adapts a :class:`~acp_client.ReconnectingClient` to :class:`OwnershipHost` (it reaches into the
+    client's registry and recoverer, the way its own modules do)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def known_sessions(self) -> Mapping[str, Session]:
+        """The client's session handles by id."""
+        view: Mapping[str, Session] = self._client._registry.view
+        return view
+
+    def emit(self, event: Any) -> None:
+        """Report through the client's event bus."""
+        self._client.emit(event)
+
+    async def detach_taken_over(self, session_id: str, reason: str) -> None:
+        """Cancel the session's recovery and turn its handle detached; a prompt waiting for its turn fails
+        with ``ConnectionLost`` (its outcome is for the new owner to see)."""
+        client = self._client
+        session = client._registry.get(session_id)
+        if session is None:
+            return
+        await client._recoverer.cancel(session_id)
+        text = f"session {session_id} is served by another worker now ({reason})"
+        session._detach(ConnectionLost(text, request_sent=True, reason=reason))
+        session._mark(RecoveryMarker(session_id, "taken_over", reason=reason))
+        client.changed()
+
+    async def recover_adopted(self, records: list[SessionRecord]) -> None:
+        """Register adopted sessions (re-using a detached handle) and recover them now if connected."""
+        client = self._client
+        sessions: list[Session] = []
+        for record in records:
+            session = client._registry.get(record.session_id)
+            if session is None or session.link in _GONE:
+                session = Session(client, record)
+                if not client._registry.add(session):
+                    continue  # forgotten here on purpose
+            else:
+                session.record = record  # the last owner's view of it
+            sessions.append(session)
+        await self._recover(sessions)
+
+    async def _recover(self, sessions: list[Session]) -> None:
+        client = self._client
+        live = client._live_client()
+        if live is None or client.state.value not in ("ready", "recovering"):
+            for session in sessions:
+                if session.link is not SessionLink.RECOVERING:
+                    session._set_link(SessionLink.DETACHED)  # the next connection's round recovers it
+            client.changed()
+            return
+        todo = [s for s in sessions if not s._attached_to(live.connection.id)]
+        if todo:
+            # in a task of the client's: the lease renewals must never wait for a recovery round
+            client._spawn(self._round(live, todo), "acp-recover-adopted")
+
+    async def _round(self, live: Any, sessions: list[Session]) -> None:
+        client = self._client
+        client.emit(await client._recoverer.run_round(live, sessions, client.generation))
+
+    async def reconcile(self, session_ids: list[str]) -> None:
+        """Probe the attached sessions with ``session/status`` (forget the ones the agent no longer knows)
+        and recover the others."""
+        client = self._client
+        live = client._live_client()
+        sessions = [s for sid in session_ids if (s := client._registry.get(sid)) is not None and s.link not in _GONE]
+        if live is None:
+            return
+        detached = [s for s in sessions if not s._attached_to(live.connection.id)]
+        attached = [s for s in sessions if s._attached_to(live.connection.id)]
+        if attached and live.supports("status"):
+            limit = asyncio.Semaphore(8)
+
+            async def probe(session: Session) -> None:
+                async with limit:
+                    try:
+                        await live.session_status(session.id, timeout=10.0)
+                    except SessionNotFound:
+                        await client.forget_session(session, "unknown", "session/status")
+                    except Exception as exc:  # the link, a timeout: the next reconnect probes it anyway
+                        log.info("acp.reconcile_probe_failed", session_id=session.id, error=str(exc))
+
+            await asyncio.gather(*(probe(s) for s in attached))
+        await self._recover(detached)
+
+
+class OwnershipAPI:
+    """The several-workers part of :class:`~acp_client.ReconnectingClient` (a mixin): ``owner_id``,
+    ``release()``, ``adopt()``, and the hooks its session calls use."""
+
+    # provided by ReconnectingClient
+    _ownership: SessionOwnership | None
+    _registry: Any
+
+    if TYPE_CHECKING:  # provided by ReconnectingClient and its other mixins
+
+        def changed(self) -> None: ...
+
+        def _spawn(self, coro: Any, name: str) -> None: ...
+
+        async def recover(self, session_id: str) -> Session: ...
+
+    @property
+    def owner_id(self) -> str | None:
+        """This worker's id in a shared store (``None`` with a store of one process)."""
+        return self._ownership.owner_id if self._ownership is not None else None
+
+    async def release(self, session_id: str) -> bool:
+        """Hand a session over on purpose: give up its lease (other workers may adopt it at once) and stop
+        serving it here: the handle turns detached, ``SessionTakenOver(reason="released")`` is reported,
+        and calls on it raise ``LeaseLost``. The agent is not told. ``False`` if this worker did not hold
+        the lease. Needs a shared store (:class:`~acp_client.sessions.RedisSessionStore`)."""
+        return await self._require_ownership().release(session_id)
+
+    async def adopt(self, session_id: str) -> Session:
+        """Take a session over on purpose: claim its lease (``LeaseLost`` while another worker holds it)
+        and recover it on this worker's connection; returns its handle. Needs a shared store."""
+        ownership = self._require_ownership()
+        await ownership.adopt(session_id)
+        if self._registry.get(session_id) is None:
+            raise SessionLost(session_id, "forgotten by this client")
+        return await self.recover(session_id)  # joins the recovery the adoption started
+
+    def _require_ownership(self) -> SessionOwnership:
+        if self._ownership is None:
+            raise UsageError("release/adopt need a store shared by several workers (RedisSessionStore)")
+        return self._ownership  # its methods raise UsageError until start() has started it
+
+    def _check_serving(self, session: Session) -> None:
+        """Raise ``LeaseLost`` for a session another worker serves now (no round trip)."""
+        if self._ownership is not None:
+            self._ownership.check_serving(session.id)
+
+    async def _on_session_error(self, session: Session, error: RPCError) -> None:
+        """A session call failed. If the agent says the session is attached to another connection, ask the
+        store who owns it: another worker → the handle turns detached and ``LeaseLost`` is raised; this one
+        → the session is re-attached in the background and the caller gets the agent's error."""
+        ownership = self._ownership
+        if ownership is None or not attached_elsewhere(error):
+            return
+        if await ownership.attached_elsewhere(session.id):
+            raise LeaseLost(session.id, "attached_elsewhere") from error
+        session._set_link(SessionLink.DETACHED)
+        self.changed()
+        self._spawn(self._recover_quietly(session.id), f"acp-reattach-{session.id}")
+
+    async def _recover_quietly(self, session_id: str) -> None:
+        try:
+            await self.recover(session_id)
+        except Exception as exc:  # reported as a recovery event already, or the client is closing
+            log.info("acp.reattach_after_error_failed", session_id=session_id, error=str(exc))

@@ -19,6 +19,7 @@ from acp_client.exceptions import (
     NotConnected,
     ReconnectFailed,
     RecoveryFailed,
+    RPCError,
     SessionLost,
 )
 from acp_client.reconnect._events import ClientState
@@ -86,6 +87,12 @@ class SessionAPI:
     async def wait_ready(self, timeout: float | None = None, *, first: bool = False) -> None:
         raise NotImplementedError
 
+    if TYPE_CHECKING:  # provided by OwnershipAPI (a stub here would shadow it in the MRO)
+
+        def _check_serving(self, session: Session) -> None: ...
+
+        async def _on_session_error(self, session: Session, error: RPCError) -> None: ...
+
     # ------------------------------------------------------------------ SessionOwner
 
     async def _require_client(self) -> ACPClient:
@@ -108,6 +115,7 @@ class SessionAPI:
                 while True:
                     changed = self._changed_event()
                     session._check_usable()
+                    self._check_serving(session)  # another worker serves it now: LeaseLost
                     client = self._usable_client()
                     if client is not None and session._attached_to(client.connection.id):
                         return client
@@ -125,7 +133,11 @@ class SessionAPI:
         self, session: Session, method: str, params: dict[str, Any], *, timeout: float | None
     ) -> Any:
         client = await self._attached_client(session, method)
-        return await client.connection.request(method, params, timeout=timeout)
+        try:
+            return await client.connection.request(method, params, timeout=timeout)
+        except RPCError as exc:
+            await self._on_session_error(session, exc)  # "attached elsewhere": LeaseLost or a re-attach
+            raise
 
     async def _session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
         client = await self._attached_client(session, method)

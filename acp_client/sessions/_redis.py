@@ -22,7 +22,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from acp_client._logging import get_logger
@@ -246,12 +246,19 @@ class RedisSessionStore:
                 max_connections=self._max_connections,
                 timeout=self._socket_timeout,  # waiting for a free connection is bounded too
                 decode_responses=True,
-                socket_timeout=self._socket_timeout,
+                # no socket_timeout in redis-py: it bounds writes with asyncio.wait_for, which on Python 3.11
+                # can swallow a cancellation of the caller; every round trip is bounded by _rt() instead
+                socket_timeout=None,
                 socket_connect_timeout=self._socket_timeout,
                 retry=Retry(NoBackoff(), 0),  # the store retries, with its own bounded backoff
             )
             self._redis = aioredis.Redis.from_pool(pool)  # the client owns the pool and closes it
         return self._redis
+
+    async def _rt(self, awaitable: Awaitable[Any]) -> Any:
+        """One round trip, bounded by ``socket_timeout`` (``TimeoutError``: retried like a lost link)."""
+        async with asyncio.timeout(self._socket_timeout):
+            return await awaitable
 
     @staticmethod
     def _transient() -> tuple[type[BaseException], ...]:
@@ -272,6 +279,8 @@ class RedisSessionStore:
         failover, or busy) with capped jittered backoff for ``retry_for`` s, then raise StoreUnavailable."""
         transient = self._transient()
         loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        cancels = task.cancelling() if task is not None else 0
         deadline = loop.time() + self._retry_for
         delay = 0.05
         attempt = 0
@@ -280,7 +289,11 @@ class RedisSessionStore:
             try:
                 client = self._client()
                 await self._ensure_epoch(client)
-                return await fn(client)
+                result = await fn(client)
+                if task is not None and task.cancelling() > cancels:
+                    # a cancellation of ours was lost on the way (a library swallowed it): deliver it now
+                    raise asyncio.CancelledError
+                return result
             except self._errors() as exc:
                 if not isinstance(exc, transient) and not str(exc).startswith(_RETRYABLE_REPLIES):
                     # e.g. a script error or a wrong type at a key: retrying would not help
@@ -308,7 +321,7 @@ class RedisSessionStore:
             async with client.pipeline(transaction=False) as pipe:
                 pipe.set(self._epoch_key, uuid.uuid4().hex, nx=True)
                 pipe.get(self._epoch_key)
-                _, epoch = await pipe.execute()
+                _, epoch = await self._rt(pipe.execute())
             self._epoch = str(epoch)
 
     async def _scripts(self, client: Any, calls: Sequence[_Call]) -> list[Any]:
@@ -323,7 +336,7 @@ class RedisSessionStore:
                 async with client.pipeline(transaction=False) as pipe:
                     for name, keys, args in chunk:
                         pipe.evalsha(_SHAS[name], len(keys), *keys, *args)
-                    answers = await pipe.execute(raise_on_error=False)
+                    answers = await self._rt(pipe.execute(raise_on_error=False))
                 if tries == 0 and any(
                     isinstance(a, NoScriptError) or (isinstance(a, ResponseError) and "NOSCRIPT" in str(a))
                     for a in answers
@@ -333,7 +346,7 @@ class RedisSessionStore:
                     async with client.pipeline(transaction=False) as pipe:
                         for text in _SCRIPTS.values():
                             pipe.script_load(text)
-                        await pipe.execute()
+                        await self._rt(pipe.execute())
                     continue
                 break
             for answer in answers:
@@ -347,7 +360,7 @@ class RedisSessionStore:
         cursor: Any = 0
         while True:
             self.round_trips += 1
-            cursor, batch = await client.sscan(self._index, cursor, count=max(self._batch, 100))
+            cursor, batch = await self._rt(client.sscan(self._index, cursor, count=max(self._batch, 100)))
             ids.extend(batch)
             if int(cursor) == 0:
                 break
@@ -416,7 +429,7 @@ class RedisSessionStore:
                 async with client.pipeline(transaction=False) as pipe:
                     for sid in chunk:
                         pipe.exists(self._k("lease", sid))
-                    held = await pipe.execute()
+                    held = await self._rt(pipe.execute())
                 free.extend(sid for sid, h in zip(chunk, held, strict=True) if not h)
             return free
 
@@ -495,7 +508,7 @@ class RedisSessionStore:
     async def _check_epoch(self) -> bool:
         async def run(client: Any) -> Any:
             self.round_trips += 1
-            return await client.get(self._epoch_key)
+            return await self._rt(client.get(self._epoch_key))
 
         current = await self._retrying("renew", run)
         if current == self._epoch:
@@ -555,7 +568,7 @@ class RedisSessionStore:
                 async with client.pipeline(transaction=False) as pipe:
                     for sid in chunk:
                         pipe.hget(self._k("rec", sid), "record")
-                    texts = await pipe.execute()
+                    texts = await self._rt(pipe.execute())
                 for sid, text in zip(chunk, texts, strict=True):
                     record = self._record(sid, text)
                     if record is not None:
