@@ -140,7 +140,7 @@ async def test_sticky_routing_adopts_only_what_the_hook_wants(workers: Workers, 
     b, b_events = await workers.start("B", should_own=wanted.__contains__)
     await a.aclose()  # release_on_close: free at once
     await b_events.wait(lambda: {e.session_id for e in b_events.of(SessionRecovered)} >= wanted)
-    c, c_events = await workers.start("C")  # any session: picks up the rest at its start
+    c, _ = await workers.start("C")  # any session: picks up the rest at its start
     assert set(c.sessions) == set(ids[2:])
     assert set(b.sessions) == wanted
     assert all(reattaches(agent, sid) == 1 for sid in ids)
@@ -166,7 +166,9 @@ async def test_release_and_adopt_hand_a_session_over(workers: Workers, agent: Re
         await a.recover(session.id)  # never re-attached behind B's back
 
 
-async def test_agent_says_attached_elsewhere(workers: Workers, agent: ReferenceAgent, redis_server: RedisServer) -> None:
+async def test_agent_says_attached_elsewhere(
+    workers: Workers, agent: ReferenceAgent, redis_server: RedisServer
+) -> None:
     import redis.asyncio as aioredis
 
     a, a_events = await workers.start("A", store_options={"lease_ttl": 30.0})
