@@ -102,7 +102,66 @@ redis.call('SREM', KEYS[3], ARGV[2])
 return {1, ''}
 """
 
-_SCRIPTS = {"claim": _CLAIM, "renew": _RENEW, "release": _RELEASE, "save": _SAVE, "delete": _DELETE}
+# the bulk forms: one script call for a group of sessions (far less client-side work per session)
+# KEYS: lease, fence, rec of each session   ARGV: owner, ttl_ms
+# -> per session two items: token (> 0: claimed or already ours) and the record ('' if none),
+#    or 0 and the holder's lease value
+_CLAIM_MANY = """
+local out = {}
+for i = 1, #KEYS, 3 do
+  local cur = redis.call('GET', KEYS[i])
+  local token = nil
+  if cur then
+    local sep = string.find(cur, '|', 1, true)
+    if sep and string.sub(cur, sep + 1) == ARGV[1] then
+      redis.call('PEXPIRE', KEYS[i], ARGV[2])
+      token = tonumber(string.sub(cur, 1, sep - 1))
+    end
+  else
+    token = redis.call('INCR', KEYS[i + 1])
+    redis.call('SET', KEYS[i], token .. '|' .. ARGV[1], 'NX', 'PX', ARGV[2])
+  end
+  if token then
+    out[#out + 1] = token
+    out[#out + 1] = redis.call('HGET', KEYS[i + 2], 'record') or ''
+  else
+    out[#out + 1] = 0
+    out[#out + 1] = cur
+  end
+end
+return out
+"""
+
+# KEYS: lease of each session, then the epoch key   ARGV: "token|owner" of each, then ttl_ms, epoch
+# -> {-2} the store lost its data; else one item per session: 1 renewed, or the holder's value ('' if none)
+_RENEW_MANY = """
+local n = #KEYS - 1
+if redis.call('GET', KEYS[#KEYS]) ~= ARGV[#ARGV] then return {-2} end
+local out = {}
+for i = 1, n do
+  local cur = redis.call('GET', KEYS[i])
+  if cur == ARGV[i] then
+    redis.call('PEXPIRE', KEYS[i], ARGV[n + 1])
+    out[i] = 1
+  else
+    out[i] = cur or ''
+  end
+end
+return out
+"""
+
+#: sessions per bulk script call: keeps each call short on the server (it runs atomically)
+_GROUP = 200
+
+_SCRIPTS = {
+    "claim": _CLAIM,
+    "claim_many": _CLAIM_MANY,
+    "renew": _RENEW,
+    "renew_many": _RENEW_MANY,
+    "release": _RELEASE,
+    "save": _SAVE,
+    "delete": _DELETE,
+}
 _SHAS = {name: hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest() for name, text in _SCRIPTS.items()}
 
 #: server replies that mean "try again shortly" (loading, failover in progress, a long script)
@@ -381,6 +440,21 @@ class RedisSessionStore:
             return None
         return record
 
+    async def _claim_many(self, client: Any, ids: list[str]) -> list[Any]:
+        """Claim ``ids`` with one bulk script call per ``_GROUP`` sessions; answers shaped like ``claim``'s."""
+        calls: list[_Call] = []
+        for start in range(0, len(ids), _GROUP):
+            keys: list[str] = []
+            for sid in ids[start : start + _GROUP]:
+                keys += [self._k("lease", sid), self._k("fence", sid), self._k("rec", sid)]
+            calls.append(("claim_many", keys, (self._owner, self._ttl_ms())))
+        answers: list[Any] = []
+        for flat in await self._scripts(client, calls):
+            for i in range(0, len(flat), 2):
+                token = int(flat[i])
+                answers.append([1, token, flat[i + 1] or None] if token > 0 else [0, flat[i + 1]])
+        return answers
+
     def _claim_call(self, session_id: str) -> _Call:
         keys = (self._k("lease", session_id), self._k("fence", session_id), self._k("rec", session_id))
         return ("claim", keys, (self._owner, self._ttl_ms()))
@@ -444,7 +518,7 @@ class RedisSessionStore:
             ids = await self._ids(client)
             todo = [sid for sid in ids if sid in self._leases or want is None or want(sid)]
             sent_at = time.monotonic()
-            answers = await self._scripts(client, [self._claim_call(sid) for sid in todo])
+            answers = await self._claim_many(client, todo)
             records: list[SessionRecord] = []
             for sid, answer in zip(todo, answers, strict=True):
                 lease, text = self._take(sid, answer, sent_at)
@@ -467,15 +541,19 @@ class RedisSessionStore:
             return Renewal(frozenset(), frozenset(), await self._check_epoch())
 
         async def run(client: Any) -> list[Any]:
-            calls: list[_Call] = [
-                (
-                    "renew",
-                    (self._k("lease", lease.session_id), self._epoch_key),
-                    (self._value(lease), self._ttl_ms(), self._epoch),
-                )
-                for lease in held
-            ]
-            return await self._scripts(client, calls)
+            calls: list[_Call] = []
+            for start in range(0, len(held), _GROUP):
+                group = held[start : start + _GROUP]
+                keys = [self._k("lease", lease.session_id) for lease in group] + [self._epoch_key]
+                values = [self._value(lease) for lease in group]
+                calls.append(("renew_many", keys, (*values, self._ttl_ms(), self._epoch)))
+            answers: list[Any] = []
+            for (_, group_keys, _), flat in zip(calls, await self._scripts(client, calls), strict=True):
+                if flat == [-2]:
+                    answers += [[-2, ""]] * (len(group_keys) - 1)  # the store lost its data: every lease is gone
+                else:
+                    answers += [[1, ""] if a == 1 else [0, a] for a in flat]
+            return answers
 
         sent_at = time.monotonic()
         answers = await self._retrying("renew", run)
@@ -539,9 +617,7 @@ class RedisSessionStore:
         """
         todo = list(records)
         sent_at = time.monotonic()
-        answers = await self._retrying(
-            "claim", lambda c: self._scripts(c, [self._claim_call(r.session_id) for r in todo])
-        )
+        answers = await self._retrying("claim", lambda c: self._claim_many(c, [r.session_id for r in todo]))
         taken: list[str] = []
         mine: list[SessionRecord] = []
         for record, answer in zip(todo, answers, strict=True):
