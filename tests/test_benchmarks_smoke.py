@@ -22,6 +22,7 @@ SCRIPTS = [
     "p3_status_latency.py",
     "p4_half_open.py",
     "p5_memory.py",
+    "p6_store.py",
     "p9_import.py",
     "p7_bridge.py",
     "p8_slow_sessions.py",
