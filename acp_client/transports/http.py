@@ -403,6 +403,20 @@ class StreamableHTTPTransport:
             return
         try:
             await self._open_stream(None, required=True)
+        except HTTPTransportError as exc:
+            if exc.status_code not in (404, 410):
+                await self._abandon()
+                raise
+            # the server forgot the connection right after answering initialize (it closed it): a link that
+            # dropped, as a WebSocket closed after its initialize answer, not an endpoint that is missing
+            self._fail(
+                ConnectionLost(
+                    f"{self._description} ended connection {connection_id} right after initialize "
+                    f"(HTTP {exc.status_code} for its event stream)",
+                    reason=f"http {exc.status_code}",
+                )
+            )
+            return
         except BaseException:
             await self._abandon()
             raise
