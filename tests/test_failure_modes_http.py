@@ -1,9 +1,10 @@
-"""The twelve failure modes of ``tests/test_failure_modes.py``, re-run over Streamable HTTP (HTTP/1.1).
+"""The twelve failure modes of ``tests/test_failure_modes.py``, re-run over Streamable HTTP (HTTP/1.1, h2c).
 
 Every test of that module is collected here too; an autouse fixture points ``ReferenceAgent.url`` and
 ``FaultProxy.url`` at the Streamable HTTP endpoint (same port and path as the WebSocket) and makes the
 agent's SSE keepalive frequent enough for the tests' short liveness settings (the read-idle watchdog of a
-stream fires after ``ping_interval + ping_timeout`` without a byte).
+stream fires after ``ping_interval + ping_timeout`` without a byte); ``h2c`` speaks HTTP/2 with prior
+knowledge.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import pytest
 
 from acp_client.testing import FaultProxy, ReferenceAgent
 from acp_client.testing._agent_http import HttpEndpoint
+from acp_client.transports import http as http_transport
+from acp_client.transports.options import TransportOptions
 from tests.test_failure_modes import *  # noqa: F403  (the suite re-run here)
 
 #: tests of WebSocket specifics, with the reason they do not apply to Streamable HTTP
@@ -25,7 +28,7 @@ _WEBSOCKET_ONLY: dict[str, str] = {
 }
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(autouse=True, params=["h1", "h2c"])
 def over_http(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """``agent.url`` and ``proxy.url()`` name the http:// endpoint; the agent's keepalive is 0.1 s."""
     name = request.node.originalname
@@ -39,4 +42,10 @@ def over_http(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(FaultProxy, "url", http_url)
     monkeypatch.setattr(HttpEndpoint, "keepalive_interval", 0.1)
+    if request.param == "h2c":
+
+        def h2c(options: TransportOptions) -> tuple[bool, bool]:
+            return False, True
+
+        monkeypatch.setattr(http_transport, "_http_versions", h2c)
     yield
