@@ -170,3 +170,40 @@ async def test_reconnect(peer: tuple[Peer, str]) -> None:
     finally:
         await rec.close()
         await client.aclose()
+
+
+async def test_http2_over_tls_by_alpn(tmp_path: Path) -> None:
+    import ssl
+
+    import trustme
+
+    from acp_client import TLSError
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    certfile, keyfile = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert.private_key_and_cert_chain_pem.write_to_path(str(certfile))
+    cert.private_key_pem.write_to_path(str(keyfile))
+    command = [
+        sys.executable,
+        str(HERE / "official_http_agent.py"),
+        "--certfile",
+        str(certfile),
+        "--keyfile",
+        str(keyfile),
+    ]
+    async with running(command) as url:
+        https = url.replace("http://", "https://")
+        trusted = ssl.create_default_context()
+        ca.configure_trust(trusted)
+        async with connect(https, ssl=trusted) as client:  # http2=True: offered by ALPN
+            transport = client.connection.transport
+            assert isinstance(transport, StreamableHTTPTransport)
+            assert transport.http_version == "HTTP/2"
+            session = await client.new_session(str(HERE))
+            result = await asyncio.wait_for(session.prompt("echo: over tls"), bound(10))
+            assert result.stop_reason == "end_turn"
+        async with connect(https, ssl=trusted, http2=False) as client:
+            assert client.connection.transport.http_version == "HTTP/1.1"  # type: ignore[attr-defined]
+        with pytest.raises(TLSError):
+            await connect(https)  # the system trust store does not know the test CA
