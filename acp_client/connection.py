@@ -66,6 +66,8 @@ class _Default:
 DEFAULT: Final = _Default()
 
 _CANCEL_METHOD = "$/cancel_request"
+#: Notifications handled in a row before the reader yields to other tasks once.
+_YIELD_EVERY = 64
 _CANCEL_WRITE_TIMEOUT = 1.0
 _ids = itertools.count(1)
 _LOCAL_CLOSE = ConnectionLost("the connection was closed by the client", reason="closed locally")
@@ -328,12 +330,20 @@ class Connection:
         loss: ConnectionLost | None = None
         try:
             recv, receive_one, stats = self.transport.recv, self._core.receive_one, self.stats
+            burst = 0
             while True:
                 text = await recv()
                 stats["frames_in"] += 1
                 events = receive_one(text)
                 if type(events) is Notification:  # the hot path (a stream of updates): no coroutine per frame
                     self._notification(events)
+                    burst += 1
+                    if burst >= _YIELD_EVERY:
+                        # A fast agent's frames arrive in bursts of hundreds that recv() returns without
+                        # suspending: let the tasks consuming them run now and then, so a subscriber keeps
+                        # up (no overflowing buffer, no pile of live objects for the garbage collector).
+                        burst = 0
+                        await asyncio.sleep(0)
                 elif isinstance(events, list):
                     for event in events:
                         await self._dispatch(event)
