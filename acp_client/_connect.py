@@ -169,6 +169,8 @@ def connect(
     compression: str | None = "deflate",
     transport: TransportKind = None,
     http2: bool | Literal["prior_knowledge"] = True,
+    stdio_env: Mapping[str, str] | None = None,
+    stdio_cwd: str | None = None,
     client_info: Mapping[str, str] | None = None,
 ) -> Connector:
     """Connect to an agent and initialize; returns a :class:`Connector` (await it or ``async with`` it).
@@ -192,6 +194,8 @@ def connect(
         compression=compression,  # type: ignore[arg-type]
         transport=transport,
         http2=http2,
+        stdio_env=stdio_env,
+        stdio_cwd=stdio_cwd,
     )
     return Connector(
         target,

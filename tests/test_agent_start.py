@@ -77,3 +77,18 @@ async def test_ready_timeout_bounds_the_first_wait() -> None:
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(client.__aenter__(), bound(10))
     assert client.state is ClientState.CLOSED
+
+
+async def test_stdio_env_and_cwd_reach_the_spawned_agent(tmp_path: Path) -> None:
+    script = "import os, sys\nsys.stderr.write(os.environ['ACP_T'] + ' ' + os.getcwd() + '\\n')\nsys.exit(4)\n"
+    client = ReconnectingClient(
+        [sys.executable, "-c", script],
+        stdio_env={"ACP_T": "from-options", "PATH": "/usr/bin:/bin"},
+        stdio_cwd=str(tmp_path),
+        breaker=CrashLoopBreaker(threshold=1),
+        **FAST,  # type: ignore[arg-type]
+    )
+    with pytest.raises(ReconnectFailed) as caught:
+        await asyncio.wait_for(client.__aenter__(), bound(10))
+    assert getattr(caught.value.cause, "exit_code", None) == 4
+    assert f"from-options {tmp_path}" in getattr(caught.value.cause, "stderr_tail", ())

@@ -85,7 +85,8 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI):
 
     Sessions are kept in ``store`` (memory by default; :class:`~acp_client.sessions.SQLiteSessionStore`
     survives process restarts); a store that fails never fails a recovery. Transport keywords (``headers``
-    ... ``transport``) are gathered into one :class:`~acp_client.transports.TransportOptions`. Timing
+    ... ``stdio_cwd``; ``stdio_env``/``stdio_cwd`` are the environment and working directory of a spawned
+    agent) are gathered into one :class:`~acp_client.transports.TransportOptions`. Timing
     options are float seconds. ``clock`` and ``rng`` are injectable for tests.
     """
 
@@ -110,6 +111,8 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI):
         compression: Literal["deflate"] | None = "deflate",
         transport: TransportKind = None,
         http2: bool | Literal["prior_knowledge"] = True,
+        stdio_env: Mapping[str, str] | None = None,
+        stdio_cwd: str | None = None,
         backoff: Backoff | None = None,
         breaker: CrashLoopBreaker | None = None,
         classifier: Classifier = classify_error,
@@ -150,6 +153,8 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI):
             compression=compression,
             transport=transport,
             http2=http2,
+            stdio_env=stdio_env,
+            stdio_cwd=stdio_cwd,
         )
         self._request_timeout = request_timeout
         self._initialize_timeout = initialize_timeout
