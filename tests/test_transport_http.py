@@ -467,8 +467,14 @@ async def test_404_for_the_connection_is_a_lost_link_and_bad_events_are_counted(
         if method == "GET":
             events = b'data: not json\n\nevent: custom\ndata: {"x": 1}\n\n: comment\n\n'
             return 200, [("content-type", "text/event-stream")], events
-        if method == "POST" and json.loads(body).get("method") == "x/rejected":
+        message = json.loads(body) if method == "POST" else {}
+        if message.get("method") == "x/rejected":
             return 415, [("content-type", "application/json")], b'{"error": "unsupported"}'
+        if message.get("method") == "x/html":  # a proxy's login page instead of an ACP answer
+            return 200, [("content-type", "text/html")], b"<html><body>Please sign in</body></html>"
+        if message.get("method") == "x/inline":  # the answer as an event-stream body of the POST itself
+            answer = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"inline": True}})
+            return 200, [("content-type", "text/event-stream; charset=utf-8")], f"data: {answer}\n\n".encode()
         return 404, [("content-type", "application/json")], b'{"error": "Unknown connection id"}'
 
     async with canned_server(handler) as url:
@@ -478,10 +484,14 @@ async def test_404_for_the_connection_is_a_lost_link_and_bad_events_are_counted(
             with pytest.raises(Exception, match="HTTP 415") as rejected:
                 await client.request("x/rejected", {})
             assert getattr(rejected.value, "data", {})["httpStatus"] == 415
+            with pytest.raises(Exception, match="HTTP 200") as html:
+                await client.request("x/html", {})
+            assert getattr(html.value, "data", {})["bodyExcerpt"].startswith("<html>")
+            assert await client.request("x/inline", {}) == {"inline": True}
             with pytest.raises(ConnectionLost, match="no longer knows connection c1"):
                 await client.request("x/anything", {})
             assert transport.stats.sse_discarded == 2 and transport.stats.sse_comments >= 1
-            assert transport.stats.posts_rejected == 1
+            assert transport.stats.posts_rejected == 2
         finally:
             await client.aclose()
 

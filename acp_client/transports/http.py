@@ -35,7 +35,7 @@ initialize answered with a status other than 200             :class:`HTTPTranspo
                                                              as for a WebSocket handshake)
 a 200 that is HTML or not JSON, or has no                    :class:`HTTPTransportError` with status 200
 ``Acp-Connection-Id``
-later POST answered 400/406/415/501/...                      a JSON-RPC error answer to that request
+later POST answered 400/406/415/501/... or 200 with HTML     a JSON-RPC error answer to that request
                                                              (``-32603``, ``data.httpStatus``,
                                                              ``data.bodyExcerpt``); counted in
                                                              ``stats.posts_rejected``; the link stays
@@ -233,6 +233,7 @@ class StreamableHTTPTransport:
         self._streams: dict[str | None, _Stream] = {}
         self._attaching: dict[int | str, tuple[str, str | None, int]] = {}
         self._inbound_routes: dict[int | str, str] = {}
+        self._refusals: dict[str, int] = {}  # session id -> the status its stream was last refused with
         self._close_task: asyncio.Task[None] | None = None
         self._initialized = False
         self.connection_id: str | None = None
@@ -482,16 +483,13 @@ class StreamableHTTPTransport:
         self._store_cookies(response)
         self.http_version = response.http_version
         status = response.status_code
-        if status in (200, 202, 204):
+        body = response.text.strip() if status == 200 else ""
+        inline = self._inline_frames(response, body)
+        if status in (202, 204) or (status == 200 and inline is not None):
             self.stats.frames_out += 1
             self.stats.bytes_out += len(frame.encode())
-            body = response.text.strip()
-            if status == 200 and body:
-                # a server may answer inline; a JSON body is a frame like any other
-                if isinstance(_loads(body), dict | list):
-                    self._inbound.put_nowait(body)
-                else:
-                    self.stats.sse_discarded += 1
+            for text in inline or ():  # a server may answer inline (JSON, or an event stream as body)
+                self._inbound.put_nowait(text)
             return
         if status in _LOST_STATUSES:
             what = "no longer knows connection" if status == 404 else "refused a request on connection"
@@ -525,6 +523,21 @@ class StreamableHTTPTransport:
                     }
                 )
             )
+
+    def _inline_frames(self, response: httpx.Response, body: str) -> list[str] | None:
+        """The frames of a ``200`` POST answer: none for an empty body, the body when it is JSON, the events
+        of an event-stream body; ``None`` when the body is something else (an HTML page: a rejection)."""
+        if not body:
+            return []
+        if "text/event-stream" in response.headers.get("content-type", "").lower():
+            frames = []
+            for event in SSEParser().feed(body.encode() + b"\n\n"):
+                if event.event == "message" and isinstance(_loads(event.data), dict | list):
+                    frames.append(event.data)
+                else:
+                    self.stats.sse_discarded += 1
+            return frames
+        return [body] if isinstance(_loads(body), dict | list) else None
 
     def _route_outgoing(self, message: Any) -> str | None:
         """Note what an outgoing message means for routing; return its ``Acp-Session-Id`` (or ``None``)."""
@@ -577,6 +590,7 @@ class StreamableHTTPTransport:
             self._streams.pop(session_id, None)
             if session_id is not None:
                 self.stats.session_streams_refused += 1
+                self._refusals[session_id] = refused.status
             if required:
                 raise HTTPTransportError(
                     f"{self._description} refused the {stream.label} stream with HTTP {refused.status}",
@@ -788,6 +802,7 @@ class StreamableHTTPTransport:
             _log.warning("http_new_session_stream_refused", transport=self._description, session_id=session_id)
             return text
         # the agent accepted the load/resume but its HTTP server will not route the session here
+        status = self._refusals.get(session_id)
         return json.dumps(
             {
                 "jsonrpc": "2.0",
@@ -796,9 +811,14 @@ class StreamableHTTPTransport:
                     "code": -32002,
                     "message": (
                         f"session {session_id} cannot be attached over this HTTP connection: the server "
-                        "refused its session stream"
+                        f"refused its session stream (HTTP {status})"
                     ),
-                    "data": {"sessionId": session_id, "transport": "streamable-http", "reason": "stream refused"},
+                    "data": {
+                        "sessionId": session_id,
+                        "transport": "streamable-http",
+                        "reason": "session stream refused",
+                        "httpStatus": status,
+                    },
                 },
             }
         )
