@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import cProfile
 import functools
 import json
+import pstats
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -262,7 +264,50 @@ async def measure(agent: StreamAgentProcess, n: int, reps: int) -> dict[tuple[in
     return results
 
 
-def report(results: dict[tuple[int, Compression, str], Runs], n: int, reps: int, args: Any) -> None:
+#: Where the client's CPU goes, by the file a function lives in (first match wins).
+_LAYERS = [
+    ("websockets", "websockets: frame parsing, UTF-8, the per-message recv hand-off"),
+    ("asyncio", "asyncio: event loop, tasks, socket reads"),
+    ("acp_client/jsonrpc", "acp-client JSON-RPC: the JSON parse (pydantic_core, called here), envelope checks"),
+    ("acp_client/connection", "acp-client connection: read loop, dispatch"),
+    ("acp_client/transports", "acp-client WebSocket transport wrapper"),
+    ("acp_client/client", "acp-client routing to the session"),
+    ("acp_client/schema", "acp-client update parse (lazy model)"),
+    ("acp_client/sessions/_transcript", "acp-client transcript"),
+    ("acp_client/sessions", "acp-client session: state, SessionUpdate, fan-out, iterator"),
+    ("p2_updates", "benchmark consumer loop"),
+    ("~", "builtins called from anywhere (dict and str methods, isinstance ...)"),
+]
+
+
+async def profile(url: str, n: int, version: int, compression: Compression) -> list[list[str]]:
+    """One ``ours`` run under cProfile: the share of own time (tottime) per layer. cProfile's per-call cost
+    inflates layers of many small calls, so read the shares as a rough picture."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        await ours(url, n, version, compression)
+    finally:
+        profiler.disable()
+    stats: Any = pstats.Stats(profiler).stats
+    shares: dict[str, float] = {}
+    for (filename, _line, _name), (_cc, _nc, tottime, _ct, _callers) in stats.items():
+        label = next((label for key, label in _LAYERS if key in filename), "other Python code")
+        shares[label] = shares.get(label, 0.0) + tottime
+    total = sum(shares.values()) or 1.0
+    ordered = sorted(shares.items(), key=lambda kv: kv[1], reverse=True)
+    return [
+        [label, f"{seconds / total * 100:.0f}%", f"{seconds / n * 1e6:.1f}"] for label, seconds in ordered if seconds
+    ]
+
+
+def report(
+    results: dict[tuple[int, Compression, str], Runs],
+    n: int,
+    reps: int,
+    args: Any,
+    layers: list[list[str]] | None = None,
+) -> None:
     header = [
         "protocol, compression",
         "client",
@@ -323,6 +368,17 @@ def report(results: dict[tuple[int, Compression, str], Runs], n: int, reps: int,
             f"Targets: ≥ {SDK_TARGET}x the official SDK's throughput, ≥ {RAW_TARGET}x raw.\n\n"
             + "\n".join(f"- `{line}`" for line in lines),
         ]
+        + (
+            [
+                "Where acp-client's CPU goes (one more v1 uncompressed run under cProfile, in this run; own time "
+                "per layer; cProfile's per-call overhead inflates many-small-call layers, so shares are rough). The "
+                "raw floor pays the websockets and asyncio rows too, plus `json.loads`; everything else is what "
+                "acp-client adds per update:",
+                _common.table(["layer", "share of own time", "µs per update (profiled)"], layers),
+            ]
+            if layers
+            else []
+        )
     )
     _common.write_section(_common.docs_target(args), "p2", "P2 — session/update throughput", body)
 
@@ -333,7 +389,12 @@ async def main() -> int:
     n, reps = (3_000, 1) if args.quick else (50_000, 3)
     async with StreamAgentProcess(n) as agent:
         results = await measure(agent, n, reps)
-    report(results, n, reps, args)
+        layers = None
+        if not args.quick:
+            layers = await profile(agent.url, n, 1, None)
+            await agent.sent()
+            print(_common.table(["layer", "share", "µs/update (profiled)"], layers))
+    report(results, n, reps, args, layers)
     return 0
 
 
