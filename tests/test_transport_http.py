@@ -534,3 +534,13 @@ def test_http_benchmark_runs_quick_and_prints_its_ratios(tmp_path: Any) -> None:
     ratios = [line for line in proc.stdout.splitlines() if line.startswith("RATIO p10 ")]
     assert len(ratios) == 6, proc.stdout
     assert "<!-- p10:start -->" in results.read_text(encoding="utf-8")
+
+
+async def test_closing_a_session_ends_its_stream() -> None:
+    async with ReferenceAgent(2) as agent, connect(agent.http_url) as client:
+        transport = transport_of(client)
+        keep, gone = await client.new_session("/w"), await client.new_session("/w")
+        assert sorted(transport.session_streams) == sorted([keep.id, gone.id])
+        await client.close_session(gone.id)
+        assert transport.session_streams == [keep.id]
+        assert (await asyncio.wait_for(keep.prompt("echo: still here"), bound(5))).stop_reason == "end_turn"

@@ -233,6 +233,7 @@ class StreamableHTTPTransport:
         self._streams: dict[str | None, _Stream] = {}
         self._attaching: dict[int | str, tuple[str, str | None, int]] = {}
         self._inbound_routes: dict[int | str, str] = {}
+        self._detaching: dict[int | str, str] = {}  # close/delete request id -> session id
         self._refusals: dict[str, int] = {}  # session id -> the status its stream was last refused with
         self._close_task: asyncio.Task[None] | None = None
         self._initialized = False
@@ -554,8 +555,10 @@ class StreamableHTTPTransport:
                     session_id if method in _ATTACH_METHODS else None,
                     attached.state_updates if attached is not None else 0,
                 )
-            if method in _DETACH_METHODS and session_id in self._streams:
+            if method in _DETACH_METHODS and session_id is not None and session_id in self._streams:
                 self._streams[session_id].detached = True
+                if _is_id(request_id):
+                    self._detaching[request_id] = session_id
             stream = self._streams.get(session_id) if session_id is not None else None
             if stream is not None and stream.opened.done() and not stream.opened.exception():
                 return session_id
@@ -778,7 +781,21 @@ class StreamableHTTPTransport:
                         self._inbound_routes[request_id] = session_id
             elif _is_id(request_id) and request_id in self._attaching:
                 text = await self._settle_attach(request_id, message, text)
+            elif _is_id(request_id) and request_id in self._detaching:
+                self._end_session_stream(self._detaching.pop(request_id), closed="error" not in message)
         self._inbound.put_nowait(text)
+
+    def _end_session_stream(self, session_id: str, *, closed: bool) -> None:
+        """The session was closed or deleted: its stream is no longer needed (on failure it stays)."""
+        stream = self._streams.get(session_id)
+        if stream is None:
+            return
+        if not closed:
+            stream.detached = False
+            return
+        del self._streams[session_id]
+        if stream.task is not None and stream.task is not asyncio.current_task():
+            stream.task.cancel()
 
     async def _settle_attach(self, request_id: int | str, message: dict[str, Any], text: str) -> str:
         """A load/resume/new answer: make sure the session's stream is open before the result is seen."""
