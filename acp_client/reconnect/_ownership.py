@@ -312,6 +312,10 @@ class SessionOwnership:
         lease = self.store.lease(session_id)
         return lease is None or not lease.expired()
 
+    def taken(self, session_id: str) -> bool:
+        """Whether the session was taken over or released (another worker may serve it now)."""
+        return session_id in self._taken
+
     def check_serving(self, session_id: str) -> None:
         """Raise :class:`LeaseLost` if this worker no longer serves the session."""
         if session_id in self._taken:
@@ -354,7 +358,7 @@ class FencedWrites:
 
     A write the store rejects with :class:`LeaseLost` is not retried (it can never succeed): the session
     is served by another worker now, and the ownership manager turns its handle detached. Writes for a
-    session this worker no longer serves are dropped, so a late save can never claim it back.
+    session taken over or released are dropped, so a late save can never claim it back.
     """
 
     def __init__(self, store: SharedSessionStore, ownership: SessionOwnership) -> None:
@@ -369,8 +373,9 @@ class FencedWrites:
         return await self.store.load_all()
 
     async def save(self, record: SessionRecord) -> None:
-        """Write the record if this worker still serves the session."""
-        if not self._ownership.serving(record.session_id):
+        """Write the record unless the session was taken over (a lease that merely looks expired locally is
+        left to the store's fencing to judge)."""
+        if self._ownership.taken(record.session_id):
             return
         try:
             await self.store.save(record)
@@ -378,8 +383,8 @@ class FencedWrites:
             await self._ownership.write_rejected(exc)
 
     async def delete(self, session_id: str) -> None:
-        """Delete the record if this worker still serves the session."""
-        if not self._ownership.serving(session_id):
+        """Delete the record unless the session was taken over."""
+        if self._ownership.taken(session_id):
             return
         try:
             await self.store.delete(session_id)
