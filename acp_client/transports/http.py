@@ -55,6 +55,16 @@ Stream resumption: when a server labels its events with ``id:``, a stream that e
 event ``http_stream_resumed``). Without ids, when the server refuses (404/409), or when a resumed stream
 ends again before delivering anything, the link is lost and the full recovery (re-initialize) runs.
 
+Ordering across streams: a ``session/load`` result travels on the connection stream, its replay on the session
+stream; as two HTTP requests they can arrive in either order. The result is held until the replay is in (a
+v2 ``session/resume``: until its ``state_update`` snapshot; otherwise until the session stream was quiet for
+``REPLAY_QUIET``; at most ``REPLAY_HOLD_MAX``), so what the layers above see follows the agent's order.
+
+Liveness: every SSE stream has a read-idle watchdog (``ping_interval + ping_timeout`` without a byte, where
+servers send a keepalive comment about every 15 s, fails the link), and after ``ping_interval`` without an
+answered POST an ``OPTIONS`` request checks the client-to-server direction (:meth:`~StreamableHTTPTransport.ping`,
+answered with any status within ``ping_timeout``).
+
 Cookies: one :class:`~acp_client.transports.CookieJar` (the client's) receives every ``Set-Cookie`` and
 supplies the ``Cookie`` header of every request; httpx's own cookie store is disabled. ``close()`` sends
 ``DELETE`` (bounded by ``close_timeout``).
