@@ -234,6 +234,8 @@ class RedisSessionStore:
         self._epoch: str | None = None
         self._epoch_lock: asyncio.Lock | None = None
         self._leases: dict[str, Lease] = {}
+        self._queued: list[tuple[SessionRecord, asyncio.Future[None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
         self._closed = False
         #: records that could not be read back (bad JSON), skipped and logged
         self.discarded = 0
@@ -671,26 +673,41 @@ class RedisSessionStore:
         return lease
 
     async def _write(self, calls: list[_Call], operation: str) -> None:
+        for error in await self._write_results(calls, operation):
+            if error is not None:
+                raise error
+
+    async def _write_results(self, calls: list[_Call], operation: str) -> list[LeaseLost | None]:
+        """Run fenced writes in one pipeline; ``None`` for each accepted one, the ``LeaseLost`` otherwise."""
+
         def build(client: Any) -> Any:
             # the epoch is read when the call is built: a reconnect may just have re-read it
             fresh = [(name, keys, (*args[:-1], self._epoch)) for name, keys, args in calls]
             return self._scripts(client, fresh)
 
-        answers = await self._retrying(operation, build)
+        answers = await self._retrying(operation, build) if calls else []
+        results: list[LeaseLost | None] = []
+        reset = False
         for (_, _, args), answer in zip(calls, answers, strict=True):
             code = int(answer[0])
             if code == 1:
+                results.append(None)
                 continue
             sid = str(args[4] if operation == "save" else args[1])
             lease = self._leases.pop(sid, None)
             token = lease.token if lease is not None else None
             if code == -2:
-                await self._adopt_new_epoch()
-                raise LeaseLost(sid, "reset", token=token)
-            if code == -1:
-                raise LeaseLost(sid, "stale", token=token)
-            holder = _holder(answer[1])
-            raise LeaseLost(sid, "taken" if holder and holder != self._owner else "expired", holder=holder, token=token)
+                reset = True
+                results.append(LeaseLost(sid, "reset", token=token))
+            elif code == -1:
+                results.append(LeaseLost(sid, "stale", token=token))
+            else:
+                holder = _holder(answer[1])
+                reason = "taken" if holder and holder != self._owner else "expired"
+                results.append(LeaseLost(sid, reason, holder=holder, token=token))
+        if reset:
+            await self._adopt_new_epoch()
+        return results
 
     async def save(self, record: SessionRecord) -> None:
         """Write the record, fenced by this worker's lease (a session nobody holds is claimed first).
@@ -700,7 +717,44 @@ class RedisSessionStore:
         unreachable.
         """
         await self._hold(record.session_id)
-        await self._write([self._save_call(record)], "save")
+        # concurrent saves (a recovery round writes every recovered session) go out as one pipeline
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queued.append((record, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_saves(), name="acp-redis-saves")
+        await future
+
+    async def _flush_saves(self) -> None:
+        await asyncio.sleep(0)  # the saves made in this turn of the loop join the batch
+        while self._queued:
+            batch, self._queued = self._queued, []
+            calls: list[_Call] = []
+            waiting: list[asyncio.Future[None]] = []
+            for record, future in batch:
+                if future.done():
+                    continue  # its caller was cancelled
+                if record.session_id not in self._leases:  # lost since save() checked
+                    future.set_exception(LeaseLost(record.session_id, "expired"))
+                    continue
+                calls.append(self._save_call(record))
+                waiting.append(future)
+            try:
+                results = await self._write_results(calls, "save")
+            except BaseException as exc:
+                error = exc if isinstance(exc, Exception) else StoreUnavailable("save", exc)
+                for future in waiting:
+                    if not future.done():
+                        future.set_exception(error)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for future, result in zip(waiting, results, strict=True):
+                if future.done():
+                    continue
+                if result is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(result)
 
     async def delete(self, session_id: str) -> None:
         """Remove the record, fenced like :meth:`save`; removing a missing one is not an error."""
@@ -715,6 +769,9 @@ class RedisSessionStore:
         unreachable server (the leases then simply expire)."""
         if self._closed:
             return
+        flusher = self._flusher
+        if flusher is not None and not flusher.done():
+            await asyncio.wait({flusher})  # the saves already made go out first
         try:
             if self._release_on_close and self._leases and self._redis is not None:
                 held = list(self._leases.values())
