@@ -1,4 +1,5 @@
-"""The shipped test kit: an in-process ACP reference agent and the :class:`FaultProxy` fault injector.
+"""The shipped test kit: an in-process ACP reference agent, the :class:`FaultProxy` fault injector, and
+:class:`RedisServer` (a real Valkey 8 / Redis 6.2 server from its pip wheel, for shared session stores).
 
 Nothing else in :mod:`acp_client` imports this package. Exports are resolved lazily, so that
 ``python -m acp_client.testing.reference_agent`` does not import its own module twice.
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from acp_client.testing._agent_sessions import AgentSessionRecord
     from acp_client.testing._agent_turns import PromptTurn
     from acp_client.testing.fault_proxy import FaultProxy, LinkMode, ProxyLink, ProxyMode
+    from acp_client.testing.redis_server import RedisServer
     from acp_client.testing.reference_agent import Received, ReferenceAgent
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "ProxyLink",
     "ProxyMode",
     "Received",
+    "RedisServer",
     "ReferenceAgent",
 ]
 
@@ -39,6 +42,7 @@ _EXPORTS = {
     "PromptTurn": "acp_client.testing._agent_turns",
     "Received": "acp_client.testing.reference_agent",
     "ReferenceAgent": "acp_client.testing.reference_agent",
+    "RedisServer": "acp_client.testing.redis_server",
 }
 
 
