@@ -198,6 +198,9 @@ class _Stream:
         self.task: asyncio.Task[None] | None = None
         self.detached = False  # the client closed/deleted the session: its stream may end quietly
         self.events = 0  # JSON-RPC messages delivered from this stream
+        #: loop time since which the reader waits for bytes (``None`` while it delivers what it read): the
+        #: read-idle watchdog's clock
+        self.waiting_since: float | None = None
         self.state_updates = 0  # v2 ``state_update`` notifications among them
         self.changed = asyncio.Event()  # set on every delivered message
 
@@ -718,38 +721,46 @@ class StreamableHTTPTransport:
             await client.aclose()
 
     async def _read_stream(self, stream: _Stream, response: httpx.Response, parser: SSEParser) -> str:
-        """Read events until the stream ends; return why it ended."""
+        """Read events until the stream ends; return why it ended. With liveness on, a watchdog ends the read
+        after ``ping_interval + ping_timeout`` without a byte."""
         idle = None
         if self._options.ping_interval is not None and self._options.ping_timeout is not None:
             idle = self._options.ping_interval + self._options.ping_timeout
-        chunks = response.aiter_raw().__aiter__()
+        if idle is None:
+            return await self._read_chunks(stream, response, parser)
         loop = asyncio.get_running_loop()
-        reading: asyncio.Future[bytes] | None = None
+        reader = asyncio.ensure_future(self._read_chunks(stream, response, parser))
         try:
+            planned = loop.time() + idle
             while True:
-                reading = asyncio.ensure_future(chunks.__anext__())
-                deadline = None if idle is None else loop.time() + idle
-                while True:
-                    done, _ = await asyncio.wait({reading}, timeout=idle)
-                    if done:
-                        break
-                    assert deadline is not None and idle is not None
-                    if loop.time() - deadline > max(_STALL_GRACE, idle / 2):
-                        # this process's loop was blocked past the deadline (not the peer's fault): the data
-                        # may be waiting in the socket; give the same read a full interval again
-                        deadline = loop.time() + idle
-                        continue
-                    _log.warning(
-                        "http_stream_idle_timeout", transport=self._description, stream=stream.label, idle=idle
-                    )
-                    return f"no data or keepalive for {idle:g} s"
-                try:
-                    chunk = reading.result()
-                except StopAsyncIteration:
-                    return "the server ended the stream"
-                except httpx.HTTPError as exc:
-                    return f"the stream broke: {_describe_error(exc)}"
-                reading = None
+                done, _ = await asyncio.wait({reader}, timeout=max(0.0, planned - loop.time()))
+                if done:
+                    return reader.result()
+                now = loop.time()
+                if now - planned > max(_STALL_GRACE, idle / 2):
+                    # this process's loop was blocked past the deadline (not the peer's fault): the data may
+                    # be waiting in the socket; give the read a full interval again
+                    planned = now + idle
+                    continue
+                waiting_since = stream.waiting_since
+                if waiting_since is None or now - waiting_since < idle:  # busy delivering, or read recently
+                    planned = (now if waiting_since is None else waiting_since) + idle
+                    continue
+                _log.warning("http_stream_idle_timeout", transport=self._description, stream=stream.label, idle=idle)
+                return f"no data or keepalive for {idle:g} s"
+        finally:
+            if not reader.done():
+                reader.cancel()
+                await asyncio.wait({reader})
+            elif not reader.cancelled():
+                reader.exception()  # retrieved (it is re-raised above when it matters)
+
+    async def _read_chunks(self, stream: _Stream, response: httpx.Response, parser: SSEParser) -> str:
+        loop = asyncio.get_running_loop()
+        stream.waiting_since = loop.time()
+        try:
+            async for chunk in response.aiter_raw():
+                stream.waiting_since = None
                 comments = parser.comments
                 try:
                     events = parser.feed(chunk)
@@ -767,12 +778,10 @@ class StreamableHTTPTransport:
                         _log.warning("http_sse_data_not_json", transport=self._description, stream=stream.label)
                         continue
                     await self._deliver(stream, event.data, message)
-        finally:
-            if reading is not None:
-                reading.add_done_callback(_retrieve)  # an error nobody reads any more (we are cancelled)
-                if not reading.done():
-                    reading.cancel()
-                    await asyncio.wait({reading})
+                stream.waiting_since = loop.time()
+        except httpx.HTTPError as exc:
+            return f"the stream broke: {_describe_error(exc)}"
+        return "the server ended the stream"
 
     async def _deliver(self, stream: _Stream, text: str, message: Any) -> None:
         stream.events += 1
