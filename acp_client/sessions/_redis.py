@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import random
 import socket
@@ -102,52 +103,67 @@ redis.call('SREM', KEYS[3], ARGV[2])
 return {1, ''}
 """
 
-# the bulk forms: one script call for a group of sessions (far less client-side work per session)
-# KEYS: lease, fence, rec of each session   ARGV: owner, ttl_ms
-# -> per session two items: token (> 0: claimed or already ours) and the record ('' if none),
+# the bulk forms: one script call for a group of sessions, their ids in one JSON argument and the answer
+# in one JSON string (packing and parsing thousands of separate items costs far more on the client).
+# These build key names inside the script, which a Redis Cluster would not allow (see the how-to).
+# ARGV: JSON array of session ids, owner, ttl_ms, key prefix ("ns:")
+# -> JSON: per session two items, token (> 0: claimed or already ours) and the record ('' if none),
 #    or 0 and the holder's lease value
 _CLAIM_MANY = """
 local out = {}
-for i = 1, #KEYS, 3 do
-  local cur = redis.call('GET', KEYS[i])
+for _, sid in ipairs(cjson.decode(ARGV[1])) do
+  local lease = ARGV[4] .. 'lease:' .. sid
+  local cur = redis.call('GET', lease)
   local token = nil
   if cur then
     local sep = string.find(cur, '|', 1, true)
-    if sep and string.sub(cur, sep + 1) == ARGV[1] then
-      redis.call('PEXPIRE', KEYS[i], ARGV[2])
+    if sep and string.sub(cur, sep + 1) == ARGV[2] then
+      redis.call('PEXPIRE', lease, ARGV[3])
       token = tonumber(string.sub(cur, 1, sep - 1))
     end
   else
-    token = redis.call('INCR', KEYS[i + 1])
-    redis.call('SET', KEYS[i], token .. '|' .. ARGV[1], 'NX', 'PX', ARGV[2])
+    token = redis.call('INCR', ARGV[4] .. 'fence:' .. sid)
+    redis.call('SET', lease, token .. '|' .. ARGV[2], 'NX', 'PX', ARGV[3])
   end
   if token then
     out[#out + 1] = token
-    out[#out + 1] = redis.call('HGET', KEYS[i + 2], 'record') or ''
+    out[#out + 1] = redis.call('HGET', ARGV[4] .. 'rec:' .. sid, 'record') or ''
   else
     out[#out + 1] = 0
     out[#out + 1] = cur
   end
 end
-return out
+return cjson.encode(out)
 """
 
-# KEYS: lease of each session, then the epoch key   ARGV: "token|owner" of each, then ttl_ms, epoch
-# -> {-2} the store lost its data; else one item per session: 1 renewed, or the holder's value ('' if none)
+# KEYS: the epoch key   ARGV: JSON array of [session id, "token|owner"], ttl_ms, epoch, key prefix
+# -> JSON [-2]: the store lost its data; else one item per session: 1 renewed, or the holder's value ('' if none)
 _RENEW_MANY = """
-local n = #KEYS - 1
-if redis.call('GET', KEYS[#KEYS]) ~= ARGV[#ARGV] then return {-2} end
+if redis.call('GET', KEYS[1]) ~= ARGV[3] then return cjson.encode({-2}) end
 local out = {}
-for i = 1, n do
-  local cur = redis.call('GET', KEYS[i])
-  if cur == ARGV[i] then
-    redis.call('PEXPIRE', KEYS[i], ARGV[n + 1])
+for i, pair in ipairs(cjson.decode(ARGV[1])) do
+  local lease = ARGV[4] .. 'lease:' .. pair[1]
+  local cur = redis.call('GET', lease)
+  if cur == pair[2] then
+    redis.call('PEXPIRE', lease, ARGV[2])
     out[i] = 1
   else
     out[i] = cur or ''
   end
 end
-return out
+return cjson.encode(out)
+"""
+
+# KEYS: the index   ARGV: cursor, count, lease key prefix ('' for every id, else only ids without a lease)
+# -> {next cursor, JSON array of ids}
+_SCAN = """
+local page = redis.call('SSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])
+if ARGV[3] == '' then return {page[1], cjson.encode(page[2])} end
+local free = {}
+for _, sid in ipairs(page[2]) do
+  if redis.call('EXISTS', ARGV[3] .. sid) == 0 then free[#free + 1] = sid end
+end
+return {page[1], cjson.encode(free)}
 """
 
 #: sessions per bulk script call: keeps each call short on the server (it runs atomically)
@@ -161,6 +177,7 @@ _SCRIPTS = {
     "release": _RELEASE,
     "save": _SAVE,
     "delete": _DELETE,
+    "scan": _SCAN,
 }
 _SHAS = {name: hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest() for name, text in _SCRIPTS.items()}
 
@@ -173,6 +190,12 @@ _Call = tuple[str, Sequence[str], Sequence[Any]]
 
 def _default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _json_list(encoded: Any) -> list[Any]:
+    """A JSON array written by a script's ``cjson.encode`` (which writes an empty table as ``{}``)."""
+    value = json.loads(encoded)
+    return value if isinstance(value, list) else []
 
 
 def _holder(value: Any) -> str | None:
@@ -416,13 +439,14 @@ class RedisSessionStore:
             results.extend(answers)
         return results
 
-    async def _ids(self, client: Any) -> list[str]:
+    async def _ids(self, client: Any, *, free_only: bool = False) -> list[str]:
+        """Every session id in the index (``free_only``: those without a lease), by pages of 5,000."""
         ids: list[str] = []
         cursor: Any = 0
+        prefix = self._k("lease", "") if free_only else ""
         while True:
-            self.round_trips += 1
-            cursor, batch = await self._rt(client.sscan(self._index, cursor, count=max(self._batch, 100)))
-            ids.extend(batch)
+            [(cursor, page)] = await self._scripts(client, [("scan", (self._index,), (cursor, 5000, prefix))])
+            ids.extend(_json_list(page))
             if int(cursor) == 0:
                 break
         return list(dict.fromkeys(ids))
@@ -444,14 +468,13 @@ class RedisSessionStore:
 
     async def _claim_many(self, client: Any, ids: list[str]) -> list[Any]:
         """Claim ``ids`` with one bulk script call per ``_GROUP`` sessions; answers shaped like ``claim``'s."""
-        calls: list[_Call] = []
-        for start in range(0, len(ids), _GROUP):
-            keys: list[str] = []
-            for sid in ids[start : start + _GROUP]:
-                keys += [self._k("lease", sid), self._k("fence", sid), self._k("rec", sid)]
-            calls.append(("claim_many", keys, (self._owner, self._ttl_ms())))
+        calls: list[_Call] = [
+            ("claim_many", (), (json.dumps(ids[start : start + _GROUP]), self._owner, self._ttl_ms(), f"{self._ns}:"))
+            for start in range(0, len(ids), _GROUP)
+        ]
         answers: list[Any] = []
-        for flat in await self._scripts(client, calls):
+        for encoded in await self._scripts(client, calls):
+            flat = _json_list(encoded)
             for i in range(0, len(flat), 2):
                 token = int(flat[i])
                 answers.append([1, token, flat[i + 1] or None] if token > 0 else [0, flat[i + 1]])
@@ -494,20 +517,10 @@ class RedisSessionStore:
         return None, holder
 
     async def claimable(self) -> list[str]:
-        """Sessions in the store that no worker holds a lease on (one SSCAN, one pipeline of EXISTS)."""
+        """Sessions in the store that no worker holds a lease on (a scripted scan: one round trip per 5,000)."""
 
         async def run(client: Any) -> list[str]:
-            ids = await self._ids(client)
-            free: list[str] = []
-            for start in range(0, len(ids), self._batch):
-                chunk = ids[start : start + self._batch]
-                self.round_trips += 1
-                async with client.pipeline(transaction=False) as pipe:
-                    for sid in chunk:
-                        pipe.exists(self._k("lease", sid))
-                    held = await self._rt(pipe.execute())
-                free.extend(sid for sid, h in zip(chunk, held, strict=True) if not h)
-            return free
+            return await self._ids(client, free_only=True)
 
         result: list[str] = await self._retrying("claimable", run)
         return result
@@ -543,16 +556,21 @@ class RedisSessionStore:
             return Renewal(frozenset(), frozenset(), await self._check_epoch())
 
         async def run(client: Any) -> list[Any]:
-            calls: list[_Call] = []
-            for start in range(0, len(held), _GROUP):
-                group = held[start : start + _GROUP]
-                keys = [self._k("lease", lease.session_id) for lease in group] + [self._epoch_key]
-                values = [self._value(lease) for lease in group]
-                calls.append(("renew_many", keys, (*values, self._ttl_ms(), self._epoch)))
+            groups = [held[start : start + _GROUP] for start in range(0, len(held), _GROUP)]
+            calls: list[_Call] = [
+                (
+                    "renew_many",
+                    (self._epoch_key,),
+                    (json.dumps([[one.session_id, self._value(one)] for one in group]), self._ttl_ms(), self._epoch,
+                     f"{self._ns}:"),
+                )
+                for group in groups
+            ]  # fmt: skip
             answers: list[Any] = []
-            for (_, group_keys, _), flat in zip(calls, await self._scripts(client, calls), strict=True):
+            for group, encoded in zip(groups, await self._scripts(client, calls), strict=True):
+                flat = _json_list(encoded)
                 if flat == [-2]:
-                    answers += [[-2, ""]] * (len(group_keys) - 1)  # the store lost its data: every lease is gone
+                    answers += [[-2, ""]] * len(group)  # the store lost its data: every lease is gone
                 else:
                     answers += [[1, ""] if a == 1 else [0, a] for a in flat]
             return answers
