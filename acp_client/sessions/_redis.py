@@ -222,7 +222,8 @@ class RedisSessionStore:
     after ``lease_ttl``.
 
     Uses only commands both Redis 6.2+ and Valkey 8 have (GET, SET NX PX, INCR, PEXPIRE, HSET, HGET, SADD,
-    SREM, SSCAN, EXISTS, DEL, EVALSHA, SCRIPT LOAD). Needs the ``redis`` package (``acp-client[redis]``).
+    SREM, SSCAN, EXISTS, DEL, EVALSHA, SCRIPT LOAD, and Lua's ``cjson``); a single primary (Sentinel is fine),
+    not Redis Cluster. Needs the ``redis`` package (``pip install 'acp-reconnect[redis]'``).
     """
 
     def __init__(
@@ -324,7 +325,8 @@ class RedisSessionStore:
                 from redis.asyncio.retry import Retry
                 from redis.backoff import NoBackoff
             except ImportError as exc:  # pragma: no cover - depends on the environment
-                raise UsageError("RedisSessionStore needs the redis package: pip install 'acp-client[redis]'") from exc
+                hint = "pip install 'acp-reconnect[redis]'"
+                raise UsageError(f"RedisSessionStore needs the redis package: {hint}") from exc
             pool = aioredis.BlockingConnectionPool.from_url(
                 self._url,
                 max_connections=self._max_connections,
