@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from typing import TextIO
 from urllib.parse import urlsplit
 
-from acp_client.bridge._bridge import Bridge, BridgeOptions, describe_url
+from acp_client.bridge._bridge import Bridge
 from acp_client.bridge._editor import reserve_stdout
+from acp_client.bridge._options import BridgeOptions, describe_url
 
 __all__ = ["add_arguments", "run_command"]
 
