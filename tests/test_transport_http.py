@@ -235,6 +235,61 @@ async def test_stream_resumed_with_last_event_id_without_reinitializing() -> Non
             assert len(resumed) == 2
 
 
+async def test_resumed_streams_are_reported_as_recoveries_by_their_path() -> None:
+    # both streams dropped mid-turn and resumed with Last-Event-ID: the ReconnectingClient reports a
+    # SessionRecovered with path="stream_resumed" (session stream, then the connection stream for every
+    # attached session) and a marker in the session's stream; nothing was re-initialized or dropped
+    from acp_client import ConnectionDropped
+    from acp_client.sessions import RecoveryMarker
+
+    async with ReferenceAgent(2) as agent:
+        agent.http.event_ids = True
+        client = ReconnectingClient(agent.http_url, **FAST)
+        rec = Recorder(client)
+        try:
+            await client.start()
+            await client.wait_ready(timeout=bound(5))
+            session = await client.new_session("/w")
+            stream = session.updates()
+            turn = asyncio.create_task(session.prompt("stream 20 every 0.02"))
+            seen = 0
+            async with asyncio.timeout(bound(5)):
+                async for item in stream:
+                    if isinstance(item, SessionUpdate) and item.kind == "agent_message_chunk":
+                        seen += 1
+                        if seen == 3:
+                            break
+            assert agent.http.drop_streams() == 2
+            resumed = await rec.wait(
+                lambda e: isinstance(e, SessionRecovered) and e.path == "stream_resumed"
+                and len([x for x in rec.events if isinstance(x, SessionRecovered)]) >= 2
+            )
+            assert len(resumed) == 2
+            for event in resumed:
+                assert isinstance(event, SessionRecovered)
+                assert (event.session_id, event.outcome, event.mode) == (session.id, "reattached", "resume")
+                assert not event.replayed and not event.may_have_missed_updates
+                assert event.generation == 1
+            result = await asyncio.wait_for(turn, bound(5))
+            assert result.stop_reason == "end_turn"
+            assert session.transcript.messages[-1].text == "".join(f"chunk {i} " for i in range(1, 21))
+            markers: list[RecoveryMarker] = []
+            async with asyncio.timeout(bound(5)):
+                async for item in stream:
+                    if isinstance(item, RecoveryMarker):
+                        markers.append(item)
+                        if len(markers) == 2:
+                            break
+            kinds = {(m.outcome, m.mode, m.may_have_missed_updates) for m in markers}
+            assert kinds == {("reattached", "resume", False)}
+            assert agent.count("initialize") == 1 and client.generation == 1
+            assert not [e for e in rec.events if isinstance(e, ConnectionDropped)]
+            assert all(e.path == "stream_resumed" for e in rec.events if isinstance(e, SessionRecovered))
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
 async def test_half_open_stream_is_detected_by_the_read_idle_watchdog() -> None:
     async with ReferenceAgent(2) as agent, FaultProxy("127.0.0.1", agent.port) as proxy:
         agent.http.keepalive_interval = 0.05

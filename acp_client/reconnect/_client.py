@@ -33,6 +33,7 @@ from acp_client.reconnect._events import (
     ConnectionDropped,
     Event,
     EventBus,
+    SessionRecovered,
     StateChanged,
 )
 from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
@@ -43,6 +44,7 @@ from acp_client.reconnect._store_writer import StoreWriter
 from acp_client.recovery import DefaultStrategy, RecoveryStrategy
 from acp_client.sessions import (
     MemorySessionStore,
+    RecoveryMarker,
     Session,
     SessionLink,
     SessionRegistry,
@@ -155,6 +157,7 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI):
             http2=http2,
             stdio_env=stdio_env,
             stdio_cwd=stdio_cwd,
+            on_stream_resumed=self._stream_resumed,
         )
         self._request_timeout = request_timeout
         self._initialize_timeout = initialize_timeout
@@ -386,6 +389,28 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI):
         self._spawn(check(), "acp-liveness-check")
 
     notify_resumed_from_sleep = notify_network_changed
+
+    def _stream_resumed(self, session_id: str | None) -> None:
+        """A Streamable HTTP event stream was resumed with ``Last-Event-ID``: nothing was re-initialized or
+        missed. Reported for its session, or (the connection-scoped stream) for every session attached on
+        the current connection, as ``SessionRecovered(path="stream_resumed")`` plus a marker in the stream."""
+        client = self._client
+        if client is None:
+            return
+        connection_id = client.connection.id
+        if session_id is None:
+            sessions = [s for s in self._registry if s._attached_to(connection_id)]
+        else:
+            one = self._registry.get(session_id)
+            sessions = [one] if one is not None and one._attached_to(connection_id) else []
+        for session in sessions:
+            self._bus.emit(
+                SessionRecovered(
+                    session.id, "reattached", "resume", False, False, None, session.state, self._generation,
+                    path="stream_resumed",
+                )
+            )
+            session._mark(RecoveryMarker(session.id, "reattached", "resume"))
 
     def _spawn(self, coro: Awaitable[Any], name: str) -> None:
         task = asyncio.ensure_future(coro)

@@ -107,6 +107,7 @@ class _StreamReader(_HTTPLinkBase):
                                 stream=stream.label,
                                 last_event_id=parser.last_event_id,
                             )
+                            self._report_resumed(stream)
                         bytes_before = parser.bytes_in
                         ended = await self._read_stream(stream, resp, parser)
                 except _StreamRefused as refused:
@@ -243,6 +244,16 @@ class _StreamReader(_HTTPLinkBase):
         except httpx.HTTPError as exc:
             return f"the stream broke: {_describe_error(exc)}"
         return "the server ended the stream"
+
+    def _report_resumed(self, stream: _Stream) -> None:
+        """Tell ``options.on_stream_resumed`` that ``stream`` was resumed (a failing callback is logged)."""
+        callback = self._options.on_stream_resumed
+        if callback is None:
+            return
+        try:
+            callback(stream.session_id)
+        except Exception:
+            _log.exception("http_stream_resumed_callback_failed", transport=self._description, stream=stream.label)
 
     async def _deliver(self, stream: _Stream, text: str, message: Any) -> None:
         """Hand one JSON-RPC message read from ``stream`` on (implemented by the ordering layer)."""

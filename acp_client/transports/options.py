@@ -43,7 +43,11 @@ class TransportOptions:
     ``transport``: see :data:`TransportKind`. ``stdio_env``/``stdio_cwd``: the environment and working
     directory of a spawned stdio agent (``None`` inherits). ``http2`` (Streamable HTTP): ``True`` offers
     HTTP/2 by ALPN on ``https://`` (plain ``http://`` then speaks HTTP/1.1), ``"prior_knowledge"`` speaks
-    HTTP/2 cleartext (h2c) to ``http://`` URLs, ``False`` keeps to HTTP/1.1.
+    HTTP/2 cleartext (h2c) to ``http://`` URLs, ``False`` keeps to HTTP/1.1. ``on_stream_resumed``
+    (Streamable HTTP): called with the session id (``None`` for the connection-scoped stream) when a dropped
+    event stream was reopened with ``Last-Event-ID`` and the server resumed it, so nothing was recovered
+    (``ReconnectingClient`` sets it to report ``SessionRecovered(path="stream_resumed")``); not compared,
+    not shown.
 
     The repr never shows header values or cookies.
     """
@@ -61,6 +65,7 @@ class TransportOptions:
     stdio_env: Mapping[str, str] | None = None
     stdio_cwd: str | None = None
     http2: bool | Literal["prior_knowledge"] = True
+    on_stream_resumed: Callable[[str | None], None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.max_frame_bytes < 1:
@@ -71,6 +76,8 @@ class TransportOptions:
             raise UsageError(f"transport must be 'websocket', 'http', 'auto' or None, not {self.transport!r}")
         if self.http2 not in (True, False, "prior_knowledge"):
             raise UsageError(f"http2 must be True, False or 'prior_knowledge', not {self.http2!r}")
+        if self.on_stream_resumed is not None and not callable(self.on_stream_resumed):
+            raise UsageError("on_stream_resumed must be a callable or None")
         for name in ("open_timeout", "ping_interval", "ping_timeout"):
             value = getattr(self, name)
             if value is not None and value <= 0:
