@@ -54,7 +54,8 @@ SSE events that are not JSON, or whose ``event:`` is not     counted in ``stats.
 
 Stream resumption: when a server labels its events with ``id:``, a stream that ends is reopened with
 ``Last-Event-ID``; if the server answers ``200`` nothing is re-initialized (``stats.streams_resumed``, log
-event ``http_stream_resumed``). Without ids, when the server refuses (404/409), or when a resumed stream
+event ``http_stream_resumed``, and ``TransportOptions.on_stream_resumed`` is called with the stream's session
+id, ``None`` for the connection stream). Without ids, when the server refuses (404/409), or when a resumed stream
 ends again before delivering anything, the link is lost and the full recovery (re-initialize) runs.
 
 Ordering across streams: a ``session/load`` result travels on the connection stream, its replay on the session
