@@ -211,6 +211,11 @@ class ReconnectingClient(_Facade):
         return self.client.recovery_limit
 
     @property
+    def owner_id(self) -> str | None:
+        """This worker's id in a shared store (``None`` without one)."""
+        return self.client.owner_id
+
+    @property
     def sessions(self) -> dict[str, SyncSession]:
         """Known sessions by id (a snapshot; the handles themselves stay valid across reconnects)."""
 
@@ -243,6 +248,8 @@ class ReconnectingClient(_Facade):
     forget = _Blocking(_AsyncReconnectingClient.forget, needs_connection=False)
     save_session = _Blocking(_AsyncReconnectingClient.save_session, needs_connection=False)
     recover = _ReturnsSession(_AsyncReconnectingClient.recover)
+    release = _Blocking(_AsyncReconnectingClient.release)
+    adopt = _ReturnsSession(_AsyncReconnectingClient.adopt)
     new_session = _ReturnsSession(_AsyncReconnectingClient.new_session)
     resume_session = _ReturnsSession(_AsyncReconnectingClient.resume_session)
     load_session = _ReturnsSession(_AsyncReconnectingClient.load_session)
