@@ -34,11 +34,6 @@ NOT_MIRRORED = {
     "initialize": "sync.connect() initializes",
     "initialize_params": "a helper of initialize",
     "current": "the per-connection async client is of no use to blocking code",
-    # hooks the reconnect engine (the recovery host) calls; not application API
-    "emit": "recovery-host hook",
-    "changed": "recovery-host hook",
-    "save_session_record": "recovery-host hook",
-    "forget_session": "recovery-host hook",
 }
 
 PAIRS = [(ACPClient, sync.SyncClient), (AsyncReconnectingClient, sync.ReconnectingClient), (Session, sync.SyncSession)]

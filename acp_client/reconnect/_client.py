@@ -426,7 +426,7 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI):
         or dropping it unsubscribes; it ends when the client closes."""
         return self._bus.subscribe()
 
-    def changed(self) -> None:
+    def _notify_changed(self) -> None:
         """Wake everything waiting on a change of state or of a session's link."""
         old = self._changed_event()
         self._changed = asyncio.Event()
@@ -454,7 +454,7 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI):
                 stderr_tail=tuple(getattr(cause, "stderr_tail", None) or ()),
             )
         )
-        self.changed()
+        self._notify_changed()
 
     # ------------------------------------------------------------------ the loop
 

@@ -38,7 +38,7 @@ class RecoveryControl:
     _generation: int
     _session_wait_timeout: float
 
-    def changed(self) -> None:
+    def _notify_changed(self) -> None:
         raise NotImplementedError
 
     async def wait_ready(self, timeout: float | None = None, *, first: bool = False) -> None:
@@ -51,7 +51,7 @@ class RecoveryControl:
 
         def _check_serving(self, session: Session) -> None: ...
 
-    def emit(self, event: Any) -> None:
+    def _emit(self, event: Any) -> None:
         """Deliver an event (the recoverer and the store writer report through here)."""
         self._bus.emit(event)
 
@@ -67,12 +67,12 @@ class RecoveryControl:
         else:
             self._strategies[session_id] = strategy
 
-    async def save_session_record(self, session: Session) -> None:
+    async def _save_session_record(self, session: Session) -> None:
         """Store a recovered session's record (never raises: a store fault is reported and retried)."""
         if self._registry.get(session.id) is session:
             await self._writer.save(session.record)
 
-    async def forget_session(self, session: Session, reason: str, via: str | None) -> None:
+    async def _forget_session(self, session: Session, reason: str, via: str | None) -> None:
         """Forget ``session`` for good (registry tombstone, store, handle); exactly one event."""
         await self._recoverer.cancel(session.id)
         if self._registry.get(session.id) is not session:
@@ -82,7 +82,7 @@ class RecoveryControl:
         session._mark(RecoveryMarker(session.id, "lost", reason=reason))
         session._terminate(SessionLink.LOST, SessionLost(session.id, reason))
         self._bus.emit(SessionForgotten(session.id, reason, via, self._generation))
-        self.changed()
+        self._notify_changed()
         await self._writer.delete(session.id)
 
     async def recover(self, session_id: str) -> Session:
@@ -112,7 +112,7 @@ class RecoveryControl:
         """
         session = self._registry.get(session_id)
         if session is not None:
-            await self.forget_session(session, "application", None)
+            await self._forget_session(session, "application", None)
         else:
             await self._recoverer.cancel(session_id)
             self._registry.forget(session_id)

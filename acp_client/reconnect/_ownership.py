@@ -410,7 +410,7 @@ class ClientHost:
 
     def emit(self, event: Any) -> None:
         """Report through the client's event bus."""
-        self._client.emit(event)
+        self._client._emit(event)
 
     async def detach_taken_over(self, session_id: str, reason: str) -> None:
         """Cancel the session's recovery and turn its handle detached; a prompt waiting for its turn fails
@@ -423,7 +423,7 @@ class ClientHost:
         text = f"session {session_id} is served by another worker now ({reason})"
         session._detach(ConnectionLost(text, request_sent=True, reason=reason))
         session._mark(RecoveryMarker(session_id, "taken_over", reason=reason))
-        client.changed()
+        client._notify_changed()
 
     async def recover_adopted(self, records: list[SessionRecord]) -> None:
         """Register adopted sessions (re-using a detached handle) and recover them now if connected."""
@@ -447,7 +447,7 @@ class ClientHost:
             for session in sessions:
                 if session.link is not SessionLink.RECOVERING:
                     session._set_link(SessionLink.DETACHED)  # the next connection's round recovers it
-            client.changed()
+            client._notify_changed()
             return
         todo = [s for s in sessions if not s._attached_to(live.connection.id)]
         if todo:
@@ -456,7 +456,7 @@ class ClientHost:
 
     async def _round(self, live: Any, sessions: list[Session]) -> None:
         client = self._client
-        client.emit(await client._recoverer.run_round(live, sessions, client.generation))
+        client._emit(await client._recoverer.run_round(live, sessions, client.generation))
 
     async def reconcile(self, session_ids: list[str]) -> None:
         """Probe the attached sessions with ``session/status`` (forget the ones the agent no longer knows)
@@ -476,7 +476,7 @@ class ClientHost:
                     try:
                         await live.session_status(session.id, timeout=10.0)
                     except SessionNotFound:
-                        await client.forget_session(session, "unknown", "session/status")
+                        await client._forget_session(session, "unknown", "session/status")
                     except Exception as exc:  # the link, a timeout: the next reconnect probes it anyway
                         log.info("acp.reconcile_probe_failed", session_id=session.id, error=str(exc))
 
@@ -494,7 +494,7 @@ class OwnershipAPI:
 
     if TYPE_CHECKING:  # provided by ReconnectingClient and its other mixins
 
-        def changed(self) -> None: ...
+        def _notify_changed(self) -> None: ...
 
         def _spawn(self, coro: Any, name: str) -> None: ...
 
@@ -541,7 +541,7 @@ class OwnershipAPI:
         if await ownership.attached_elsewhere(session.id):
             raise LeaseLost(session.id, "attached_elsewhere") from error
         session._set_link(SessionLink.DETACHED)
-        self.changed()
+        self._notify_changed()
         self._spawn(self._recover_quietly(session.id), f"acp-reattach-{session.id}")
 
     async def _recover_quietly(self, session_id: str) -> None:

@@ -67,13 +67,13 @@ class RecoveryHost(Protocol):
 
     def strategy_for(self, session_id: str) -> RecoveryStrategy: ...
 
-    def emit(self, event: Any) -> None: ...
+    def _emit(self, event: Any) -> None: ...
 
-    def changed(self) -> None: ...
+    def _notify_changed(self) -> None: ...
 
-    async def forget_session(self, session: Session, reason: str, via: str | None) -> None: ...
+    async def _forget_session(self, session: Session, reason: str, via: str | None) -> None: ...
 
-    async def save_session_record(self, session: Session) -> None: ...
+    async def _save_session_record(self, session: Session) -> None: ...
 
 
 class _Job:
@@ -231,14 +231,14 @@ class SessionRecoverer:
                     return
                 text = f"{type(error).__name__}: {error}"
                 session._set_link(SessionLink.FAILED)
-                self._host.emit(SessionRecoveryFailed(session.id, text, attempt, True, generation))
+                self._host._emit(SessionRecoveryFailed(session.id, text, attempt, True, generation))
                 session._mark(RecoveryMarker(session.id, "failed", reason=text))
-                self._host.changed()
+                self._host._notify_changed()
                 if attempt >= self.policy.tries:
                     job.settle("failed")  # the round goes on; this job keeps trying in the background
                 await self._pause(job, attempt)
                 session._set_link(SessionLink.RECOVERING)
-                self._host.changed()
+                self._host._notify_changed()
         finally:
             if self._jobs.get(session.id) is job:
                 del self._jobs[session.id]
@@ -279,23 +279,23 @@ class SessionRecoverer:
                     return await self._not_found(session, caps, via, generation)
                 if not await self._absent_from_list(client, session, exc):
                     raise
-                await self._host.forget_session(session, "not_listed", via)
+                await self._host._forget_session(session, "not_listed", via)
                 return "forgotten"
         if isinstance(action, Forget):
-            await self._host.forget_session(session, action.reason, via)
+            await self._host._forget_session(session, action.reason, via)
             return "forgotten"
         if isinstance(action, Keep):
             self._keep(session, action, probe.not_found, generation)
             return "kept"
         missed = not replayed
-        self._host.emit(
+        self._host._emit(
             SessionRecovered(
                 session.id, action.outcome, mode, replayed, missed, probe.status, session.state, generation
             )
         )
         session._mark(RecoveryMarker(session.id, action.outcome, mode, replayed, missed, status=probe.status))
-        self._host.changed()
-        await self._host.save_session_record(session)
+        self._host._notify_changed()
+        await self._host._save_session_record(session)
         return str(action.outcome)
 
     async def _limited(self, call: Callable[[_Slot], Awaitable[_T]]) -> _T:
@@ -321,7 +321,7 @@ class SessionRecoverer:
     async def _not_found(self, session: Session, caps: Capabilities, via: str, generation: int) -> str:
         verdict: Any = await self._decide(session, StatusProbe(None, not_found=True, skipped_reason=via), caps)
         if isinstance(verdict, Forget):
-            await self._host.forget_session(session, verdict.reason, via)
+            await self._host._forget_session(session, verdict.reason, via)
             return "forgotten"
         self._keep(session, verdict if isinstance(verdict, Keep) else Keep("kept"), True, generation)
         return "kept"
@@ -329,8 +329,8 @@ class SessionRecoverer:
     def _keep(self, session: Session, action: Keep, not_found: bool, generation: int) -> None:
         session._set_link(SessionLink.DETACHED)
         session._mark(RecoveryMarker(session.id, "kept", reason=action.reason))
-        self._host.emit(SessionDetached(session.id, action.reason, not_found, generation))
-        self._host.changed()
+        self._host._emit(SessionDetached(session.id, action.reason, not_found, generation))
+        self._host._notify_changed()
 
     async def _probe(self, client: ACPClient, session: Session, caps: Capabilities) -> StatusProbe:
         if not caps.status:
