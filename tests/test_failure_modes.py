@@ -393,6 +393,13 @@ def test_fm10_cancellation_at_any_point_leaves_no_tasks(cancel_after: float, ref
 
             leftover = {t for t in asyncio.all_tasks() if not t.done() and ours(t)} - baseline
             leftover.discard(asyncio.current_task())  # type: ignore[arg-type]
+            # An async generator dropped while suspended (an HTTP library's byte iterator inside a cancelled
+            # read) is closed by the event loop's finalizer in a task of its own: let those run, bounded.
+            finalizers = {t for t in leftover if "async_generator_athrow" in repr(t.get_coro())}
+            if finalizers:
+                await asyncio.wait(finalizers, timeout=bound(2))
+                assert all(t.done() for t in finalizers), finalizers
+            leftover -= finalizers
             assert not leftover, leftover
             proxy.restore()
 

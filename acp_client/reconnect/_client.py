@@ -33,18 +33,15 @@ from acp_client.reconnect._events import (
     ConnectionDropped,
     Event,
     EventBus,
-    SessionRecovered,
     StateChanged,
 )
-from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
 from acp_client.reconnect._ownership import ClientHost, FencedWrites, OwnershipAPI, SessionOwnership
-from acp_client.reconnect._recoverer import RecoveryPolicy, SessionRecoverer
+from acp_client.reconnect._recoverer import SessionRecoverer
 from acp_client.reconnect._session_api import SessionAPI
 from acp_client.reconnect._store_writer import StoreWriter
 from acp_client.recovery import DefaultStrategy, RecoveryStrategy
 from acp_client.sessions import (
     MemorySessionStore,
-    RecoveryMarker,
     Session,
     SessionLink,
     SessionRegistry,
@@ -192,23 +189,14 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI):
             backoff=self._backoff,
             clock=self._clock,
         )
-        if recovery_concurrency == "adaptive":
-            limit: FixedLimit = AdaptiveLimit()
-        elif isinstance(recovery_concurrency, int) and not isinstance(recovery_concurrency, bool):
-            limit = FixedLimit(recovery_concurrency)
-        else:
-            raise UsageError(f"recovery_concurrency must be an int or 'adaptive', not {recovery_concurrency!r}")
-        policy = RecoveryPolicy(
+        self._recoverer = SessionRecoverer.build(
+            self,
+            concurrency=recovery_concurrency,
             timeout=recovery_timeout,
             deadline=recovery_deadline,
             tries=recovery_tries,
             start_jitter=recovery_start_jitter,
-            unknown_session_codes=frozenset(unknown_session_codes),
-        )
-        self._recoverer = SessionRecoverer(
-            self,
-            policy=policy,
-            limit=limit,
+            unknown_session_codes=unknown_session_codes,
             backoff=self._backoff,
             clock=self._clock,
             rng=self._rng,
@@ -389,28 +377,6 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI):
         self._spawn(check(), "acp-liveness-check")
 
     notify_resumed_from_sleep = notify_network_changed
-
-    def _stream_resumed(self, session_id: str | None) -> None:
-        """A Streamable HTTP event stream was resumed with ``Last-Event-ID``: nothing was re-initialized or
-        missed. Reported for its session, or (the connection-scoped stream) for every session attached on
-        the current connection, as ``SessionRecovered(path="stream_resumed")`` plus a marker in the stream."""
-        client = self._client
-        if client is None:
-            return
-        connection_id = client.connection.id
-        if session_id is None:
-            sessions = [s for s in self._registry if s._attached_to(connection_id)]
-        else:
-            one = self._registry.get(session_id)
-            sessions = [one] if one is not None and one._attached_to(connection_id) else []
-        for session in sessions:
-            self._bus.emit(
-                SessionRecovered(
-                    session.id, "reattached", "resume", False, False, None, session.state, self._generation,
-                    path="stream_resumed",
-                )
-            )
-            session._mark(RecoveryMarker(session.id, "reattached", "resume"))
 
     def _spawn(self, coro: Awaitable[Any], name: str) -> None:
         task = asyncio.ensure_future(coro)

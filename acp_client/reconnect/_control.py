@@ -11,7 +11,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from acp_client.exceptions import RecoveryFailed, SessionLost
-from acp_client.reconnect._events import SessionForgotten
+from acp_client.reconnect._events import SessionForgotten, SessionRecovered
 from acp_client.recovery import RecoveryStrategy
 from acp_client.sessions import RecoveryMarker, Session, SessionLink
 
@@ -37,6 +37,7 @@ class RecoveryControl:
     _strategies: dict[str, RecoveryStrategy]
     _generation: int
     _session_wait_timeout: float
+    _client: ACPClient | None
 
     def _notify_changed(self) -> None:
         raise NotImplementedError
@@ -117,3 +118,25 @@ class RecoveryControl:
             await self._recoverer.cancel(session_id)
             self._registry.forget(session_id)
             await self._writer.delete(session_id)
+
+    def _stream_resumed(self, session_id: str | None) -> None:
+        """A Streamable HTTP event stream was resumed with ``Last-Event-ID``: nothing was re-initialized or
+        missed. Reported for its session, or (the connection-scoped stream) for every session attached on
+        the current connection, as ``SessionRecovered(path="stream_resumed")`` plus a marker in the stream."""
+        client = self._client
+        if client is None:
+            return
+        connection_id = client.connection.id
+        if session_id is None:
+            sessions = [s for s in self._registry if s._attached_to(connection_id)]
+        else:
+            one = self._registry.get(session_id)
+            sessions = [one] if one is not None and one._attached_to(connection_id) else []
+        for session in sessions:
+            self._bus.emit(
+                SessionRecovered(
+                    session.id, "reattached", "resume", False, False, None, session.state, self._generation,
+                    path="stream_resumed",
+                )
+            )
+            session._mark(RecoveryMarker(session.id, "reattached", "resume"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -28,6 +28,7 @@ from acp_client.exceptions import (
     MethodNotFound,
     RPCError,
     SessionNotFound,
+    UsageError,
 )
 from acp_client.reconnect._backoff import Backoff, Clock
 from acp_client.reconnect._events import (
@@ -36,7 +37,7 @@ from acp_client.reconnect._events import (
     SessionRecovered,
     SessionRecoveryFailed,
 )
-from acp_client.reconnect._limits import FixedLimit
+from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
 from acp_client.recovery import Capabilities, Forget, Keep, Reattach, RecoveryStrategy, StatusProbe
 from acp_client.sessions import RecoveryMarker, Session, SessionLink
 
@@ -131,6 +132,40 @@ class SessionRecoverer:
         self._rng = rng
         self._on_auth_required = on_auth_required
         self._jobs: dict[str, _Job] = {}
+
+    @classmethod
+    def build(
+        cls,
+        host: RecoveryHost,
+        *,
+        concurrency: int | str,
+        timeout: float,
+        deadline: float | None,
+        tries: int,
+        start_jitter: float,
+        unknown_session_codes: Iterable[int],
+        backoff: Backoff,
+        clock: Clock,
+        rng: random.Random,
+        on_auth_required: Callable[[ACPClient], Awaitable[None]] | None = None,
+    ) -> SessionRecoverer:
+        """A recoverer from a client's flat options (``concurrency``: an int, or ``"adaptive"``)."""
+        if concurrency == "adaptive":
+            limit: FixedLimit = AdaptiveLimit()
+        elif isinstance(concurrency, int) and not isinstance(concurrency, bool):
+            limit = FixedLimit(concurrency)
+        else:
+            raise UsageError(f"recovery_concurrency must be an int or 'adaptive', not {concurrency!r}")
+        policy = RecoveryPolicy(
+            timeout=timeout,
+            deadline=deadline,
+            tries=tries,
+            start_jitter=start_jitter,
+            unknown_session_codes=frozenset(unknown_session_codes),
+        )
+        return cls(
+            host, policy=policy, limit=limit, backoff=backoff, clock=clock, rng=rng, on_auth_required=on_auth_required
+        )
 
     def __repr__(self) -> str:
         return f"<SessionRecoverer jobs={len(self._jobs)} limit={self.limit!r}>"
