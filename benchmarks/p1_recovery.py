@@ -19,7 +19,8 @@ Every method runs twice: on loopback, and through a ``FaultProxy`` that delays e
 - **raw floor**: one ``websockets`` connection; ``initialize``; all N status frames sent back to back, all
   answers awaited; then all N resume frames, all answers awaited. Same frames as ours, no bookkeeping.
 
-Methods alternate within each repetition. Targets: ours ≤ 2x the raw floor, ≥ 10x faster than sequential.
+Methods alternate within each repetition. Targets: ours ≤ 2x the raw floor, and through the delay proxy ≥ 10x
+faster than sequential.
 """
 
 from __future__ import annotations
@@ -213,11 +214,15 @@ async def main() -> int:
             lines.append(
                 _common.ratio_line(f"p1 {tag} {key} / raw floor", floor, f"<= {FLOOR_TARGET}x", floor <= FLOOR_TARGET)
             )
-            lines.append(
-                _common.ratio_line(
-                    f"p1 {tag} sequential / {key}", speedup, f">= {SEQUENTIAL_TARGET}x", speedup >= SEQUENTIAL_TARGET
+            if where != "loopback":  # on loopback a round trip costs next to nothing: no speed-up target there
+                lines.append(
+                    _common.ratio_line(
+                        f"p1 {tag} sequential / {key}",
+                        speedup,
+                        f">= {SEQUENTIAL_TARGET}x",
+                        speedup >= SEQUENTIAL_TARGET,
+                    )
                 )
-            )
     for line in lines:
         print(line)
     body = "\n\n".join(
@@ -228,7 +233,8 @@ async def main() -> int:
             "number. Once on loopback, once through a `FaultProxy` delaying every chunk 10 ms each way "
             "(sequential measured on 100 sessions there and scaled to N).",
             *sections,
-            "Targets: ≤ 2x the raw floor, ≥ 10x faster than sequential.\n\n"
+            "Targets: ≤ 2x the raw floor on both links; ≥ 10x faster than sequential through the proxy (on "
+            "loopback a round trip costs next to nothing, so sequential is close to the floor there).\n\n"
             + "\n".join(f"- `{line}`" for line in lines),
         ]
     )
