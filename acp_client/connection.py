@@ -190,24 +190,9 @@ class Connection:
         the request had been written), or :class:`~acp_client.exceptions.ACPTimeoutError`. If the caller is
         cancelled or times out after the request was written, ``$/cancel_request`` is sent to the agent.
         """
-        if self._loss is not None:
-            if self._closing:
-                raise ClientClosed(f"{method}: the connection was closed")
-            raise self._loss.with_request_sent(False)
-        if self._reader is None:
-            raise RuntimeError("call start() before sending requests")
         effective = self.request_timeout if isinstance(timeout, _Default) else timeout
-        id_, frame = self._core.request(method, params)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._futures[id_] = fut
-        written = False
+        id_, fut = await self._send_request(method, params)
         try:
-            try:
-                await self.transport.send(frame)
-            except ConnectionLost as exc:
-                raise exc.with_request_sent(False) from None
-            written = True
-            self.stats["requests_out"] += 1
             if effective is None:
                 return await fut
             try:
@@ -218,13 +203,40 @@ class Connection:
                     raise  # an error set by the peer, not our deadline
                 raise ACPTimeoutError(f"{method} got no answer within {effective:g} s") from None
         except (asyncio.CancelledError, ACPTimeoutError):
-            if written and self._loss is None:
-                self._abandoned.append(id_)
-                self._send_cancel_request(id_)
+            self._abandon(id_)
             raise
         finally:
             self._futures.pop(id_, None)
             self._core.forget(id_)
+
+    async def _send_request(self, method: str, params: Any) -> tuple[int, asyncio.Future[Any]]:
+        """Register and write one request; returns its id and the future its answer settles. Raises
+        ``ClientClosed``/``ConnectionLost(request_sent=False)`` when nothing could be written."""
+        if self._loss is not None:
+            if self._closing:
+                raise ClientClosed(f"{method}: the connection was closed")
+            raise self._loss.with_request_sent(False)
+        if self._reader is None:
+            raise RuntimeError("call start() before sending requests")
+        id_, frame = self._core.request(method, params)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._futures[id_] = fut
+        try:
+            await self.transport.send(frame)
+        except BaseException as exc:
+            self._futures.pop(id_, None)
+            self._core.forget(id_)
+            if isinstance(exc, ConnectionLost):
+                raise exc.with_request_sent(False) from None
+            raise
+        self.stats["requests_out"] += 1
+        return id_, fut
+
+    def _abandon(self, id_: int) -> None:
+        """The caller gave up on a written request: its late answer is expected, and the agent is told."""
+        if self._loss is None:
+            self._abandoned.append(id_)
+            self._send_cancel_request(id_)
 
     async def request_watched(
         self,
@@ -247,24 +259,9 @@ class Connection:
         free what it reserved for a request in flight). Raises ``ACPTimeoutError`` when given up, otherwise
         like :meth:`request`.
         """
-        if self._loss is not None:
-            if self._closing:
-                raise ClientClosed(f"{method}: the connection was closed")
-            raise self._loss.with_request_sent(False)
-        if self._reader is None:
-            raise RuntimeError("call start() before sending requests")
         loop = asyncio.get_running_loop()
-        id_, frame = self._core.request(method, params)
-        fut: asyncio.Future[Any] = loop.create_future()
-        self._futures[id_] = fut
-        written = False
+        id_, fut = await self._send_request(method, params)
         try:
-            try:
-                await self.transport.send(frame)
-            except ConnectionLost as exc:
-                raise exc.with_request_sent(False) from None
-            written = True
-            self.stats["requests_out"] += 1
             started = loop.time()
             seen = progress()
             while True:
@@ -292,9 +289,7 @@ class Connection:
             why = f"no answer and no progress for {silence:g} s" if not capped else f"no answer within {deadline:g} s"
             raise ACPTimeoutError(f"{method}: {why}")
         except asyncio.CancelledError:
-            if written and self._loss is None:
-                self._abandoned.append(id_)
-                self._send_cancel_request(id_)
+            self._abandon(id_)
             raise
         finally:
             self._futures.pop(id_, None)

@@ -76,8 +76,6 @@ supplies the ``Cookie`` header of every request; httpx's own cookie store is dis
 from __future__ import annotations
 
 import asyncio
-import inspect
-from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -106,7 +104,7 @@ from acp_client.transports._http_order import REPLAY_HOLD_MAX as REPLAY_HOLD_MAX
 from acp_client.transports._http_order import REPLAY_QUIET as REPLAY_QUIET
 from acp_client.transports._http_posts import _PostPipeline
 from acp_client.transports.base import Transport
-from acp_client.transports.options import HeadersLike, HeadersProvider, TransportOptions
+from acp_client.transports.options import TransportOptions, resolve_headers
 
 __all__ = [
     "CONNECTION_ID_HEADER",
@@ -348,18 +346,6 @@ def _describe_url(url: httpx.URL) -> str:
     return f"{url.scheme}://{host}:{port}{url.path or '/'}"
 
 
-async def _resolve_headers(headers: HeadersLike | HeadersProvider | None) -> list[tuple[str, str]]:
-    if headers is None:
-        return []
-    if callable(headers):
-        produced = headers()
-        if inspect.isawaitable(produced):
-            produced = await produced
-        headers = produced
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    return [(str(name), str(value)) for name, value in items]
-
-
 async def open_http(url: str, options: TransportOptions) -> StreamableHTTPTransport:
     """Prepare a Streamable HTTP link to ``url`` (``http://`` or ``https://``) with a client's options.
 
@@ -376,7 +362,7 @@ async def open_http(url: str, options: TransportOptions) -> StreamableHTTPTransp
     description = _describe_url(parsed)
     if parsed.scheme == "http" and options.ssl is not None:
         raise UsageError(f"an ssl context was given for {description}; use an https:// URL for TLS")
-    headers = await _resolve_headers(options.headers)
+    headers = await resolve_headers(options.headers)
     _log.debug("http_opening", transport=description, headers=redact_headers(headers))
     return StreamableHTTPTransport(parsed, options, headers, description=description)
 

@@ -9,6 +9,7 @@ uses the same settings and the same :class:`CookieJar` (the RFD's load-balancer 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import ssl as _ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from acp_client.exceptions import UsageError
 from acp_client.transports._cookies import CookieJar
 from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES
 
-__all__ = ["HeadersLike", "HeadersProvider", "TransportKind", "TransportOptions"]
+__all__ = ["HeadersLike", "HeadersProvider", "TransportKind", "TransportOptions", "resolve_headers"]
 
 #: Headers as a mapping or as ``(name, value)`` pairs (pairs allow a name twice).
 HeadersLike: TypeAlias = Mapping[str, str] | Iterable[tuple[str, str]]
@@ -101,3 +102,17 @@ class TransportOptions:
             f"max_frame_bytes={self.max_frame_bytes}, compression={self.compression!r}, "
             f"transport={self.transport!r}, http2={self.http2!r})"
         )
+
+
+async def resolve_headers(headers: HeadersLike | HeadersProvider | None) -> list[tuple[str, str]]:
+    """The ``(name, value)`` pairs to send: a mapping or pairs as they are, a provider called (and awaited
+    when it returns an awaitable) once per connection attempt."""
+    if headers is None:
+        return []
+    if callable(headers):
+        produced = headers()
+        if inspect.isawaitable(produced):
+            produced = await produced
+        headers = produced
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return [(str(name), str(value)) for name, value in items]

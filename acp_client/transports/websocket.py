@@ -34,10 +34,9 @@ Frames: only text frames are delivered; binary frames are discarded and counted 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import ssl as _ssl
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal, cast
 
 from websockets.asyncio.client import ClientConnection
@@ -66,7 +65,7 @@ from acp_client.exceptions import (
 )
 from acp_client.transports._cookies import CookieJar, parse_retry_after
 from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES, TransportStats
-from acp_client.transports.options import HeadersLike, HeadersProvider, TransportOptions
+from acp_client.transports.options import HeadersLike, HeadersProvider, TransportOptions, resolve_headers
 
 __all__ = [
     "CONNECTION_ID_HEADER",
@@ -358,18 +357,6 @@ def _describe(uri: WebSocketURI) -> str:
     return f"{'wss' if uri.secure else 'ws'}://{host}:{uri.port}{uri.path or '/'}"
 
 
-async def _resolve_headers(headers: HeadersLike | HeadersProvider | None) -> list[tuple[str, str]]:
-    if headers is None:
-        return []
-    if callable(headers):
-        produced = headers()
-        if inspect.isawaitable(produced):
-            produced = await produced
-        headers = produced
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    return [(str(name), str(value)) for name, value in items]
-
-
 async def connect_websocket(
     url: str,
     *,
@@ -425,7 +412,7 @@ async def connect_websocket(
         raise UsageError(f"an ssl context was given for {description}; use a wss:// URL for TLS")
     jar = cookies if cookies is not None else CookieJar()
 
-    request_headers = await _resolve_headers(headers)
+    request_headers = await resolve_headers(headers)
     cookie_value = jar.header_value(uri.host, secure=uri.secure)
     if cookie_value is not None:
         request_headers.append(("Cookie", cookie_value))
