@@ -3,19 +3,15 @@
 from acp_client.sessions._lease import Lease, Renewal, SharedSessionStore
 from acp_client.sessions._redis import RedisSessionStore
 from acp_client.sessions._registry import SessionRegistry
-from acp_client.sessions._session import (
+from acp_client.sessions._session import PromptResult, Session, SessionLink, SessionOwner, text_blocks
+from acp_client.sessions._store import MemorySessionStore, SessionRecord, SessionStore, SQLiteSessionStore
+from acp_client.sessions._stream import (
     DEFAULT_UPDATES_BUFFER,
-    PromptResult,
     RecoveryMarker,
-    Session,
-    SessionLink,
-    SessionOwner,
     SessionUpdate,
     StreamItem,
     UpdatesDropped,
-    text_blocks,
 )
-from acp_client.sessions._store import MemorySessionStore, SessionRecord, SessionStore, SQLiteSessionStore
 from acp_client.sessions._transcript import Message, ToolCall, Transcript
 
 __all__ = [
