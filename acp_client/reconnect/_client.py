@@ -35,7 +35,8 @@ from acp_client.reconnect._events import (
     EventBus,
     StateChanged,
 )
-from acp_client.reconnect._ownership import ClientHost, FencedWrites, OwnershipAPI, SessionOwnership
+from acp_client.reconnect._ownership import FencedWrites, SessionOwnership
+from acp_client.reconnect._ownership_client import ClientHost, OwnershipAPI
 from acp_client.reconnect._recoverer import SessionRecoverer
 from acp_client.reconnect._session_api import SessionAPI
 from acp_client.reconnect._store_writer import StoreWriter
