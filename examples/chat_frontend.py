@@ -226,38 +226,40 @@ async def several(workers: int, redis_url: str | None) -> int:
     procs: list[Worker] = []
     try:
         async with ReferenceAgent(2, host="127.0.0.1", port=0) as agent:
-            for i in range(workers):
-                proc = await asyncio.create_subprocess_exec(
-                    sys.executable, __file__, "--worker-of", agent.url, "--redis", redis_url,
-                    "--namespace", namespace, "--owner", f"worker-{i}",
-                    stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                )  # fmt: skip
-                procs.append(Worker(proc, f"worker-{i}", changed))
-            owned = {w.owner: (await w.ask(""))["ready"] for w in procs}
-            print(f"{workers} workers, {WORKER_CONVERSATIONS} conversations each, one store ({namespace})")
+            try:
+                for i in range(workers):
+                    proc = await asyncio.create_subprocess_exec(
+                        sys.executable, __file__, "--worker-of", agent.url, "--redis", redis_url,
+                        "--namespace", namespace, "--owner", f"worker-{i}",
+                        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                    )  # fmt: skip
+                    procs.append(Worker(proc, f"worker-{i}", changed))
+                owned = {w.owner: (await w.ask(""))["ready"] for w in procs}
+                print(f"{workers} workers, {WORKER_CONVERSATIONS} conversations each, one store ({namespace})")
 
-            victim, survivors = procs[0], procs[1:]
-            doomed = set(owned[victim.owner])  # type: ignore[call-overload]
-            os.kill(victim.proc.pid, signal.SIGKILL)
-            killed = time.monotonic()
-            print(f"{victim.owner} killed (SIGKILL) with {len(doomed)} conversations")
-            async with asyncio.timeout(LEASE_TTL + 30):
-                while not doomed <= {sid for w in survivors for sid in w.recovered}:
-                    changed.clear()
-                    await changed.wait()
-            handover = max(t for w in survivors for sid, t in w.recovered.items() if sid in doomed) - killed
-            split = {w.owner: len(doomed & set(w.recovered)) for w in survivors}
-            print(f"adopted by {split} within {handover:.1f}s (lease TTL {LEASE_TTL:g}s)")
-            resumes = {sid: agent.count("session/resume", sid) for sid in doomed}
-            print(f"re-attached exactly once each: {set(resumes.values()) == {1}}")
-            chats = [await w.ask("chat") for w in survivors]
-            total = sum(int(c["ok"]) for c in chats)  # type: ignore[call-overload]
-            ok = total == workers * WORKER_CONVERSATIONS and set(resumes.values()) == {1}
-            print(f"every conversation answered after the hand-over: {ok} ({total} replies)")
-            return 0 if ok else 1
+                victim, survivors = procs[0], procs[1:]
+                doomed = set(owned[victim.owner])  # type: ignore[call-overload]
+                os.kill(victim.proc.pid, signal.SIGKILL)
+                killed = time.monotonic()
+                print(f"{victim.owner} killed (SIGKILL) with {len(doomed)} conversations")
+                async with asyncio.timeout(LEASE_TTL + 30):
+                    while not doomed <= {sid for w in survivors for sid in w.recovered}:
+                        changed.clear()
+                        await changed.wait()
+                handover = max(t for w in survivors for sid, t in w.recovered.items() if sid in doomed) - killed
+                split = {w.owner: len(doomed & set(w.recovered)) for w in survivors}
+                print(f"adopted by {split} within {handover:.1f}s (lease TTL {LEASE_TTL:g}s)")
+                resumes = {sid: agent.count("session/resume", sid) for sid in doomed}
+                print(f"re-attached exactly once each: {set(resumes.values()) == {1}}")
+                chats = [await w.ask("chat") for w in survivors]
+                total = sum(int(c["ok"]) for c in chats)  # type: ignore[call-overload]
+                ok = total == workers * WORKER_CONVERSATIONS and set(resumes.values()) == {1}
+                print(f"every conversation answered after the hand-over: {ok} ({total} replies)")
+                return 0 if ok else 1
+            finally:  # the workers quit while the agent still runs (else they would log its loss)
+                for w in procs:
+                    await w.stop()
     finally:
-        for w in procs:
-            await w.stop()
         if server is not None:
             await asyncio.to_thread(server.stop)
 
@@ -270,7 +272,10 @@ def main() -> int:
     parser.add_argument("--namespace", help=argparse.SUPPRESS)
     parser.add_argument("--owner", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    structlog.configure(
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+    )
     if args.worker_of:
         asyncio.run(worker(args.worker_of, args.redis, args.namespace, args.owner))
         return 0

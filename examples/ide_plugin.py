@@ -53,7 +53,10 @@ class IDEHandlers(ClientHandlers):
 
 async def main() -> int:
     # an application decides about logging; the library only emits structlog events
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    structlog.configure(
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+    )
     with tempfile.TemporaryDirectory(prefix="acp-ide-") as tmp:
         workspace = Path(tmp)
         (workspace / "main.py").write_text('print("hello from the workspace")\n', encoding="utf-8")

@@ -42,7 +42,10 @@ async def main() -> None:
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--lease-ttl", type=float, default=2.0)
     args = parser.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    structlog.configure(
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+    )
 
     store = RedisSessionStore(args.redis, namespace=args.namespace, owner_id=args.owner, lease_ttl=args.lease_ttl)
     client = ReconnectingClient(

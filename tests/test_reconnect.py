@@ -314,8 +314,9 @@ async def test_sqlite_store_recovers_in_a_new_process(tmp_path: Path, version: i
         await agent.restart(keep_sessions=True)
         script = textwrap.dedent(
             f"""
-            import asyncio, json, structlog, logging
-            structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+            import asyncio, json, structlog, logging, sys
+            structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+                                wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
             from acp_client import ReconnectingClient, SQLiteSessionStore
             async def main():
                 store = SQLiteSessionStore({str(db)!r})
