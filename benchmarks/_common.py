@@ -27,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 DOCS = REPO / "docs" / "benchmarks.md"
 AGENT_SCRIPT = HERE / "_agent_proc.py"
+PROXY_SCRIPT = HERE / "_proxy_proc.py"
 
 #: Bounds on waiting for the agent child process (start, one command, stop).
 AGENT_START_TIMEOUT = 30.0
@@ -226,3 +227,59 @@ class AgentProcess:
         if proc.stdin is not None:
             with contextlib.suppress(ConnectionError):
                 await proc.stdin.wait_closed()
+
+
+class DelayProxyProcess:
+    """A ``FaultProxy`` delaying every chunk ``delay`` seconds each way, in a child process
+    (``_proxy_proc.py``), in front of ``127.0.0.1:upstream_port``; :attr:`url` is its ``ws://`` address.
+
+    A proxy on the client's own event loop would charge the link's work to the client: every chunk it
+    forwards would wait while the client computes. A network does not take the client's CPU.
+    """
+
+    def __init__(self, upstream_port: int, delay: float) -> None:
+        self.upstream_port = upstream_port
+        self.delay = delay
+        self.url = ""
+        self._proc: asyncio.subprocess.Process | None = None
+
+    async def __aenter__(self) -> DelayProxyProcess:
+        self._proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(PROXY_SCRIPT),
+            str(self.upstream_port),
+            str(self.delay),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            cwd=str(REPO),
+        )
+        try:
+            assert self._proc.stdout is not None
+            async with asyncio.timeout(AGENT_START_TIMEOUT):
+                self.url = (await self._proc.stdout.readline()).decode().strip()
+            if not self.url.startswith("ws://127.0.0.1:"):
+                raise RuntimeError(f"the proxy printed {self.url!r} instead of its URL")
+        except BaseException:
+            await self._stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._stop()
+
+    async def _stop(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            proc.stdin.close()  # end of input: the proxy stops
+        try:
+            async with asyncio.timeout(AGENT_STOP_TIMEOUT):
+                await proc.wait()
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+        if proc.stdout is not None:
+            await proc.stdout.read()

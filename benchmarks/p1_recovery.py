@@ -16,6 +16,8 @@ inactive v2 session; the sessions have no history, so the agent answers each res
 
 Every method runs twice: on loopback, and through a ``FaultProxy`` that delays every chunk 10 ms each way
 (round trip about 22 ms), where a fixed limit cannot be more than that many times faster than sequential.
+The proxy runs in a process of its own (``_proxy_proc.py``): on the client's event loop it would make the
+link slower the busier the client is, which a network does not.
 - **raw floor**: one ``websockets`` connection; ``initialize``; all N status frames sent back to back, all
   answers awaited; then all N resume frames, all answers awaited. Same frames as ours, no bookkeeping.
 
@@ -44,7 +46,6 @@ from acp_client import (
     StateChanged,
     connect,
 )
-from acp_client.testing import FaultProxy, ProxyMode
 
 FLOOR_TARGET = 2.0
 SEQUENTIAL_TARGET = 10.0
@@ -185,9 +186,8 @@ async def main() -> int:
         runs: list[tuple[str, dict[str, list[float]]]] = [
             ("loopback", await scenario(agent, agent.url, records, reps, "loopback", n))
         ]
-        async with FaultProxy("127.0.0.1", port) as proxy:
-            proxy.set_mode(ProxyMode.delay(0.010), "both")
-            runs.append(("10 ms each way", await scenario(agent, proxy.url(), records, delayed_reps, "delay", 100)))
+        async with _common.DelayProxyProcess(port, 0.010) as proxy:  # its own process: see _proxy_proc.py
+            runs.append(("10 ms each way", await scenario(agent, proxy.url, records, delayed_reps, "delay", 100)))
         if int(await agent.command("sessions")) != n:
             raise RuntimeError("the agent lost sessions")
 
@@ -230,7 +230,8 @@ async def main() -> int:
             f"Recovery of **{n} sessions** after `restart(keep_sessions=True)` of the reference agent (v2, separate "
             f"process): from the restart command until every session is attached again (status + resume per "
             f"session). Methods alternating; the agent's restart and its work on the 2N requests are inside every "
-            "number. Once on loopback, once through a `FaultProxy` delaying every chunk 10 ms each way "
+            "number. Once on loopback, once through a `FaultProxy` delaying every chunk 10 ms each way, run in a "
+            "process of its own so that it takes none of the client's CPU, as a network would not "
             "(sequential measured on 100 sessions there and scaled to N).",
             *sections,
             "Targets: ≤ 2x the raw floor on both links; ≥ 10x faster than sequential through the proxy (on "

@@ -203,7 +203,7 @@ class WebSocketTransport:
             # the keepalive aborted the link while this frame waited for buffer space: it was not sent
             raise self._lost()
         self.stats.frames_out += 1
-        self.stats.bytes_out += len(frame.encode())
+        self.stats.bytes_out += len(frame) if frame.isascii() else len(frame.encode())
 
     async def recv(self) -> str:
         """Next text frame; binary frames are discarded and counted. Raises ``ConnectionLost`` when closed."""
