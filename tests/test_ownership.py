@@ -166,6 +166,33 @@ async def test_release_and_adopt_hand_a_session_over(workers: Workers, agent: Re
         await a.recover(session.id)  # never re-attached behind B's back
 
 
+async def test_forgetting_a_taken_over_handle_leaves_the_new_owner_alone(
+    workers: Workers, agent: ReferenceAgent
+) -> None:
+    a, a_events = await workers.start("A")
+    b, _ = await workers.start("B")
+    session = await a.new_session("/w/moved")
+    await a.release(session.id)
+    await b.adopt(session.id)
+    await a_events.wait(lambda: bool(a_events.of(SessionTakenOver)))
+    assert a._ownership is not None and a._ownership.taken(session.id)
+
+    await a.forget(session.id)  # the application drops the stale handle
+    assert session.id not in a.sessions
+    await a._ownership.tick()
+    assert not a._ownership.taken(session.id)  # a long-lived worker does not remember every departed session
+    # B's record and lease are untouched: the forget was local, its store delete refused by the fencing
+    observer = RedisSessionStore(workers.url, namespace=workers.namespace, owner_id="observer", lease_ttl=TTL)
+    try:
+        assert [r.session_id for r in await observer.load_all()] == [session.id]
+    finally:
+        await observer.close()
+    assert b._ownership is not None and b._ownership.owns(session.id)
+    assert (await b.sessions[session.id].prompt("echo: still B's", timeout=bound(10))).stop_reason == "end_turn"
+    await a._ownership.tick(adopt=True)
+    assert session.id not in a.sessions  # forgotten here for good: never adopted back
+
+
 async def test_agent_says_attached_elsewhere(
     workers: Workers, agent: ReferenceAgent, redis_server: RedisServer
 ) -> None:

@@ -183,6 +183,7 @@ class SessionOwnership:
         for sid in sorted(renewal.lost):
             if not renewal.store_reset:
                 await self._taken_over(host, sid, "lease_lost", None)
+        self._prune(host)
         now = time.monotonic()
         if adopt or (adopt is None and now - self._last_adopt >= self._adopt_every):
             self._last_adopt = now
@@ -325,6 +326,17 @@ class SessionOwnership:
         self._reasons[session_id] = reason
         host.emit(SessionTakenOver(session_id, reason, holder, self._generation()))
         await host.detach_taken_over(session_id, reason)
+
+    def _prune(self, host: OwnershipHost) -> None:
+        """Drop what is remembered of taken-over sessions whose handles the application forgot or closed
+        (a long-lived worker sees sessions move away all day). Released ids stay: they only grow by explicit
+        ``release`` calls, and they keep a session this worker gave away from being adopted back."""
+        if not self._taken:
+            return
+        known = host.known_sessions()
+        for sid in [sid for sid in self._taken if sid not in known]:
+            self._taken.discard(sid)
+            self._reasons.pop(sid, None)
 
     def _require_host(self) -> OwnershipHost:
         if self._host is None:
