@@ -201,9 +201,11 @@ async def test_replay_over_existing_transcript_has_no_duplicates(agent: Referenc
         async with asyncio.timeout(bound(5)):
             async for item in stream:
                 if isinstance(item, RecoveryMarker):
+                    marker = item
                     break
                 replayed.append(item)
         assert replayed and all(u.replay for u in replayed)
+        assert (marker.outcome, marker.replayed, marker.path) == ("restored", True, "ladder")
         if version == 2:
             assert session.state == "idle"  # the snapshot, applied as state
         await session.prompt("echo: three")

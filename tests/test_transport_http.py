@@ -280,8 +280,8 @@ async def test_resumed_streams_are_reported_as_recoveries_by_their_path() -> Non
                         markers.append(item)
                         if len(markers) == 2:
                             break
-            kinds = {(m.outcome, m.mode, m.may_have_missed_updates) for m in markers}
-            assert kinds == {("reattached", "resume", False)}
+            kinds = {(m.outcome, m.mode, m.may_have_missed_updates, m.path) for m in markers}
+            assert kinds == {("reattached", "resume", False, "stream_resumed")}
             assert agent.count("initialize") == 1 and client.generation == 1
             assert not [e for e in rec.events if isinstance(e, ConnectionDropped)]
             assert all(e.path == "stream_resumed" for e in rec.events if isinstance(e, SessionRecovered))

@@ -139,4 +139,4 @@ class RecoveryControl:
                     path="stream_resumed",
                 )
             )
-            session._mark(RecoveryMarker(session.id, "reattached", "resume"))
+            session._mark(RecoveryMarker(session.id, "reattached", "resume", path="stream_resumed"))

@@ -328,7 +328,9 @@ class SessionRecoverer:
                 session.id, action.outcome, mode, replayed, missed, probe.status, session.state, generation
             )
         )
-        session._mark(RecoveryMarker(session.id, action.outcome, mode, replayed, missed, status=probe.status))
+        session._mark(
+            RecoveryMarker(session.id, action.outcome, mode, replayed, missed, status=probe.status, path="ladder")
+        )
         self._host._notify_changed()
         await self._host._save_session_record(session)
         return str(action.outcome)

@@ -128,9 +128,13 @@ class RecoveryMarker:
 
     ``outcome`` is ``"reattached"`` (the agent still had it in memory), ``"restored"`` (loaded back from the
     agent's storage), ``"lost"`` (forgotten; the stream ends after this marker), ``"failed"`` (will be
-    retried) or ``"kept"`` (the strategy left it detached for the application to decide). ``mode`` is the
-    call used (``"resume"`` or ``"load"``). ``may_have_missed_updates`` is ``True`` when updates sent while
-    the link was down cannot have been replayed.
+    retried), ``"kept"`` (the strategy left it detached for the application to decide) or ``"taken_over"``
+    (another worker serves it now). ``mode`` is the call used (``"resume"`` or ``"load"``).
+    ``may_have_missed_updates`` is ``True`` when updates sent while the link was down cannot have been
+    replayed. ``path`` says how a re-attached session came back, as in
+    :class:`~acp_client.reconnect.SessionRecovered`: ``"ladder"`` (status, then resume or load, on a new
+    connection) or ``"stream_resumed"`` (the transport resumed its event stream: nothing was lost);
+    ``None`` for the other outcomes.
     """
 
     session_id: str
@@ -140,6 +144,7 @@ class RecoveryMarker:
     may_have_missed_updates: bool = False
     status: str | None = None
     reason: str | None = None
+    path: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
