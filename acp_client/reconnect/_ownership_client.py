@@ -7,6 +7,7 @@ session calls use), plus reading an agent's "attached elsewhere" answer. The man
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,14 +21,35 @@ __all__ = ["ClientHost", "OwnershipAPI", "attached_elsewhere"]
 log = get_logger("acp_client.reconnect")
 
 
+#: Error codes an agent may use to refuse a call for a session attached to another connection (ACP names
+#: none: invalid params, internal error, invalid request).
+_ELSEWHERE_CODES = frozenset({-32602, -32603, -32600})
+#: Words that say so, in the message or in ``data.reason`` / ``data.message``.
+_ELSEWHERE_WORDS = re.compile(
+    r"\b(?:not|already) attached\b|\battached (?:to|on|by) (?:another|a different|some other)\b"
+    r"|\b(?:another|a different|some other) (?:connection|client)\b",
+    re.IGNORECASE,
+)
+
+
 def attached_elsewhere(error: BaseException) -> bool:
-    """Whether an agent's error answer to a session call says the session is attached to another
+    """Whether an agent's error answer to a session call may mean the session is attached to another
     connection (the reference agent: ``-32602`` with ``data.reason`` "... not attached to this connection").
-    Agents word this differently; only a ``-32602`` whose reason mentions "attached" is read this way."""
-    if not isinstance(error, RPCError) or error.code != -32602 or not isinstance(error.data, dict):
+
+    ACP does not name this error, so agents word it differently: a ``-32602``, ``-32603`` or ``-32600``
+    whose message or ``data.reason``/``data.message`` says "not attached", "already attached", "attached to
+    another ..." or "another/a different connection (client)" is read this way (a bare "attached", as in
+    "attached file too large", is not). A false positive costs one store lookup and, the lease being still
+    ours, a re-attach; a false negative leaves the caller with the agent's error.
+    """
+    if not isinstance(error, RPCError) or error.code not in _ELSEWHERE_CODES:
         return False
-    reason = error.data.get("reason")
-    return isinstance(reason, str) and "attached" in reason.lower()
+    texts = [error.message]
+    if isinstance(error.data, dict):
+        texts += [error.data.get("reason"), error.data.get("message")]
+    elif isinstance(error.data, str):
+        texts.append(error.data)
+    return any(isinstance(text, str) and _ELSEWHERE_WORDS.search(text) is not None for text in texts)
 
 
 class ClientHost:
