@@ -44,7 +44,7 @@ def attached_elsewhere(error: BaseException) -> bool:
     """
     if not isinstance(error, RPCError) or error.code not in _ELSEWHERE_CODES:
         return False
-    texts = [error.message]
+    texts: list[object] = [error.message]
     if isinstance(error.data, dict):
         texts += [error.data.get("reason"), error.data.get("message")]
     elif isinstance(error.data, str):
