@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from acp_client.testing._agent_errors import AgentError
+    from acp_client.testing._agent_records import Received
     from acp_client.testing._agent_sessions import AgentSessionRecord
     from acp_client.testing._agent_turns import PromptTurn
     from acp_client.testing.fault_proxy import FaultProxy, LinkMode, ProxyLink, ProxyMode
     from acp_client.testing.redis_server import RedisServer
-    from acp_client.testing.reference_agent import Received, ReferenceAgent
+    from acp_client.testing.reference_agent import ReferenceAgent
 
 __all__ = [
     "AgentError",
@@ -40,7 +41,7 @@ _EXPORTS = {
     "ProxyLink": "acp_client.testing.fault_proxy",
     "ProxyMode": "acp_client.testing.fault_proxy",
     "PromptTurn": "acp_client.testing._agent_turns",
-    "Received": "acp_client.testing.reference_agent",
+    "Received": "acp_client.testing._agent_records",
     "ReferenceAgent": "acp_client.testing.reference_agent",
     "RedisServer": "acp_client.testing.redis_server",
 }

@@ -177,8 +177,7 @@ class HttpLink:
     def stream_ended(self, key: str | None, out: _SseOut) -> None:
         """A GET carrying a stream ended (client gone). The connection stream's end ends the link, at once
         or after the resume grace."""
-        if out.responder is not None:
-            out.responder = None
+        out.responder = None
         if key is not None or self.closed:
             return
         if self.endpoint.event_ids and self.endpoint.resume_grace > 0:
@@ -355,27 +354,19 @@ class HttpEndpoint:
 
     async def _initialize(self, request: _Request, responder: _Responder, message: dict[str, Any]) -> None:
         agent = self.agent
-        rejection = agent._rejection  # the same fault control as for WebSocket handshakes
-        if rejection is not None:
-            if rejection.remaining is not None:
-                rejection.remaining -= 1
-                if rejection.remaining <= 0:
-                    agent._rejection = None
-            agent.rejected_handshakes += 1
-            headers = []
-            if rejection.retry_after is not None:
-                headers.append(("retry-after", _retry_after(rejection.retry_after)))
-            agent._record_handshake(request.path, dict(request.headers), rejection.status)
-            await self._reply(request, responder, rejection.status, {"error": "rejected"}, headers)
+        refusal = agent.refuse_handshake(request.path, dict(request.headers))  # as for WebSocket handshakes
+        if refusal is not None:
+            headers = [] if refusal.retry_after is None else [("retry-after", refusal.retry_after)]
+            await self._reply(request, responder, refusal.status, {"error": "rejected"}, headers)
             return
-        connection_id = agent._next_connection_id()
+        connection_id = agent.next_connection_id()
         link = HttpLink(self, connection_id)
         self.links[connection_id] = link
         future: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         link.init_waiter = (message["id"], future)
         self.spawn(agent.serve_channel(link, connection_id=connection_id), f"acp-ref-http-{connection_id}")
         link.inbound.put_nowait(request.body.decode("utf-8", "replace"))
-        agent._record_handshake(request.path, dict(request.headers), 200)
+        agent.record_handshake(request.path, dict(request.headers), 200)
         try:
             async with asyncio.timeout(30.0):
                 answer = await future
@@ -506,7 +497,3 @@ def _requeue_front(queue: asyncio.Queue[tuple[int, str] | None], item: tuple[int
     queue.put_nowait(item)
     for other in rest:
         queue.put_nowait(other)
-
-
-def _retry_after(seconds: float) -> str:
-    return str(int(seconds)) if float(seconds).is_integer() else str(seconds)

@@ -18,68 +18,42 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
-from collections.abc import Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Coroutine, Iterable, Mapping
 from types import TracebackType
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.http11 import Request, Response
 
 from acp_client._logging import get_logger
 from acp_client.client import SUPPORTED_PROTOCOL_VERSIONS
-from acp_client.jsonrpc import Invalid
 from acp_client.testing import _agent_methods
 from acp_client.testing._agent_capabilities import CAPABILITY_NAMES, capability_name
 from acp_client.testing._agent_connection import AgentConnection, Reply
 from acp_client.testing._agent_errors import AgentError
+from acp_client.testing._agent_faults import FaultControls
 from acp_client.testing._agent_http import HttpEndpoint
+from acp_client.testing._agent_records import AgentRecords, Handshake, Received
 from acp_client.testing._agent_sessions import AgentSessionRecord
 from acp_client.testing._agent_turns import PromptHook, PromptTurn, emit_update
 from acp_client.testing._channel import FrameChannel, StreamChannel, WebSocketChannel
-from acp_client.testing._waiting import Waiters
 
 __all__ = ["AgentError", "Handshake", "PromptTurn", "Received", "ReferenceAgent", "main", "serve_forever"]
-
-#: the methods :meth:`ReferenceAgent.set_capacity` limits (what a recovery sends)
-_CAPACITY_METHODS = frozenset({"session/status", "session/resume", "session/load"})
 
 _log = get_logger(__name__)
 
 
-class Received(NamedTuple):
-    """One inbound request or notification, as recorded in :attr:`ReferenceAgent.received`."""
-
-    connection_id: str
-    method: str
-    params: Any
-
-
-@dataclass(frozen=True, slots=True)
-class Handshake:
-    """One WebSocket opening handshake the agent saw (accepted or not)."""
-
-    path: str
-    headers: dict[str, str]
-    status: int
-    #: when it arrived (``time.monotonic()``)
-    at: float = 0.0
-
-
-@dataclass(slots=True)
-class _Rejection:
-    status: int
-    retry_after: float | None
-    remaining: int | None
-
-
-class ReferenceAgent:
+class ReferenceAgent(AgentRecords, FaultControls):
     """An in-process ACP agent (v1 and/or v2) with observability and fault controls for tests.
 
     Sessions belong to the agent, not to a connection; each is attached to the connection that last sent
     ``session/new``/``session/load``/``session/resume`` for it, and its updates go only there. A session whose
     connection died stays *active* (in memory). Nothing starts before ``async with``.
+
+    Two mixins complete the API: the logs and waits (``received``, ``handshakes``, ``count``, ``wait_for``…)
+    come from :class:`~acp_client.testing._agent_records.AgentRecords`, most fault switches (``stall``,
+    ``reject_handshake``, ``drop_all_connections``, ``set_capacity``…) from
+    :class:`~acp_client.testing._agent_faults.FaultControls`.
 
     Constructor options (all but ``protocol_version`` keyword-only; most are also plain mutable attributes):
 
@@ -127,6 +101,7 @@ class ReferenceAgent:
         listen: bool = True,
     ) -> None:
         """Configure the agent; see the class docstring for the options. Nothing runs until ``async with``."""
+        super().__init__()
         versions = tuple(sorted(set(supported_versions))) if supported_versions is not None else (protocol_version,)
         for v in (protocol_version, *versions):
             if v not in SUPPORTED_PROTOCOL_VERSIONS:
@@ -169,17 +144,10 @@ class ReferenceAgent:
         self._close_timeout = close_timeout
         self._listen = listen
 
-        #: every inbound request and notification, in processing order
-        self.received: list[Received] = []
-        #: every unusable inbound frame (parse errors, invalid requests, unknown response ids)
-        self.invalid_frames: list[tuple[str, Invalid]] = []
-        #: every WebSocket opening handshake
-        self.handshakes: list[Handshake] = []
         #: session id → record; the agent's whole session table (shared by all connections)
         self.sessions: dict[str, AgentSessionRecord] = {}
         #: session updates that found no live attached connection
         self.dropped_updates = 0
-        self.rejected_handshakes = 0
 
         self._state: Literal["new", "running", "closing", "closed"] = "new"
         self._server: Server | None = None
@@ -188,14 +156,6 @@ class ReferenceAgent:
         self._ws_ids: dict[ServerConnection, str] = {}
         self._connection_counter = 0
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._waiters = Waiters()
-        self._unstall: asyncio.Future[None] | None = None
-        self._rejection: _Rejection | None = None
-        self._close_after_initialize: tuple[float, int] | None = None
-        self._capacity: tuple[asyncio.Semaphore, float] | None = None
-        #: recovery requests held at once (see :meth:`set_capacity`)
-        self.outstanding = 0
-        self.max_outstanding = 0
         #: the Streamable HTTP side of the endpoint (controls in :class:`~acp_client.testing._agent_http.HttpEndpoint`)
         self.http = HttpEndpoint(self)
 
@@ -279,7 +239,7 @@ class ReferenceAgent:
     # ------------------------------------------------------------------ serving
 
     async def _ws_handler(self, ws: ServerConnection) -> None:
-        connection_id = self._ws_ids.pop(ws, None) or self._next_connection_id()
+        connection_id = self._ws_ids.pop(ws, None) or self.next_connection_id()
         await self.serve_channel(WebSocketChannel(ws), connection_id=connection_id)
 
     async def serve_stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -293,51 +253,42 @@ class ReferenceAgent:
         """Serve one connection over any :class:`~acp_client.testing._channel.FrameChannel` until it ends."""
         if self._state != "running":
             raise RuntimeError("the agent is not running")
-        cid = connection_id or self._next_connection_id()
+        cid = connection_id or self.next_connection_id()
         connection = AgentConnection(self, channel, cid)
         self._connections[cid] = connection
-        if self._unstall is not None:
+        if self.stalled:
             channel.pause_reading()
         _log.debug("reference_agent_connection_open", connection_id=cid)
         self.notify_changed()
         await connection.run()
 
-    def _next_connection_id(self) -> str:
+    def next_connection_id(self) -> str:
+        """A fresh connection id (``conn-1``, ``conn-2``…; WebSocket and Streamable HTTP links share them)."""
         self._connection_counter += 1
         return f"conn-{self._connection_counter}"
 
     def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
         headers = {k: v for k, v in request.headers.raw_items()}
-        rejection = self._rejection
-        if rejection is not None:
-            if rejection.remaining is not None:
-                rejection.remaining -= 1
-                if rejection.remaining <= 0:
-                    self._rejection = None
-            self.rejected_handshakes += 1
-            response = ws.respond(rejection.status, f"rejected by the reference agent ({rejection.status})\n")
-            if rejection.retry_after is not None:
-                response.headers["Retry-After"] = _retry_after(rejection.retry_after)
-            self._record_handshake(request.path, headers, rejection.status)
+        refusal = self.refuse_handshake(request.path, headers)
+        if refusal is not None:
+            response = ws.respond(refusal.status, f"rejected by the reference agent ({refusal.status})\n")
+            if refusal.retry_after is not None:
+                response.headers["Retry-After"] = refusal.retry_after
             return response
         if request.path.split("?", 1)[0] != self.path:
-            self._record_handshake(request.path, headers, 404)
+            self.record_handshake(request.path, headers, 404)
             return ws.respond(404, "not found\n")
         return None
 
     def _process_response(self, ws: ServerConnection, request: Request, response: Response) -> Response | None:
         if response.status_code == 101:
-            connection_id = self._next_connection_id()
+            connection_id = self.next_connection_id()
             self._ws_ids[ws] = connection_id
             response.headers["Acp-Connection-Id"] = connection_id
             if self.set_cookie is not None:
                 response.headers["Set-Cookie"] = self.set_cookie
-            self._record_handshake(request.path, {k: v for k, v in request.headers.raw_items()}, 101)
+            self.record_handshake(request.path, {k: v for k, v in request.headers.raw_items()}, 101)
         return None
-
-    def _record_handshake(self, path: str, headers: dict[str, str], status: int) -> None:
-        self.handshakes.append(Handshake(path, headers, status, time.monotonic()))
-        self.notify_changed()
 
     # ------------------------------------------------------------------ hooks used by connections and handlers
 
@@ -363,41 +314,15 @@ class ReferenceAgent:
 
     async def dispatch(self, connection: AgentConnection, method: str, params: Any, reply: Reply) -> Any:
         """Handle one request (used by connections; answers through ``reply`` or returns the result)."""
-        if self._capacity is None or method not in _CAPACITY_METHODS:
-            return await _agent_methods.dispatch(self, connection, method, params, reply)
-        workers, service_time = self._capacity
-        self.outstanding += 1
-        self.max_outstanding = max(self.max_outstanding, self.outstanding)
-        try:
-            async with workers:
-                await asyncio.sleep(service_time)  # a storage lookup: each worker serves one at a time
-                return await _agent_methods.dispatch(self, connection, method, params, reply)
-        finally:
-            self.outstanding -= 1
-
-    def set_capacity(self, workers: int | None, service_time: float = 0.0) -> None:
-        """Serve ``session/status``, ``session/resume`` and ``session/load`` with a pool of ``workers``, each
-        taking ``service_time`` seconds per request (``None``: unlimited). :attr:`max_outstanding` records
-        the most such requests the agent held at once (queued or in service)."""
-        self._capacity = (asyncio.Semaphore(workers), service_time) if workers is not None else None
-        self.outstanding = 0
-        self.max_outstanding = 0
+        return await self.metered(method, lambda: _agent_methods.dispatch(self, connection, method, params, reply))
 
     async def handle_notification(self, connection: AgentConnection, method: str, params: Any) -> None:
         """Handle one notification (used by connections)."""
         await _agent_methods.handle_notification(self, connection, method, params)
 
-    def record(self, connection: AgentConnection, method: str, params: Any) -> None:
-        """Record an inbound request or notification in :attr:`received` and wake waiters."""
-        self.received.append(Received(connection.id, method, params))
-        _log.debug("reference_agent_received", connection_id=connection.id, method=method)
-        self.notify_changed()
-
-    def record_invalid(self, connection: AgentConnection, event: Invalid) -> None:
-        """Record an unusable inbound frame."""
-        self.invalid_frames.append((connection.id, event))
-        _log.debug("reference_agent_invalid_frame", connection_id=connection.id, kind=event.kind, detail=event.detail)
-        self.notify_changed()
+    def _live_connections(self) -> list[AgentConnection]:
+        """The live connections, for :class:`FaultControls` (which never touches the table itself)."""
+        return list(self._connections.values())
 
     def connection_closed(self, connection: AgentConnection) -> None:
         """Forget a connection whose link ended (its sessions stay attached to it, hence still active)."""
@@ -405,26 +330,6 @@ class ReferenceAgent:
             del self._connections[connection.id]
         _log.debug("reference_agent_connection_closed", connection_id=connection.id)
         self.notify_changed()
-
-    def after_initialize(self, connection: AgentConnection) -> None:
-        """Arm the ``close_after_initialize`` fault for a connection that just got its initialize answer."""
-        if self._close_after_initialize is not None:
-            delay, code = self._close_after_initialize
-            self.spawn(self._close_later(connection, delay, code), name=f"acp-ref-close-after-init-{connection.id}")
-
-    async def _close_later(self, connection: AgentConnection, delay: float, code: int) -> None:
-        await asyncio.sleep(delay)
-        await self.close_connection(connection, code=code, reason="close after initialize")
-
-    async def wait_flowing(self, connection: AgentConnection) -> bool:
-        """Block while the agent is stalled; ``False`` once ``connection`` is being closed."""
-        while self._unstall is not None and not connection.closing:
-            await asyncio.wait([self._unstall, connection.closing_future], return_when=asyncio.FIRST_COMPLETED)
-        return not connection.closing
-
-    def notify_changed(self) -> None:
-        """Re-check every pending ``wait_for*`` predicate."""
-        self._waiters.changed()
 
     # ------------------------------------------------------------------ capabilities
 
@@ -454,30 +359,6 @@ class ReferenceAgent:
         """Ids of the live connections (``conn-1``…; also sent as the ``Acp-Connection-Id`` 101 header)."""
         return list(self._connections)
 
-    def count(self, method: str, session_id: str | None = None) -> int:
-        """How many requests/notifications named ``method`` (for ``session_id`` when given) were received."""
-        return len(self._matching(method, session_id))
-
-    def _matching(self, method: str, session_id: str | None) -> list[Received]:
-        return [
-            r
-            for r in self.received
-            if r.method == method
-            and (session_id is None or (isinstance(r.params, dict) and r.params.get("sessionId") == session_id))
-        ]
-
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-        """Wait until ``predicate()`` holds; it is re-checked on every frame, connection and state change.
-        Raises ``TimeoutError`` after ``timeout`` seconds."""
-        await self._waiters.wait_until(predicate, timeout)
-
-    async def wait_for_method(
-        self, method: str, count: int = 1, *, session_id: str | None = None, timeout: float = 5.0
-    ) -> list[Received]:
-        """Wait until ``method`` was received at least ``count`` times; returns the matching records."""
-        await self.wait_for(lambda: len(self._matching(method, session_id)) >= count, timeout)
-        return self._matching(method, session_id)
-
     async def wait_for_connections(self, n: int, timeout: float = 5.0) -> None:
         """Wait until exactly ``n`` connections are live."""
         await self.wait_for(lambda: len(self._connections) == n, timeout)
@@ -489,28 +370,7 @@ class ReferenceAgent:
         connection; ``False`` if it had none alive. Raises ``KeyError`` for an unknown session."""
         return await emit_update(self, self.sessions[session_id], update)
 
-    # ------------------------------------------------------------------ fault controls
-
-    async def close_connection(
-        self, connection: AgentConnection, *, code: int = 1011, reason: str = "", abort: bool = False
-    ) -> None:
-        """Close one connection: WebSocket close ``code`` (bounded by ``close_timeout``) or a TCP reset."""
-        connection.mark_closing()
-        if abort:
-            connection.channel.abort()
-        else:
-            await connection.channel.close(code, reason)
-
-    async def drop_all_connections(
-        self, code: int = 1011, reason: str = "", *, abort: bool = False, timeout: float = 5.0
-    ) -> int:
-        """Close every live connection (``abort=True``: TCP reset, no closing handshake) and wait until their
-        handlers finished. Sessions stay active. Returns how many connections were dropped."""
-        connections = list(self._connections.values())
-        await asyncio.gather(*(self.close_connection(c, code=code, reason=reason, abort=abort) for c in connections))
-        if connections:
-            await self.wait_for(lambda: all(c.finished.is_set() for c in connections), timeout)
-        return len(connections)
+    # ------------------------------------------------------------------ faults on sessions (others: FaultControls)
 
     async def restart(
         self, keep_sessions: bool = True, *, code: int = 1012, abort: bool = False, timeout: float = 5.0
@@ -536,50 +396,6 @@ class ReferenceAgent:
             session.turn.cancel()
         self.notify_changed()
         return True
-
-    def stall(self) -> None:
-        """Keep sockets open but answer nothing: no frame is processed or sent, and the transports stop
-        reading, so WebSocket pings get no pong (a client's keepalive sees a half-open link)."""
-        if self._unstall is None:
-            self._unstall = asyncio.get_running_loop().create_future()
-        for connection in self._connections.values():
-            connection.channel.pause_reading()
-
-    def unstall(self) -> None:
-        """Undo :meth:`stall`: buffered input is processed and held output is sent."""
-        if self._unstall is None:
-            return
-        self._unstall.set_result(None)
-        self._unstall = None
-        for connection in self._connections.values():
-            connection.channel.resume_reading()
-
-    @property
-    def stalled(self) -> bool:
-        """Whether :meth:`stall` is in effect."""
-        return self._unstall is not None
-
-    def reject_handshake(
-        self, status: int = 503, *, retry_after: float | None = None, times: int | None = None
-    ) -> None:
-        """Answer WebSocket handshakes with HTTP ``status`` (e.g. 401, 503), optionally with ``Retry-After``;
-        for the next ``times`` handshakes, or until :meth:`accept_handshakes` when ``None``."""
-        if not 400 <= status <= 599:
-            raise ValueError("status must be an HTTP error status (4xx/5xx)")
-        self._rejection = _Rejection(status, retry_after, times)
-
-    def accept_handshakes(self) -> None:
-        """Stop rejecting handshakes."""
-        self._rejection = None
-
-    def close_after_initialize(self, delay: float | None, code: int = 1011) -> None:
-        """Close each connection ``delay`` seconds after answering its ``initialize`` (flapping); ``None``
-        turns it off."""
-        self._close_after_initialize = None if delay is None else (delay, code)
-
-
-def _retry_after(seconds: float) -> str:
-    return str(int(seconds)) if float(seconds).is_integer() else str(seconds)
 
 
 # ---------------------------------------------------------------------------- standalone
