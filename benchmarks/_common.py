@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import structlog
 import websockets
@@ -158,30 +159,29 @@ def write_section(path: Path | None, key: str, title: str, body: str) -> None:
 _SECTION = re.compile(r"(<!-- (p\d+):start -->.*?<!-- \2:end -->)", re.S)
 
 
-class AgentProcess:
-    """The reference agent in a child process (``_agent_proc.py``), started and stopped by ``async with``.
+class ChildProcess:
+    """A helper script in a child process, started and stopped by ``async with``: it prints its URL as its
+    first line on stdout and stops at the end of its stdin. Subclasses give the command line."""
 
-    A separate process keeps the agent's CPU time out of the client's event loop (the machine has 2 cores);
-    the agent is still part of every measurement, for ours and for every baseline alike.
-    """
+    #: what the script's first line must start with
+    url_prefix = "ws://127.0.0.1:"
 
-    def __init__(self, protocol: int = 2, *, also_v1: bool = False) -> None:
-        self.protocol = protocol
-        self.also_v1 = also_v1
+    def __init__(self) -> None:
         self.url = ""
         self._proc: asyncio.subprocess.Process | None = None
 
-    async def __aenter__(self) -> AgentProcess:
-        argv = [sys.executable, str(AGENT_SCRIPT), "--protocol", str(self.protocol)]
-        if self.also_v1:
-            argv.append("--also-v1")
+    def argv(self) -> list[str]:
+        """The command line (after the interpreter)."""
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
         self._proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=str(REPO)
+            sys.executable, *self.argv(), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=str(REPO)
         )
         try:
             self.url = (await self._line(AGENT_START_TIMEOUT)).strip()
-            if not self.url.startswith("ws://127.0.0.1:"):
-                raise RuntimeError(f"the agent printed {self.url!r} instead of its URL")
+            if not self.url.startswith(self.url_prefix):
+                raise RuntimeError(f"{type(self).__name__} printed {self.url!r} instead of its URL")
         except BaseException:
             await self._stop()
             raise
@@ -192,30 +192,25 @@ class AgentProcess:
     ) -> None:
         await self._stop()
 
-    async def command(self, text: str) -> str:
-        """Send one control command; return the text after ``ok``."""
-        assert self._proc is not None and self._proc.stdin is not None
-        self._proc.stdin.write(text.encode() + b"\n")
-        await self._proc.stdin.drain()
-        answer = (await self._line(AGENT_COMMAND_TIMEOUT)).strip()
-        if not answer.startswith("ok"):
-            raise RuntimeError(f"agent command {text!r} answered {answer!r}")
-        return answer[2:].strip()
-
     async def _line(self, timeout: float) -> str:
         assert self._proc is not None and self._proc.stdout is not None
         async with asyncio.timeout(timeout):
             line = await self._proc.stdout.readline()
         if not line:
-            raise RuntimeError("the agent process ended")
+            raise RuntimeError(f"the {type(self).__name__} ended")
         return line.decode()
+
+    async def _send(self, text: str) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        self._proc.stdin.write(text.encode() + b"\n")
+        await self._proc.stdin.drain()
 
     async def _stop(self) -> None:
         proc, self._proc = self._proc, None
         if proc is None:
             return
         if proc.stdin is not None:
-            proc.stdin.close()  # end of input: the agent stops serving and exits
+            proc.stdin.close()  # end of input: the script stops serving and exits
         try:
             async with asyncio.timeout(AGENT_STOP_TIMEOUT):
                 await proc.wait()
@@ -229,7 +224,31 @@ class AgentProcess:
                 await proc.stdin.wait_closed()
 
 
-class DelayProxyProcess:
+class AgentProcess(ChildProcess):
+    """The reference agent in a child process (``_agent_proc.py``), started and stopped by ``async with``.
+
+    A separate process keeps the agent's CPU time out of the client's event loop (the machine has 2 cores);
+    the agent is still part of every measurement, for ours and for every baseline alike.
+    """
+
+    def __init__(self, protocol: int = 2, *, also_v1: bool = False) -> None:
+        super().__init__()
+        self.protocol = protocol
+        self.also_v1 = also_v1
+
+    def argv(self) -> list[str]:
+        return [str(AGENT_SCRIPT), "--protocol", str(self.protocol), *(["--also-v1"] if self.also_v1 else [])]
+
+    async def command(self, text: str) -> str:
+        """Send one control command; return the text after ``ok``."""
+        await self._send(text)
+        answer = (await self._line(AGENT_COMMAND_TIMEOUT)).strip()
+        if not answer.startswith("ok"):
+            raise RuntimeError(f"agent command {text!r} answered {answer!r}")
+        return answer[2:].strip()
+
+
+class DelayProxyProcess(ChildProcess):
     """A ``FaultProxy`` delaying every chunk ``delay`` seconds each way, in a child process
     (``_proxy_proc.py``), in front of ``127.0.0.1:upstream_port``; :attr:`url` is its ``ws://`` address.
 
@@ -238,48 +257,9 @@ class DelayProxyProcess:
     """
 
     def __init__(self, upstream_port: int, delay: float) -> None:
+        super().__init__()
         self.upstream_port = upstream_port
         self.delay = delay
-        self.url = ""
-        self._proc: asyncio.subprocess.Process | None = None
 
-    async def __aenter__(self) -> DelayProxyProcess:
-        self._proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(PROXY_SCRIPT),
-            str(self.upstream_port),
-            str(self.delay),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            cwd=str(REPO),
-        )
-        try:
-            assert self._proc.stdout is not None
-            async with asyncio.timeout(AGENT_START_TIMEOUT):
-                self.url = (await self._proc.stdout.readline()).decode().strip()
-            if not self.url.startswith("ws://127.0.0.1:"):
-                raise RuntimeError(f"the proxy printed {self.url!r} instead of its URL")
-        except BaseException:
-            await self._stop()
-            raise
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self._stop()
-
-    async def _stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.stdin is not None:
-            proc.stdin.close()  # end of input: the proxy stops
-        try:
-            async with asyncio.timeout(AGENT_STOP_TIMEOUT):
-                await proc.wait()
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-        if proc.stdout is not None:
-            await proc.stdout.read()
+    def argv(self) -> list[str]:
+        return [str(PROXY_SCRIPT), str(self.upstream_port), str(self.delay)]

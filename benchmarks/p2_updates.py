@@ -51,60 +51,22 @@ AGENT_SCRIPT = _common.HERE / "_stream_agent.py"
 Compression = str | None
 
 
-class StreamAgentProcess:
+class StreamAgentProcess(_common.ChildProcess):
     """``_stream_agent.py`` in a child process; :meth:`sent` reads its report of the last stream."""
 
     def __init__(self, max_count: int) -> None:
+        super().__init__()
         self.max_count = max_count
-        self.url = ""
-        self._proc: asyncio.subprocess.Process | None = None
 
-    async def __aenter__(self) -> StreamAgentProcess:
-        argv = [sys.executable, str(AGENT_SCRIPT), "--max", str(self.max_count)]
-        self._proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=str(_common.REPO)
-        )
-        try:
-            self.url = (await self._line()).strip()
-            if not self.url.startswith("ws://127.0.0.1:"):
-                raise RuntimeError(f"the stream agent printed {self.url!r} instead of its URL")
-        except BaseException:
-            await self._stop()
-            raise
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._stop()
+    def argv(self) -> list[str]:
+        return [str(AGENT_SCRIPT), "--max", str(self.max_count)]
 
     async def sent(self) -> tuple[int, float, float]:
         """``(n, wall seconds, agent CPU seconds)`` of the stream the agent finished last."""
-        words = (await self._line()).split()
+        words = (await self._line(_common.AGENT_START_TIMEOUT)).split()
         if len(words) != 4 or words[0] != "sent":
             raise RuntimeError(f"the stream agent reported {' '.join(words)!r}")
         return int(words[1]), float(words[2]), float(words[3])
-
-    async def _line(self) -> str:
-        assert self._proc is not None and self._proc.stdout is not None
-        async with asyncio.timeout(_common.AGENT_START_TIMEOUT):
-            line = await self._proc.stdout.readline()
-        if not line:
-            raise RuntimeError("the stream agent ended")
-        return line.decode()
-
-    async def _stop(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.stdin is not None:
-            proc.stdin.close()
-        try:
-            async with asyncio.timeout(_common.AGENT_STOP_TIMEOUT):
-                await proc.wait()
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-        if proc.stdout is not None:
-            await proc.stdout.read()
 
 
 # ---------------------------------------------------------------------------------------------- clients
