@@ -348,7 +348,7 @@ def report(
 async def main() -> int:
     args = _common.parser(__doc__.splitlines()[0]).parse_args()
     _common.quiet_logging()
-    n, reps = (3_000, 1) if args.quick else (50_000, 3)
+    n, reps = (3_000, 1) if args.quick else (50_000, 5)
     async with StreamAgentProcess(n) as agent:
         results = await measure(agent, n, reps)
         layers = None
