@@ -109,3 +109,44 @@ def test_adaptive_limit_stops_growing_when_answers_slow_down() -> None:
 def test_recovery_concurrency_is_validated(bad: Any) -> None:
     with pytest.raises(Exception, match=r"recovery_concurrency|at least 1"):
         ReconnectingClient("ws://127.0.0.1:1/acp", recovery_concurrency=bad)
+
+
+async def test_a_fixed_limit_serves_waiters_in_order_and_cancelled_ones_lose_nothing() -> None:
+    from acp_client.reconnect._limits import FixedLimit
+
+    limit = FixedLimit(2)
+    held = [await limit.acquire(), await limit.acquire()]
+    order: list[int] = []
+
+    async def wait(i: int) -> None:
+        started = await limit.acquire()
+        order.append(i)
+        await asyncio.sleep(0)  # holds its slot over a loop turn, as a request on the wire does
+        limit.release(started, ok=True)
+
+    tasks = [asyncio.create_task(wait(i)) for i in range(6)]
+    await asyncio.sleep(0)  # every task is queued behind the two held slots
+    tasks[1].cancel()  # cancelled while queued: it must neither take a slot nor swallow a wake-up
+    tasks[4].cancel()
+    for started in held:
+        limit.release(started, ok=True)
+    async with asyncio.timeout(bound(5)):
+        await asyncio.gather(*tasks, return_exceptions=True)
+    assert order == [0, 2, 3, 5]  # first come, first served; the cancelled ones skipped
+    assert limit.in_flight == 0
+    assert [await limit.acquire(), await limit.acquire()]  # both slots free again
+
+
+async def test_a_woken_waiter_that_is_cancelled_passes_its_slot_on() -> None:
+    from acp_client.reconnect._limits import FixedLimit
+
+    limit = FixedLimit(1)
+    held = await limit.acquire()
+    first = asyncio.create_task(limit.acquire())
+    second = asyncio.create_task(limit.acquire())
+    await asyncio.sleep(0)
+    limit.release(held, ok=True)  # wakes `first` ...
+    first.cancel()  # ... which is cancelled before it runs: the wake-up goes to `second`
+    async with asyncio.timeout(bound(5)):
+        await second
+    assert first.cancelled() and limit.in_flight == 1

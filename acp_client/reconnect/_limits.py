@@ -32,6 +32,7 @@ class FixedLimit:
         self._clock = clock
         self.in_flight = 0
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._woken = 0  # waiters woken for a free slot that have not taken it yet
 
     @property
     def limit(self) -> int:
@@ -42,19 +43,33 @@ class FixedLimit:
         return f"<{type(self).__name__} {self.in_flight}/{self.limit}>"
 
     async def acquire(self) -> float:
-        """Wait for a slot; returns the start time to hand back to :meth:`release`."""
-        while self.in_flight >= self.limit:
-            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            self._waiters.append(waiter)
+        """Wait for a slot; returns the start time to hand back to :meth:`release`.
+
+        Waiters are served first come, first served: a freed slot is reserved for the waiter it wakes, so
+        neither a newcomer nor a second release can take it first.
+        """
+        if self.in_flight + self._woken < self.limit:
+            self.in_flight += 1
+            return self._clock()
+        loop = asyncio.get_running_loop()
+        front = False
+        while True:
+            waiter: asyncio.Future[None] = loop.create_future()
+            if front:
+                self._waiters.appendleft(waiter)
+            else:
+                self._waiters.append(waiter)
             try:
                 await waiter
             except BaseException:
                 if waiter.done() and not waiter.cancelled():
-                    self._wake()  # pass the wake-up we consumed on to the next waiter
-                raise
-            finally:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
+                    self._woken -= 1
+                    self._wake()  # woken, then cancelled: pass the reserved slot on to the next waiter
+                raise  # (a waiter cancelled while queued stays in the queue, done, until _wake drops it)
+            self._woken -= 1
+            if self.in_flight < self.limit:
+                break
+            front = True  # the limit shrank while it was being woken: wait again, first in line
         self.in_flight += 1
         return self._clock()
 
@@ -69,12 +84,15 @@ class FixedLimit:
         """Fixed: nothing to learn."""
 
     def _wake(self) -> None:
-        free = self.limit - self.in_flight
-        for waiter in list(self._waiters):
-            if free <= 0:
-                break
-            if not waiter.done():
+        """Wake as many waiters, oldest first, as there are free slots (O(woken), whatever the queue's
+        length: ten thousand sessions recovering at once must not cost a copy of the queue per answer)."""
+        free = self.limit - self.in_flight - self._woken
+        waiters = self._waiters
+        while free > 0 and waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():  # a cancelled waiter is dropped here
                 waiter.set_result(None)
+                self._woken += 1
                 free -= 1
 
 
