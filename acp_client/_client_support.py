@@ -20,7 +20,7 @@ from acp_client.sessions import SessionLink, SessionRegistry
 if TYPE_CHECKING:
     from acp_client.connection import Connection
 
-__all__ = ["EARLY_UPDATES", "_GATES", "InboundRouter", "SessionInfo", "shape_mcp_servers"]
+__all__ = ["EARLY_UPDATES", "_GATES", "InboundRouter", "SessionInfo", "parse_list_page", "shape_mcp_servers"]
 
 log = get_logger("acp_client.client")
 
@@ -62,6 +62,29 @@ class SessionInfo:
     title: str | None
     updated_at: str | None
     raw: dict[str, Any]
+
+
+def parse_list_page(result: Any) -> tuple[list[SessionInfo], str | None]:
+    """One ``session/list`` answer: its well-formed entries (a string ``sessionId`` and ``cwd``; others are
+    skipped) and the cursor of the next page (``None`` on the last). Raises ``ProtocolError`` for an answer
+    that is not an object."""
+    if not isinstance(result, dict):
+        raise ProtocolError("session/list answered something other than an object")
+    infos: list[SessionInfo] = []
+    for item in result.get("sessions") or ():
+        if isinstance(item, dict) and isinstance(item.get("sessionId"), str) and isinstance(item.get("cwd"), str):
+            title, updated = item.get("title"), item.get("updatedAt")
+            infos.append(
+                SessionInfo(
+                    item["sessionId"],
+                    item["cwd"],
+                    title if isinstance(title, str) else None,
+                    updated if isinstance(updated, str) else None,
+                    item,
+                )
+            )
+    cursor = result.get("nextCursor")
+    return infos, cursor if isinstance(cursor, str) and cursor else None
 
 
 def shape_mcp_servers(servers: Sequence[Mapping[str, Any]], version: int) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import collections
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
-from acp_client._client_support import _GATES, InboundRouter, SessionInfo, shape_mcp_servers
+from acp_client._client_support import _GATES, InboundRouter, SessionInfo, parse_list_page, shape_mcp_servers
 from acp_client._logging import get_logger
 from acp_client._version import __version__
 from acp_client.connection import Connection
@@ -44,6 +44,7 @@ SUPPORTED_PROTOCOL_VERSIONS = (1, 2)
 
 #: ``1``, ``2`` or ``"auto"`` (offer v2, accept v1).
 ProtocolVersionOption: TypeAlias = Literal[1, 2, "auto"]
+
 
 class ACPClient(InboundRouter):
     """A typed ACP client over one :class:`~acp_client.connection.Connection`.
@@ -404,31 +405,13 @@ class ACPClient(InboundRouter):
     async def _list_pages(self, cwd: str | None, timeout: float | None) -> AsyncIterator[SessionInfo]:
         cursor: str | None = None
         while True:
-            params: dict[str, Any] = {}
-            if cwd is not None:
-                params["cwd"] = cwd
+            params: dict[str, Any] = {"cwd": cwd} if cwd is not None else {}
             if cursor is not None:
                 params["cursor"] = cursor
-            result = await self.connection.request("session/list", params, timeout=timeout)
-            if not isinstance(result, dict):
-                raise ProtocolError("session/list answered something other than an object")
-            for item in result.get("sessions") or ():
-                if (
-                    isinstance(item, dict)
-                    and isinstance(item.get("sessionId"), str)
-                    and isinstance(item.get("cwd"), str)
-                ):
-                    title = item.get("title")
-                    updated = item.get("updatedAt")
-                    yield SessionInfo(
-                        item["sessionId"],
-                        item["cwd"],
-                        title if isinstance(title, str) else None,
-                        updated if isinstance(updated, str) else None,
-                        item,
-                    )
-            cursor = result.get("nextCursor")
-            if not isinstance(cursor, str) or not cursor:
+            infos, cursor = parse_list_page(await self.connection.request("session/list", params, timeout=timeout))
+            for info in infos:
+                yield info
+            if cursor is None:
                 return
 
     async def close_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
