@@ -9,7 +9,7 @@ import os
 import sys
 from typing import TextIO
 
-__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "Style", "error", "short_id"]
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "Style", "error", "out", "short_id"]
 
 #: Exit codes of the ``acp-client`` command.
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -30,6 +30,11 @@ class Style:
             return text
         codes = ";".join(self._CODES[name] for name in names)
         return f"\033[{codes}m{text}\033[0m"
+
+
+def out(line: str) -> None:
+    """One line of a command's result on stdout."""
+    print(line)
 
 
 def error(message: str) -> None:

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 import structlog
 
 from acp_client._connect import connect
-from acp_client._console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Style, error
+from acp_client._console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Style, error, out
 from acp_client._version import __version__
 from acp_client.client import ACPClient
 from acp_client.exceptions import ACPError, RPCError, SessionNotFound, TransportError, UsageError
@@ -142,7 +142,7 @@ async def _status(url: str, session_ids: Sequence[str], timeout: float, style: S
                 state = answer.state.state if answer.state is not None else None
                 colour = "green" if answer.status == "active" else "blue" if answer.status == "inactive" else "yellow"
                 line = style(_describe_status(answer.status, state), colour)
-            print(f"{session_id}: {line}")
+            out(f"{session_id}: {line}")
         return EXIT_OK if all_found else EXIT_FAILURE
 
 
@@ -200,12 +200,12 @@ async def _locate(session_id: str, urls: Sequence[str], timeout: float, style: S
     for found in results:
         result = style(found.result, colours.get(found.result, "red"))
         detail = style(f"  ({found.detail})", "dim") if found.detail else ""
-        print(f"{found.url.ljust(width)}  {result}{detail}")
+        out(f"{found.url.ljust(width)}  {result}{detail}")
     active = [found.url for found in results if found.result == "active"]
     if active:
-        print(style(f"session {session_id} is active on: {', '.join(active)}", "bold"))
+        out(style(f"session {session_id} is active on: {', '.join(active)}", "bold"))
         return EXIT_OK
-    print(style(f"session {session_id} is not active on any endpoint", "bold"))
+    out(style(f"session {session_id} is not active on any endpoint", "bold"))
     return EXIT_FAILURE
 
 
@@ -255,7 +255,7 @@ def _run_sessions(args: argparse.Namespace) -> int:
     path = Path(args.store)
     records = _stored_records(path)
     if not records:
-        print(f"no sessions in {path}")
+        out(f"no sessions in {path}")
         return EXIT_OK
     header = ("session", "protocol", "state", "created", "cwd", "title")
     rows = [
@@ -270,9 +270,9 @@ def _run_sessions(args: argparse.Namespace) -> int:
         for r in records
     ]
     widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
-    print("  ".join(style(h.ljust(w), "bold") for h, w in zip(header, widths, strict=True)).rstrip())
+    out("  ".join(style(h.ljust(w), "bold") for h, w in zip(header, widths, strict=True)).rstrip())
     for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        out("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     return EXIT_OK
 
 
