@@ -13,10 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from acp_client.testing import FaultProxy, ReferenceAgent
-from acp_client.testing._agent_http import HttpEndpoint
-from acp_client.transports import http as http_transport
-from acp_client.transports.options import TransportOptions
+from tests._over_http import point_at_http
 from tests.test_failure_modes import *  # noqa: F403  (the suite re-run here)
 
 #: tests of WebSocket specifics, with the reason they do not apply to Streamable HTTP
@@ -31,21 +28,5 @@ _WEBSOCKET_ONLY: dict[str, str] = {
 @pytest.fixture(autouse=True, params=["h1", "h2c"])
 def over_http(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """``agent.url`` and ``proxy.url()`` name the http:// endpoint; the agent's keepalive is 0.1 s."""
-    name = request.node.originalname
-    if name in _WEBSOCKET_ONLY:
-        pytest.skip(_WEBSOCKET_ONLY[name])
-    monkeypatch.setattr(ReferenceAgent, "url", property(lambda self: self.http_url))
-    original = FaultProxy.url
-
-    def http_url(self: FaultProxy, path: str = "/acp", scheme: str = "http") -> str:
-        return original(self, path, "http" if scheme == "ws" else scheme)
-
-    monkeypatch.setattr(FaultProxy, "url", http_url)
-    monkeypatch.setattr(HttpEndpoint, "keepalive_interval", 0.1)
-    if request.param == "h2c":
-
-        def h2c(options: TransportOptions) -> tuple[bool, bool]:
-            return False, True
-
-        monkeypatch.setattr(http_transport, "_http_versions", h2c)
+    point_at_http(request, monkeypatch, _WEBSOCKET_ONLY, h2c=request.param == "h2c")
     yield
