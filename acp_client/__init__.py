@@ -5,11 +5,10 @@ survives drops and recovers its sessions. The public surface is exactly :data:`_
 ``docs/reference/api.md``); everything else is private.
 """
 
-from acp_client._connect import connect
 from acp_client._version import __version__
 from acp_client.client import ACPClient, SessionInfo
-from acp_client.connection import AgentProcess
-from acp_client.content import embedded_resource, image, resource_link, text
+from acp_client.client._connect import connect
+from acp_client.client.connection import AgentProcess
 from acp_client.exceptions import (
     ACPError,
     ACPTimeoutError,
@@ -62,7 +61,7 @@ from acp_client.reconnect import (
     SessionTakenOver,
     StateChanged,
 )
-from acp_client.recovery import (
+from acp_client.reconnect.strategy import (
     Capabilities,
     DefaultStrategy,
     Forget,
@@ -70,6 +69,19 @@ from acp_client.recovery import (
     Reattach,
     RecoveryStrategy,
     StatusProbe,
+)
+from acp_client.schema.content import embedded_resource, image, resource_link, text
+from acp_client.schema.updates import (
+    AgentMessageChunk,
+    AgentThoughtChunk,
+    MessageUpdate,
+    Plan,
+    StateUpdate,
+    ToolCall,
+    ToolCallUpdate,
+    UnknownUpdate,
+    UserMessageChunk,
+    typed_update,
 )
 from acp_client.sessions import (
     MemorySessionStore,
@@ -85,18 +97,6 @@ from acp_client.sessions import (
     UpdatesDropped,
 )
 from acp_client.transports import TransportOptions
-from acp_client.updates import (
-    AgentMessageChunk,
-    AgentThoughtChunk,
-    MessageUpdate,
-    Plan,
-    StateUpdate,
-    ToolCall,
-    ToolCallUpdate,
-    UnknownUpdate,
-    UserMessageChunk,
-    typed_update,
-)
 
 __all__ = [
     "ACPClient",

@@ -10,7 +10,7 @@ The baseline, in the same run, is the schedule the clients drew (the ``delay`` o
 wire can only be as spread as the schedule. Ratios: the busiest 100 ms window on the wire ÷ the busiest window
 of the schedule (1.0 = the event loop delivered the schedule; a loaded loop bunches reconnects and raises it),
 and the spread (population standard deviation) on the wire ÷ the spread of the schedule. The test suite checks
-the schedule itself (``tests/test_failure_modes.py::test_fm01_herd_spreads_reconnects_after_a_restart``); this
+the schedule itself (``tests/reconnect/test_failure_modes.py::test_fm01_herd_spreads_reconnects_after_a_restart``); this
 measures what reaches the agent, which depends on the machine's load and is no test's business.
 """
 

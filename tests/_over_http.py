@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from acp_client.testing import FaultProxy, ReferenceAgent
-from acp_client.testing._agent_http import HttpEndpoint
+from acp_client.testing.agent._http import HttpEndpoint
 from acp_client.transports import http as http_transport
 from acp_client.transports.options import TransportOptions
 

@@ -4,7 +4,7 @@
 file descriptor 1 for the JSON-RPC frames and points fd 1 (and ``sys.stdout``) at stderr, so a stray
 ``print``, a warning, or a C library writing to stdout lands on stderr instead of corrupting the stream.
 
-:class:`EditorLink` is a :class:`~acp_client.connection.Connection` over those streams: one reader task,
+:class:`EditorLink` is a :class:`~acp_client.client.connection.Connection` over those streams: one reader task,
 each inbound request in its own task (so a forwarded request may wait for the remote while others flow),
 malformed frames answered with JSON-RPC errors by the core, ``$/cancel_request`` honoured both ways.
 """
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from acp_client.connection import Connection, NotificationHandler, RequestHandler
+from acp_client.client.connection import Connection, NotificationHandler, RequestHandler
 from acp_client.transports import StdioTransport
 
 __all__ = ["EditorLink", "reserve_stdout"]

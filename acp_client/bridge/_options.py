@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from acp_client.recovery import Action, Capabilities, DefaultStrategy, Forget, Reattach, StatusProbe
+from acp_client.reconnect.strategy import Action, Capabilities, DefaultStrategy, Forget, Reattach, StatusProbe
 from acp_client.sessions import SessionRecord
 
 __all__ = ["BridgeOptions", "BridgeStrategy", "describe_url"]

@@ -80,7 +80,7 @@ class RemoteSide:
     def _transport_factory(self) -> Callable[[], Awaitable[Transport]]:
         """What the client opens on every (re)connect: the transport its own options describe (headers, ping,
         cookies, ...), with the tap on it."""
-        from acp_client._connect import open_transport
+        from acp_client.client._connect import open_transport
 
         async def open_remote() -> Transport:
             assert self._rc is not None

@@ -15,9 +15,9 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from acp_client._connect import Target
 from acp_client._logging import get_logger
 from acp_client.client import ACPClient, ProtocolVersionOption
+from acp_client.client._connect import Target
 from acp_client.exceptions import (
     ClientClosed,
     ConnectionLost,
@@ -41,7 +41,7 @@ from acp_client.reconnect._ownership_client import ClientHost, OwnershipAPI
 from acp_client.reconnect._recoverer import SessionRecoverer
 from acp_client.reconnect._session_api import SessionAPI
 from acp_client.reconnect._store_writer import StoreWriter
-from acp_client.recovery import DefaultStrategy, RecoveryStrategy
+from acp_client.reconnect.strategy import DefaultStrategy, RecoveryStrategy
 from acp_client.sessions import (
     MemorySessionStore,
     Session,
@@ -70,7 +70,7 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI, ConnectionLo
     :meth:`events` and as log events named ``acp.<event>``.
 
     After every (re)connect each known session is probed with ``session/status`` (when advertised) and
-    handed to the recovery ``strategy`` (default :class:`~acp_client.recovery.DefaultStrategy`).
+    handed to the recovery ``strategy`` (default :class:`~acp_client.reconnect.strategy.DefaultStrategy`).
     ``recovery_concurrency`` bounds the recovery requests in flight: ``"adaptive"`` (default) grows while
     answers stay fast and shrinks on slowness and errors; an int fixes it. ``recovery_timeout`` is the
     silence after which an attempt is given up (a replay that keeps streaming is never cut off; add

@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from acp_client._connect import Connector, Target, open_transport
 from acp_client._logging import get_logger
 from acp_client.client import ACPClient, ProtocolVersionOption
+from acp_client.client._connect import Connector, Target, open_transport
 from acp_client.exceptions import ConnectionLost, ReconnectFailed
 from acp_client.reconnect._events import ClientState, ConnectionDropped
 from acp_client.sessions import SessionLink

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from acp_client.exceptions import RecoveryFailed, SessionLost
 from acp_client.reconnect._events import SessionForgotten, SessionRecovered
-from acp_client.recovery import RecoveryStrategy
+from acp_client.reconnect.strategy import RecoveryStrategy
 from acp_client.sessions import RecoveryMarker, Session, SessionLink
 
 if TYPE_CHECKING:

@@ -147,7 +147,7 @@ class SessionRecoveryFailed:
 
 @dataclass(frozen=True, slots=True)
 class SessionDetached:
-    """The recovery strategy chose :class:`~acp_client.recovery.Keep`: the session stays known but detached
+    """The recovery strategy chose :class:`~acp_client.reconnect.strategy.Keep`: the session stays known but detached
     until the application decides (``client.recover(id)`` or ``client.forget(id)``). Logged as
     ``acp.session_detached``. ``not_found`` is ``True`` when the agent said it does not know the session."""
 

@@ -38,7 +38,7 @@ from acp_client.reconnect._events import (
     SessionRecoveryFailed,
 )
 from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
-from acp_client.recovery import Capabilities, Forget, Keep, Reattach, RecoveryStrategy, StatusProbe
+from acp_client.reconnect.strategy import Capabilities, Forget, Keep, Reattach, RecoveryStrategy, StatusProbe
 from acp_client.sessions import RecoveryMarker, Session, SessionLink
 
 __all__ = ["RecoveryHost", "RecoveryPolicy", "SessionRecoverer"]

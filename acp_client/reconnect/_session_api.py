@@ -29,7 +29,7 @@ from acp_client.sessions import Session, SessionLink
 if TYPE_CHECKING:
     from acp_client.reconnect._recoverer import SessionRecoverer
     from acp_client.reconnect._store_writer import StoreWriter
-    from acp_client.recovery import RecoveryStrategy
+    from acp_client.reconnect.strategy import RecoveryStrategy
     from acp_client.sessions import SessionRegistry
 
 __all__ = ["SessionAPI"]

@@ -222,7 +222,7 @@ def parse_session_update(params: Any, version: int, *, lazy: bool = False) -> Se
         # A cheap check that implies validation succeeds: a message chunk whose content is a text block.
         # Its only required fields are ``content`` (a text block needs only a string ``text``) and, in v2, a
         # string ``messageId``; everything else is optional, default-on-error, or an unknown key that is
-        # kept (tests/test_schema_fast.py checks the implication against the validators). Failing the
+        # kept (tests/schema/test_schema_fast.py checks the implication against the validators). Failing the
         # check only means "validate now".
         content = update.get("content")
         if (

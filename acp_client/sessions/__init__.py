@@ -1,7 +1,6 @@
 """Session handles that survive reconnects, their transcripts, and the stores that keep them."""
 
 from acp_client.sessions._lease import Lease, Renewal, SharedSessionStore
-from acp_client.sessions._redis import RedisSessionStore
 from acp_client.sessions._registry import SessionRegistry
 from acp_client.sessions._session import PromptResult, Session, SessionLink, SessionOwner, text_blocks
 from acp_client.sessions._store import MemorySessionStore, SessionRecord, SessionStore, SQLiteSessionStore
@@ -13,6 +12,7 @@ from acp_client.sessions._stream import (
     UpdatesDropped,
 )
 from acp_client.sessions._transcript import Message, ToolCall, Transcript
+from acp_client.sessions.redis import RedisSessionStore
 
 __all__ = [
     "DEFAULT_UPDATES_BUFFER",

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from acp_client._logging import get_logger
-from acp_client.content import PromptContent, prompt_blocks
 from acp_client.exceptions import ACPTimeoutError, ConnectionLost, NotConnected, SessionLost, UsageError
 from acp_client.schema import SessionUpdateEvent, parse_state_update
+from acp_client.schema.content import PromptContent, prompt_blocks
 from acp_client.sessions._store import SessionRecord
 from acp_client.sessions._stream import (
     DEFAULT_UPDATES_BUFFER,
@@ -77,7 +77,7 @@ class SessionOwner(Protocol):
 
 
 def text_blocks(content: PromptContent) -> list[dict[str, Any]]:
-    """Prompt content as ACP content blocks (see :func:`acp_client.content.prompt_blocks`): a string becomes
+    """Prompt content as ACP content blocks (see :func:`acp_client.schema.content.prompt_blocks`): a string becomes
     one text block; anything that is not content raises ``UsageError``."""
     return prompt_blocks(content)
 

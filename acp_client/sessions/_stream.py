@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from acp_client.schema import SessionUpdateEvent
 from acp_client.schema._parse import _DEFERRED, _validate_update
-from acp_client.updates import TypedUpdate, typed_update, update_text
+from acp_client.schema.updates import TypedUpdate, typed_update, update_text
 
 if TYPE_CHECKING:
     from acp_client.sessions._session import Session
@@ -93,7 +93,7 @@ class SessionUpdate:
 
     @property
     def typed(self) -> TypedUpdate:
-        """A version-neutral dataclass for this update (see :mod:`acp_client.updates`), built when read."""
+        """A version-neutral dataclass for this update (see :mod:`acp_client.schema.updates`), built when read."""
         return typed_update(self.raw)
 
     @property

@@ -7,9 +7,9 @@ from collections.abc import Callable, Coroutine, Generator
 from types import TracebackType
 from typing import Any
 
-from acp_client._connect import Target
-from acp_client._connect import connect as _async_connect
 from acp_client.client import ACPClient
+from acp_client.client._connect import Target
+from acp_client.client._connect import connect as _async_connect
 from acp_client.exceptions import ReconnectFailed
 from acp_client.reconnect import ClientState, Event
 from acp_client.reconnect import ReconnectingClient as _AsyncReconnectingClient

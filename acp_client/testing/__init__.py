@@ -11,10 +11,10 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from acp_client.testing._agent_errors import AgentError
-    from acp_client.testing._agent_records import Received
-    from acp_client.testing._agent_sessions import AgentSessionRecord
-    from acp_client.testing._agent_turns import PromptTurn
+    from acp_client.testing.agent._errors import AgentError
+    from acp_client.testing.agent._records import Received
+    from acp_client.testing.agent._sessions import AgentSessionRecord
+    from acp_client.testing.agent._turns import PromptTurn
     from acp_client.testing.fault_proxy import FaultProxy, LinkMode, ProxyLink, ProxyMode
     from acp_client.testing.redis_server import RedisServer
     from acp_client.testing.reference_agent import ReferenceAgent
@@ -34,14 +34,14 @@ __all__ = [
 
 #: public name → the module defining it
 _EXPORTS = {
-    "AgentError": "acp_client.testing._agent_errors",
-    "AgentSessionRecord": "acp_client.testing._agent_sessions",
+    "AgentError": "acp_client.testing.agent._errors",
+    "AgentSessionRecord": "acp_client.testing.agent._sessions",
     "FaultProxy": "acp_client.testing.fault_proxy",
     "LinkMode": "acp_client.testing.fault_proxy",
     "ProxyLink": "acp_client.testing.fault_proxy",
     "ProxyMode": "acp_client.testing.fault_proxy",
-    "PromptTurn": "acp_client.testing._agent_turns",
-    "Received": "acp_client.testing._agent_records",
+    "PromptTurn": "acp_client.testing.agent._turns",
+    "Received": "acp_client.testing.agent._records",
     "ReferenceAgent": "acp_client.testing.reference_agent",
     "RedisServer": "acp_client.testing.redis_server",
 }

@@ -7,7 +7,7 @@
         await agent.wait_for_method("session/prompt")
         await agent.drop_all_connections()
 
-Prompts are scripts in a small language (see :mod:`acp_client.testing._agent_turns`: ``echo: hi``,
+Prompts are scripts in a small language (see :mod:`acp_client.testing.agent._turns`: ``echo: hi``,
 ``stream 50``, ``sleep 2.5``, ``permission``, ``fail``, …), or ``agent.on_prompt`` runs your own coroutine.
 
 Standalone: ``python -m acp_client.testing.reference_agent --port 8765 --protocol 2`` prints the URL as its
@@ -27,16 +27,16 @@ from websockets.http11 import Request, Response
 
 from acp_client._logging import get_logger
 from acp_client.client import SUPPORTED_PROTOCOL_VERSIONS
-from acp_client.testing import _agent_methods
-from acp_client.testing._agent_capabilities import CAPABILITY_NAMES, capability_name
-from acp_client.testing._agent_connection import AgentConnection, Reply
-from acp_client.testing._agent_errors import AgentError
-from acp_client.testing._agent_faults import FaultControls
-from acp_client.testing._agent_http import HttpEndpoint
-from acp_client.testing._agent_records import AgentRecords, Handshake, Received
-from acp_client.testing._agent_sessions import AgentSessionRecord
-from acp_client.testing._agent_turns import PromptHook, PromptTurn, emit_update
-from acp_client.testing._channel import FrameChannel, StreamChannel, WebSocketChannel
+from acp_client.testing.agent import _methods as _agent_methods
+from acp_client.testing.agent._capabilities import CAPABILITY_NAMES, capability_name
+from acp_client.testing.agent._channel import FrameChannel, StreamChannel, WebSocketChannel
+from acp_client.testing.agent._connection import AgentConnection, Reply
+from acp_client.testing.agent._errors import AgentError
+from acp_client.testing.agent._faults import FaultControls
+from acp_client.testing.agent._http import HttpEndpoint
+from acp_client.testing.agent._records import AgentRecords, Handshake, Received
+from acp_client.testing.agent._sessions import AgentSessionRecord
+from acp_client.testing.agent._turns import PromptHook, PromptTurn, emit_update
 
 __all__ = ["AgentError", "Handshake", "PromptTurn", "Received", "ReferenceAgent", "main", "serve_forever"]
 
@@ -51,9 +51,9 @@ class ReferenceAgent(AgentRecords, FaultControls):
     connection died stays *active* (in memory). Nothing starts before ``async with``.
 
     Two mixins complete the API: the logs and waits (``received``, ``handshakes``, ``count``, ``wait_for``…)
-    come from :class:`~acp_client.testing._agent_records.AgentRecords`, most fault switches (``stall``,
+    come from :class:`~acp_client.testing.agent._records.AgentRecords`, most fault switches (``stall``,
     ``reject_handshake``, ``drop_all_connections``, ``set_capacity``…) from
-    :class:`~acp_client.testing._agent_faults.FaultControls`.
+    :class:`~acp_client.testing.agent._faults.FaultControls`.
 
     Constructor options (all but ``protocol_version`` keyword-only; most are also plain mutable attributes):
 
@@ -156,7 +156,7 @@ class ReferenceAgent(AgentRecords, FaultControls):
         self._ws_ids: dict[ServerConnection, str] = {}
         self._connection_counter = 0
         self._tasks: set[asyncio.Task[Any]] = set()
-        #: the Streamable HTTP side of the endpoint (controls in :class:`~acp_client.testing._agent_http.HttpEndpoint`)
+        #: the Streamable HTTP side of the endpoint (controls in :class:`~acp_client.testing.agent._http.HttpEndpoint`)
         self.http = HttpEndpoint(self)
 
     # ------------------------------------------------------------------ lifecycle
@@ -250,7 +250,7 @@ class ReferenceAgent(AgentRecords, FaultControls):
         await self.serve_channel(StreamChannel(reader, writer))
 
     async def serve_channel(self, channel: FrameChannel, *, connection_id: str | None = None) -> None:
-        """Serve one connection over any :class:`~acp_client.testing._channel.FrameChannel` until it ends."""
+        """Serve one connection over any :class:`~acp_client.testing.agent._channel.FrameChannel` until it ends."""
         if self._state != "running":
             raise RuntimeError("the agent is not running")
         cid = connection_id or self.next_connection_id()
@@ -401,7 +401,7 @@ class ReferenceAgent(AgentRecords, FaultControls):
 # ---------------------------------------------------------------------------- standalone
 
 # the options, serve_forever() and main() live in _agent_serve (shared with `acp-client serve-reference`)
-from acp_client.testing._agent_serve import main, serve_forever  # noqa: E402
+from acp_client.testing.agent._serve import main, serve_forever  # noqa: E402
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -18,7 +18,7 @@ from acp import RequestError, text_block
 from acp.schema import ClientCapabilities, Implementation
 
 from acp_client.testing import FaultProxy
-from tests.bridge_kit import error_reason, official_editor
+from tests.bridge.bridge_kit import error_reason, official_editor
 from tests.conftest import bound
 from tests.interop._ts_sdk import ts_sdk_dir  # noqa: F401  (a fixture)
 from tests.interop.conftest import OfficialAgentServer

@@ -33,7 +33,7 @@ from acp_client.sessions import SessionUpdate
 from acp_client.transports.http import StreamableHTTPTransport
 from tests.conftest import bound
 from tests.interop._ts_sdk import ts_sdk_dir  # noqa: F401  (a fixture)
-from tests.test_reconnect import FAST, Recorder
+from tests.reconnect.test_reconnect import FAST, Recorder
 
 HERE = Path(__file__).parent
 

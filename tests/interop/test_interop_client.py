@@ -23,7 +23,7 @@ from acp_client import (
 from acp_client.sessions import SessionUpdate
 from tests.conftest import bound
 from tests.interop.conftest import OfficialAgentServer
-from tests.test_reconnect import Recorder
+from tests.reconnect.test_reconnect import Recorder
 
 FAST: dict[str, Any] = {"recovery_start_jitter": 0.0, "backoff": Backoff(base=0.02, cap=0.2)}
 

@@ -31,7 +31,7 @@ from acp_client.sessions import SessionRecord
 from acp_client.transports import Transport
 from tests.conftest import bound
 from tests.interop._opencode import offline_prefix, opencode_bin, spawn_opencode, spawn_opencode_offline
-from tests.test_reconnect import Recorder
+from tests.reconnect.test_reconnect import Recorder
 
 __all__ = ["opencode_bin"]  # the session fixture, imported so that pytest finds it here
 

@@ -1,0 +1,14 @@
+"""The one-connection client: :class:`ACPClient` (``_acp``: initialize, negotiation, every client->agent
+method), its :class:`~acp_client.client.connection.Connection` (``connection``: one transport and one JSON-RPC
+core), the inbound routing and capability gates (``_support``), and opening a link (``_connect``:
+``Target``, ``Connector``, :func:`connect`)."""
+
+from acp_client.client._acp import (
+    SUPPORTED_PROTOCOL_VERSIONS,
+    ACPClient,
+    ProtocolVersionOption,
+    SessionInfo,
+    shape_mcp_servers,
+)
+
+__all__ = ["SUPPORTED_PROTOCOL_VERSIONS", "ACPClient", "ProtocolVersionOption", "SessionInfo", "shape_mcp_servers"]

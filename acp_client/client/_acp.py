@@ -1,0 +1,487 @@
+"""The typed ACP client over one connection: negotiation, capabilities, and every client→agent call.
+
+``connect()`` opens a transport, starts a :class:`~acp_client.client.connection.Connection`, sends ``initialize``
+and returns an :class:`ACPClient`. It works as ``client = await connect(url)`` and as
+``async with connect(url) as client:``. For a connection that survives drops, use
+:class:`acp_client.ReconnectingClient`, which runs one ``ACPClient`` per connection underneath.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Literal, TypeAlias
+
+from acp_client._logging import get_logger
+from acp_client._version import __version__
+from acp_client.client._support import _GATES, InboundRouter, SessionInfo, parse_list_page, shape_mcp_servers
+from acp_client.client.connection import Connection
+from acp_client.exceptions import (
+    CapabilityNotSupported,
+    ProtocolError,
+    SessionLost,
+    UnsupportedProtocolVersion,
+    UsageError,
+)
+from acp_client.handlers import ClientHandlers
+from acp_client.schema import (
+    SessionStatusResponse,
+    capability_present,
+    models_for,
+    parse_status_response,
+)
+from acp_client.sessions import Session, SessionLink, SessionRecord, SessionRegistry
+from acp_client.transports.base import Transport
+
+__all__ = ["SUPPORTED_PROTOCOL_VERSIONS", "ACPClient", "ProtocolVersionOption", "SessionInfo", "shape_mcp_servers"]
+
+log = get_logger("acp_client.client")  # the logger name users configure; stable across moves
+
+
+#: Protocol versions this client speaks.
+SUPPORTED_PROTOCOL_VERSIONS = (1, 2)
+
+#: ``1``, ``2`` or ``"auto"`` (offer v2, accept v1).
+ProtocolVersionOption: TypeAlias = Literal[1, 2, "auto"]
+
+
+class ACPClient(InboundRouter):
+    """A typed ACP client over one :class:`~acp_client.client.connection.Connection`.
+
+    Usually made by :func:`connect`. After ``initialize`` it exposes the negotiated ``protocol_version``,
+    the agent's capabilities (``agent_capabilities``, the raw JSON object: peers drop capability flags they
+    do not know, this keeps them), ``agent_info`` and ``auth_methods``.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        handlers: ClientHandlers | None = None,
+        registry: SessionRegistry | None = None,
+        client_info: Mapping[str, str] | None = None,
+        session_owner: Any = None,
+        request_timeout: float | None = 30.0,
+        generation: int | None = None,
+    ) -> None:
+        #: The JSON-RPC connection over ``transport`` (this client's callbacks are bound at construction).
+        self.connection = Connection(
+            transport,
+            request_timeout=request_timeout,
+            generation=generation,
+            on_request=self._on_request,
+            on_notification=self._on_notification,
+            on_close=self._on_connection_lost,
+        )
+        self.handlers = handlers or ClientHandlers()
+        # a reconnecting client lends its registry (it owns it); on its own this client owns a fresh one
+        self._registry = registry if registry is not None else SessionRegistry()
+        self.client_info = dict(client_info or {"name": "acp-client", "version": __version__})
+        self.protocol_version: int = 0
+        self.agent_capabilities: dict[str, Any] = {}
+        self.agent_info: dict[str, Any] = {}
+        self.auth_methods: list[dict[str, Any]] = []
+        self.initialize_result: dict[str, Any] = {}
+        # sessions made here answer to this client, or to the reconnecting client that owns it
+        self._session_owner: Any = session_owner if session_owner is not None else self
+        self._permission_waiters: dict[str, set[asyncio.Event]] = {}
+        # sessions with a resume/load outstanding on this connection: their updates are routed here
+        self._attaching: set[str] = set()
+        # updates for a session id not known yet, kept while a session/new is outstanding (see below)
+        self._early: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
+        self._new_pending = 0
+
+    @property
+    def sessions(self) -> Mapping[str, Session]:
+        """Sessions known to this client by id (read-only; shared with a reconnecting client that owns it)."""
+        return self._registry.view
+
+    def __repr__(self) -> str:
+        return f"<ACPClient v{self.protocol_version or '?'} {self.connection!r}>"
+
+    async def __aenter__(self) -> ACPClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection; sessions attached to it become detached."""
+        await self.connection.close()
+        self._detach_all()
+
+    close = aclose
+
+    # ------------------------------------------------------------------ negotiation
+
+    def initialize_params(self, version: int) -> dict[str, Any]:
+        """The ``initialize`` params this client sends for a protocol version (v1- or v2-shaped)."""
+        caps = self.handlers.client_capabilities(version)
+        if version >= 2:
+            return {"protocolVersion": version, "capabilities": caps, "info": self.client_info}
+        return {"protocolVersion": version, "clientCapabilities": caps, "clientInfo": self.client_info}
+
+    async def initialize(self, version: int = 2, *, timeout: float | None = 10.0) -> int:
+        """Send ``initialize`` offering ``version`` and record what the agent answered.
+
+        Returns the negotiated version. Raises :class:`UnsupportedProtocolVersion` if the agent answers a
+        version this client does not speak, or ``ProtocolError`` if the answer is malformed.
+        """
+        result = await self.connection.request("initialize", self.initialize_params(version), timeout=timeout)
+        if not isinstance(result, dict):
+            raise ProtocolError(f"initialize answered {type(result).__name__}, expected an object")
+        answered = result.get("protocolVersion")
+        if not isinstance(answered, int) or isinstance(answered, bool) or answered not in SUPPORTED_PROTOCOL_VERSIONS:
+            raise UnsupportedProtocolVersion(version, answered)
+        if answered > version:
+            raise UnsupportedProtocolVersion(version, answered)
+        if answered >= 2 and ("agentCapabilities" in result or "info" not in result):
+            # Some v1 agents echo the offered version (the official Python SDK's examples do): a v2 answer
+            # must carry `info`, and `agentCapabilities` is v1's name. Believe the shape, not the number.
+            log.warning("agent_claimed_v2_with_a_v1_answer", connection_id=self.connection.id)
+            answered = 1
+        self.protocol_version = answered
+        self.initialize_result = result
+        caps = result.get("capabilities" if answered >= 2 else "agentCapabilities")
+        self.agent_capabilities = caps if isinstance(caps, dict) else {}
+        info = result.get("info" if answered >= 2 else "agentInfo")
+        self.agent_info = info if isinstance(info, dict) else {}
+        methods = result.get("authMethods")
+        self.auth_methods = [m for m in methods if isinstance(m, dict)] if isinstance(methods, list) else []
+        # Build this version's models now, once per process, rather than inside the first status probe or
+        # update of a recovery round, where the pause (a second or more of pydantic schema building on a
+        # slow machine) would count against every recovery request's timeout.
+        models_for(answered)
+        log.info(
+            "initialized",
+            connection_id=self.connection.id,
+            protocol_version=answered,
+            agent=self.agent_info.get("name"),
+        )
+        return answered
+
+    def supports(self, feature: str) -> bool:
+        """Whether the agent advertised ``feature`` on this connection.
+
+        Features: ``load``, ``resume``, ``list``, ``close``, ``delete``, ``status``,
+        ``additional_directories``, ``logout`` (v1) and ``session`` (v2 baseline).
+        """
+        gate = _GATES.get((feature, self.protocol_version))
+        if gate is None:
+            return False
+        return capability_present(self.agent_capabilities, gate[0])
+
+    def _require(self, method: str, feature: str) -> None:
+        if self.protocol_version == 0:
+            raise UsageError(f"{method}: call initialize() first")
+        gate = _GATES.get((feature, self.protocol_version))
+        if gate is None:
+            raise CapabilityNotSupported(method, None, self.protocol_version)
+        if not capability_present(self.agent_capabilities, gate[0]):
+            raise CapabilityNotSupported(method, gate[1], self.protocol_version)
+
+    # ------------------------------------------------------------------ escape hatch
+
+    async def request(self, method: str, params: Any = None, *, timeout: float | None = 30.0) -> Any:
+        """Send any request (custom ``_`` methods, unstable ones) and return its raw result."""
+        return await self.connection.request(method, params, timeout=timeout)
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send any notification."""
+        await self.connection.notify(method, params)
+
+    # ------------------------------------------------------------------ auth
+
+    async def authenticate(self, method_id: str, *, timeout: float | None = 30.0) -> None:
+        """Authenticate with one of ``auth_methods`` (``authenticate`` in v1, ``auth/login`` in v2)."""
+        method = "auth/login" if self.protocol_version >= 2 else "authenticate"
+        if self.protocol_version >= 2 and not self.auth_methods:
+            raise CapabilityNotSupported(method, "authMethods (the agent listed none)", self.protocol_version)
+        await self.connection.request(method, {"methodId": method_id}, timeout=timeout)
+
+    login = authenticate
+
+    async def logout(self) -> None:
+        """Log out (``logout`` in v1, gated on ``auth.logout``; ``auth/logout`` in v2)."""
+        if self.protocol_version >= 2:
+            if not self.auth_methods:
+                raise CapabilityNotSupported("auth/logout", "authMethods (the agent listed none)", 2)
+            await self.connection.request("auth/logout", {})
+        else:
+            self._require("logout", "logout")
+            await self.connection.request("logout", {})
+
+    # ------------------------------------------------------------------ sessions
+
+    def _session_params(
+        self,
+        cwd: str,
+        mcp_servers: Sequence[Mapping[str, Any]] | None,
+        additional_directories: Sequence[str] | None,
+        method: str,
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {"cwd": cwd, "mcpServers": shape_mcp_servers(mcp_servers or (), self.protocol_version)}
+        if additional_directories is not None:
+            self._require(method, "additional_directories")
+            params["additionalDirectories"] = list(additional_directories)
+        return params
+
+    async def new_session(
+        self,
+        cwd: str,
+        *,
+        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
+        additional_directories: Sequence[str] | None = None,
+        timeout: float | None = 30.0,
+    ) -> Session:
+        """Create a session (``session/new``) attached to this connection and return its handle."""
+        if self.protocol_version >= 2:
+            self._require("session/new", "session")
+        params = self._session_params(cwd, mcp_servers, additional_directories, "session/new")
+        self._new_pending += 1
+        try:
+            result = await self.connection.request("session/new", params, timeout=timeout)
+            return self._register_new(result, params, cwd)
+        finally:
+            self._new_pending -= 1
+            if not self._new_pending:
+                self._early.clear()
+
+    def _register_new(self, result: Any, params: dict[str, Any], cwd: str) -> Session:
+        session_id = result.get("sessionId") if isinstance(result, dict) else None
+        if not isinstance(session_id, str):
+            raise ProtocolError("session/new answered without a string sessionId")
+        record = SessionRecord(
+            session_id=session_id,
+            cwd=cwd,
+            mcp_servers=params["mcpServers"],
+            additional_directories=params.get("additionalDirectories"),
+            protocol_version=self.protocol_version,
+        )
+        session = Session(self._owner(), record)
+        if self.protocol_version >= 2:
+            session._apply_snapshot("idle")  # "a new session defaults to idle"
+        session._attached(self.connection.id)
+        self._registry.add(session)
+        early = [update for sid, update in self._early if sid == session_id]
+        if early:  # updates the agent sent right behind its answer, before the session was registered
+            self._early = collections.deque(e for e in self._early if e[0] != session_id)
+            self.connection.stats["updates_unknown_session"] -= len(early)
+            for update in early:
+                self._on_notification("session/update", update)
+        return session
+
+    def _owner(self) -> Any:
+        return self._session_owner
+
+    def _existing(
+        self,
+        session_id: str,
+        cwd: str,
+        mcp_servers: Sequence[Mapping[str, Any]] | None,
+        additional_directories: Sequence[str] | None,
+    ) -> Session:
+        """The handle of a session created elsewhere (this client's own if it knows the id already)."""
+        session = self.sessions.get(session_id)
+        if session is None:
+            record = SessionRecord(
+                session_id,
+                cwd,
+                [dict(s) for s in mcp_servers or ()],
+                list(additional_directories) if additional_directories is not None else None,
+                self.protocol_version,
+            )
+            session = Session(self._owner(), record)
+        self._registry.reopen(session)  # asked for by id: a forgotten id may come back on purpose
+        return session
+
+    async def load_session(
+        self,
+        session_id: str,
+        cwd: str,
+        *,
+        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
+        additional_directories: Sequence[str] | None = None,
+        timeout: float | None = 60.0,
+    ) -> Session:
+        """v1 ``session/load``: attach an existing session here; the agent replays its whole history first.
+
+        In v2 use :meth:`resume_session` with ``replay=True``.
+        """
+        session = self._existing(session_id, cwd, mcp_servers, additional_directories)
+        await self.attach(session, mode="load", replay=True, timeout=timeout)
+        return session
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        *,
+        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
+        additional_directories: Sequence[str] | None = None,
+        replay: bool = False,
+        timeout: float | None = 60.0,
+    ) -> Session:
+        """``session/resume``: attach an existing session here. ``replay=True`` (v2 only) asks for the whole
+        history first (``replayFrom: {"type": "start"}``); v1 resume never replays."""
+        session = self._existing(session_id, cwd, mcp_servers, additional_directories)
+        await self.attach(session, mode="resume", replay=replay, timeout=timeout)
+        return session
+
+    async def attach(
+        self,
+        session: Session,
+        *,
+        mode: Literal["resume", "load"],
+        replay: bool,
+        timeout: float | None = 60.0,
+        silence: float | None = None,
+        deadline: float | None = None,
+        on_give_up: Callable[[], None] | None = None,
+    ) -> None:
+        """Attach a known session on this connection with ``session/resume`` or (v1) ``session/load``.
+
+        Updates that arrive until the answer are flagged as replay; with a replay the transcript is rebuilt
+        from empty and swapped in when the answer arrives. In v2 the state snapshot that precedes the answer
+        becomes the current state; without one the state is unknown. Raises ``SessionNotFound`` (-32002)
+        when the agent does not know the session; the caller decides whether to forget it.
+
+        With ``silence`` (seconds) the call is timed by progress instead of ``timeout``: it is given up only
+        after that long with neither an answer nor a replayed update (and after ``deadline`` in all), see
+        :meth:`~acp_client.client.connection.Connection.request_watched` (``on_give_up`` is passed on). A
+        session recorded under another protocol version is sent in this connection's shape (v2
+        ``mcpServers`` entries carry ``type``).
+        """
+        record = session.record
+        if mode == "load":
+            if self.protocol_version >= 2:
+                raise CapabilityNotSupported("session/load", None, 2, hint="use resume_session(..., replay=True)")
+            self._require("session/load", "load")
+            method = "session/load"
+        else:
+            self._require("session/resume", "resume")
+            method = "session/resume"
+            if replay and self.protocol_version < 2:
+                raise CapabilityNotSupported(
+                    "session/resume with replay", None, 1, hint="v1 resume never replays: use load_session()"
+                )
+        servers = shape_mcp_servers(record.mcp_servers, self.protocol_version)
+        params: dict[str, Any] = {"sessionId": record.session_id, "cwd": record.cwd, "mcpServers": servers}
+        if record.additional_directories is not None and self.supports("additional_directories"):
+            params["additionalDirectories"] = list(record.additional_directories)
+        if mode == "resume" and replay:
+            params["replayFrom"] = {"type": "start"}
+        record.protocol_version = self.protocol_version
+        if self._registry.get(record.session_id) is not session and not self._registry.add(session):
+            raise SessionLost(record.session_id, "forgotten")
+        session._begin_replay(rebuild=replay)
+        self._attaching.add(record.session_id)
+        ok = False
+        try:
+            if silence is None:
+                await self.connection.request(method, params, timeout=timeout)
+            else:
+                await self.connection.request_watched(
+                    method,
+                    params,
+                    silence=silence,
+                    deadline=deadline,
+                    progress=session._replay_progress,
+                    on_give_up=on_give_up,
+                )
+            ok = True
+        finally:
+            self._attaching.discard(record.session_id)
+            session._end_replay(success=ok)
+        record.mcp_servers = servers
+        session._attached(self.connection.id)
+
+    def list_sessions(self, cwd: str | None = None, *, timeout: float | None = 30.0) -> AsyncIterator[SessionInfo]:
+        """``session/list``: iterate over every session the agent reports, fetching page after page."""
+        self._require("session/list", "list")
+        return self._list_pages(cwd, timeout)
+
+    async def _list_pages(self, cwd: str | None, timeout: float | None) -> AsyncIterator[SessionInfo]:
+        cursor: str | None = None
+        while True:
+            params: dict[str, Any] = {"cwd": cwd} if cwd is not None else {}
+            if cursor is not None:
+                params["cursor"] = cursor
+            infos, cursor = parse_list_page(await self.connection.request("session/list", params, timeout=timeout))
+            for info in infos:
+                yield info
+            if cursor is None:
+                return
+
+    async def close_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
+        """``session/close``: the agent cancels the session's work and frees it; the handle becomes closed."""
+        self._require("session/close", "close")
+        await self.connection.request("session/close", {"sessionId": session_id}, timeout=timeout)
+        self._end_session(session_id)
+
+    async def delete_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
+        """``session/delete``: remove the session from the agent's list; the handle becomes closed."""
+        self._require("session/delete", "delete")
+        await self.connection.request("session/delete", {"sessionId": session_id}, timeout=timeout)
+        self._end_session(session_id)
+
+    def _end_session(self, session_id: str) -> None:
+        session = self._registry.remove(session_id)
+        if session is not None:
+            session._terminate(SessionLink.CLOSED, None)
+
+    async def session_status(self, session_id: str, *, timeout: float | None = 10.0) -> SessionStatusResponse:
+        """``session/status``: is the session ``active``, ``inactive`` (or a newer value)? Side-effect free.
+
+        Raises ``SessionNotFound`` (-32002) when the agent does not know it. In v2, ``.state`` is the
+        foreground snapshot or ``None`` when not reported (never read as idle). v1 answers carry no state.
+        """
+        self._require("session/status", "status")
+        result = await self.connection.request("session/status", {"sessionId": session_id}, timeout=timeout)
+        return parse_status_response(result, self.protocol_version)
+
+    async def set_mode(self, session_id: str, mode_id: str, *, timeout: float | None = 30.0) -> Any:
+        """v1 ``session/set_mode`` (v2 uses config options instead)."""
+        if self.protocol_version >= 2:
+            raise CapabilityNotSupported("session/set_mode", None, 2, hint="use set_config_option()")
+        return await self.connection.request(
+            "session/set_mode", {"sessionId": session_id, "modeId": mode_id}, timeout=timeout
+        )
+
+    async def set_config_option(
+        self, session_id: str, config_id: str, value: str | bool, *, timeout: float | None = 30.0
+    ) -> Any:
+        """``session/set_config_option``; returns the agent's full ``configOptions`` list."""
+        params: dict[str, Any] = {"sessionId": session_id, "configId": config_id, "value": value}
+        if isinstance(value, bool):
+            params["type"] = "boolean"
+        elif self.protocol_version >= 2:
+            params["type"] = "id"
+        result = await self.connection.request("session/set_config_option", params, timeout=timeout)
+        return result.get("configOptions") if isinstance(result, dict) else result
+
+    async def cancel(self, session_id: str) -> None:
+        """``session/cancel`` (a notification): stop the session's current turn.
+
+        As the protocol requires, every permission request of that session still waiting for the user is
+        answered *cancelled* at once (its handler task is cancelled).
+        """
+        for waiter in list(self._permission_waiters.get(session_id, ())):
+            waiter.set()
+        await self.connection.notify("session/cancel", {"sessionId": session_id})
+
+    # ------------------------------------------------------------------ SessionOwner
+
+    async def _session_request(
+        self, session: Session, method: str, params: dict[str, Any], *, timeout: float | None
+    ) -> Any:
+        if session.link is not SessionLink.ATTACHED:
+            raise UsageError(f"session {session.id} is not attached to this connection ({session.link.value})")
+        return await self.connection.request(method, params, timeout=timeout)
+
+    async def _session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
+        if method == "session/cancel":
+            await self.cancel(session.id)
+        else:
+            await self.connection.notify(method, params)

@@ -1,0 +1,466 @@
+"""The asyncio driver for one connection: one transport plus one sans-I/O JSON-RPC core.
+
+A :class:`Connection` owns a reader task (started by :meth:`Connection.start`, never in ``__init__``),
+matches responses to the requests that wait for them, runs each inbound agent→client request in a task of
+its own, and, when the transport dies, fails every pending request at once with
+:class:`~acp_client.exceptions.ConnectionLost`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from acp_client._logging import get_logger
+from acp_client.exceptions import (
+    ACPTimeoutError,
+    ClientClosed,
+    ConnectionLost,
+    RequestCancelled,
+    RPCError,
+    rpc_error_from_object,
+)
+from acp_client.jsonrpc import (
+    DEFAULT_MAX_FRAME_CHARS,
+    ErrorResponse,
+    Invalid,
+    JsonRpcCore,
+    Notification,
+    Request,
+    Response,
+)
+from acp_client.transports.base import Transport
+
+__all__ = ["DEFAULT", "AgentProcess", "Connection", "NotificationHandler", "RequestHandler"]
+
+log = get_logger("acp_client.connection")  # the logger name users configure; stable across moves
+
+#: A coroutine answering one inbound request: ``(method, params) -> result``; raise ``RPCError`` to answer
+#: with an error object.
+RequestHandler = Callable[[str, Any], Awaitable[Any]]
+#: A plain callable receiving one inbound notification, called in order on the reader task; keep it fast.
+NotificationHandler = Callable[[str, Any], None]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentProcess:
+    """The agent process behind a stdio connection: its ``pid`` and, once it exited, its ``returncode``
+    (negative: killed by that signal; ``None`` while it runs). A snapshot taken when read."""
+
+    pid: int
+    returncode: int | None
+
+
+class _Default:
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+#: Marker for "use the connection's default timeout".
+DEFAULT: Final = _Default()
+
+_CANCEL_METHOD = "$/cancel_request"
+#: Notifications handled in a row before the reader yields to other tasks once.
+_YIELD_EVERY = 64
+_CANCEL_WRITE_TIMEOUT = 1.0
+_ids = itertools.count(1)
+_LOCAL_CLOSE = ConnectionLost("the connection was closed by the client", reason="closed locally")
+
+
+class Connection:
+    """One live JSON-RPC connection to an agent over a :class:`~acp_client.transports.Transport`.
+
+    Use ``await conn.start()`` (or ``async with conn``) before sending. ``request_timeout`` is the default
+    per-request timeout in float seconds (``None`` disables it); each :meth:`request` may override it.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        request_timeout: float | None = 30.0,
+        on_request: RequestHandler | None = None,
+        on_notification: NotificationHandler | None = None,
+        on_close: Callable[[ConnectionLost], None] | None = None,
+        max_frame_chars: int = DEFAULT_MAX_FRAME_CHARS,
+        generation: int | None = None,
+    ) -> None:
+        self.transport = transport
+        self.request_timeout = request_timeout
+        self.id = next(_ids)
+        #: Which reconnect attempt produced this connection (set by the reconnect manager; for logs).
+        self.generation = generation
+        self._on_request = on_request
+        self._on_notification = on_notification
+        self._on_close = on_close
+        self._core = JsonRpcCore(max_frame_chars=max_frame_chars)
+        self._futures: dict[int, asyncio.Future[Any]] = {}
+        # ids of requests whose callers gave up: their late answers (e.g. -32800) are expected, not noise
+        self._abandoned: collections.deque[int] = collections.deque(maxlen=256)
+        self._inbound: dict[int | str, asyncio.Task[None]] = {}
+        self._aux: set[asyncio.Task[None]] = set()
+        self._reader: asyncio.Task[None] | None = None
+        self._closed = asyncio.Event()
+        self._loss: ConnectionLost | None = None
+        self._closing = False
+        #: Counters of what this connection saw: frames, invalid frames by kind, discarded responses, ...
+        self.stats: Counter[str] = Counter()
+        self._log = log.bind(connection_id=self.id, generation=generation, peer=transport.description)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else ("open" if self._reader else "new")
+        return f"<Connection #{self.id} {state} {self.transport.description}>"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Start the reader task. Must be called once, from a running event loop."""
+        if self._reader is not None:
+            raise RuntimeError("connection already started")
+        self._reader = asyncio.create_task(self._read_loop(), name=f"acp-reader-{self.id}")
+
+    async def __aenter__(self) -> Connection:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def closed(self) -> bool:
+        """``True`` once the connection is closed or its transport died."""
+        return self._loss is not None
+
+    @property
+    def agent_process(self) -> AgentProcess | None:
+        """The agent process this connection spawned (stdio), or ``None`` for network transports."""
+        pid = getattr(self.transport, "pid", None)
+        if not isinstance(pid, int):
+            return None
+        returncode = getattr(self.transport, "returncode", None)
+        return AgentProcess(pid, returncode if isinstance(returncode, int) else None)
+
+    @property
+    def loss(self) -> ConnectionLost | None:
+        """Why the connection ended (``None`` while it is open)."""
+        return self._loss
+
+    async def wait_closed(self) -> ConnectionLost:
+        """Wait until the connection ends; return the :class:`ConnectionLost` that describes why."""
+        await self._closed.wait()
+        assert self._loss is not None
+        return self._loss
+
+    async def close(self) -> None:
+        """Close the transport, fail what is pending, stop every task this connection started."""
+        if self._closing:
+            if self._reader is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(self._reader)
+            return
+        self._closing = True
+        try:
+            await self.transport.close()
+        finally:
+            if self._reader is not None and not self._reader.done():
+                self._reader.cancel()
+                # wait for the reader to run its cleanup; re-raise our own cancellation if we were cancelled
+                await asyncio.wait({self._reader})
+            else:
+                self._finish(_LOCAL_CLOSE)
+            aux = list(self._aux)
+            for task in aux:
+                task.cancel()
+            if aux:
+                await asyncio.wait(aux)
+
+    # ------------------------------------------------------------------ outbound
+
+    async def request(self, method: str, params: Any = None, *, timeout: float | _Default | None = DEFAULT) -> Any:
+        """Send a request and wait for its result.
+
+        Raises the :class:`~acp_client.exceptions.RPCError` subclass for the agent's error code,
+        :class:`~acp_client.exceptions.ConnectionLost` if the link dies first (``request_sent`` tells whether
+        the request had been written), or :class:`~acp_client.exceptions.ACPTimeoutError`. If the caller is
+        cancelled or times out after the request was written, ``$/cancel_request`` is sent to the agent.
+        """
+        effective = self.request_timeout if isinstance(timeout, _Default) else timeout
+        id_, fut = await self._send_request(method, params)
+        try:
+            if effective is None:
+                return await fut
+            try:
+                async with asyncio.timeout(effective):
+                    return await fut
+            except TimeoutError:
+                if fut.done() and not fut.cancelled():
+                    raise  # an error set by the peer, not our deadline
+                raise ACPTimeoutError(f"{method} got no answer within {effective:g} s") from None
+        except (asyncio.CancelledError, ACPTimeoutError):
+            self._abandon(id_)
+            raise
+        finally:
+            self._futures.pop(id_, None)
+            self._core.forget(id_)
+
+    async def _send_request(self, method: str, params: Any) -> tuple[int, asyncio.Future[Any]]:
+        """Register and write one request; returns its id and the future its answer settles. Raises
+        ``ClientClosed``/``ConnectionLost(request_sent=False)`` when nothing could be written."""
+        if self._loss is not None:
+            if self._closing:
+                raise ClientClosed(f"{method}: the connection was closed")
+            raise self._loss.with_request_sent(False)
+        if self._reader is None:
+            raise RuntimeError("call start() before sending requests")
+        id_, frame = self._core.request(method, params)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._futures[id_] = fut
+        try:
+            await self.transport.send(frame)
+        except BaseException as exc:
+            self._futures.pop(id_, None)
+            self._core.forget(id_)
+            if isinstance(exc, ConnectionLost):
+                raise exc.with_request_sent(False) from None
+            raise
+        self.stats["requests_out"] += 1
+        return id_, fut
+
+    def _abandon(self, id_: int) -> None:
+        """The caller gave up on a written request: its late answer is expected, and the agent is told."""
+        if self._loss is None:
+            self._abandoned.append(id_)
+            self._send_cancel_request(id_)
+
+    async def request_watched(
+        self,
+        method: str,
+        params: Any,
+        *,
+        silence: float,
+        progress: Callable[[], object],
+        deadline: float | None = None,
+        settle: float = 5.0,
+        on_give_up: Callable[[], None] | None = None,
+    ) -> Any:
+        """Send a request whose answer may take long while the agent shows progress (a replaying load).
+
+        The request is given up only after ``silence`` seconds with no answer and no change of
+        ``progress()`` (e.g. a count of replayed updates), or after ``deadline`` seconds in all. Giving up
+        sends ``$/cancel_request`` and then waits up to ``settle`` seconds for the agent's answer to it (a
+        result or ``-32800``), so the next attempt never overlaps this one; a result that still arrives is
+        returned. ``on_give_up()`` is called when the request is given up, before that wait (a caller can
+        free what it reserved for a request in flight). Raises ``ACPTimeoutError`` when given up, otherwise
+        like :meth:`request`.
+        """
+        loop = asyncio.get_running_loop()
+        id_, fut = await self._send_request(method, params)
+        try:
+            started = loop.time()
+            seen = progress()
+            while True:
+                wait = silence if deadline is None else min(silence, max(0.0, started + deadline - loop.time()))
+                await asyncio.wait({fut}, timeout=wait)
+                if fut.done():
+                    return fut.result()
+                capped = deadline is not None and loop.time() - started >= deadline
+                now = progress()
+                if now != seen and not capped:
+                    seen = now  # the agent is still streaming: silence starts again
+                    continue
+                break
+            self._send_cancel_request(id_)
+            self.stats["requests_given_up"] += 1
+            if on_give_up is not None:
+                on_give_up()
+            await asyncio.wait({fut}, timeout=settle)
+            if fut.done():
+                self.stats["given_up_answers_settled"] += 1
+                if fut.exception() is None:
+                    return fut.result()
+            else:
+                self._abandoned.append(id_)
+            why = f"no answer and no progress for {silence:g} s" if not capped else f"no answer within {deadline:g} s"
+            raise ACPTimeoutError(f"{method}: {why}")
+        except asyncio.CancelledError:
+            self._abandon(id_)
+            raise
+        finally:
+            self._futures.pop(id_, None)
+            self._core.forget(id_)
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        """Send a notification (no response expected)."""
+        if self._loss is not None:
+            raise self._loss.with_request_sent(False)
+        await self.transport.send(self._core.notification(method, params))
+        self.stats["notifications_out"] += 1
+
+    def _send_cancel_request(self, id_: int) -> None:
+        async def send() -> None:
+            try:
+                async with asyncio.timeout(_CANCEL_WRITE_TIMEOUT):
+                    await self.transport.send(self._core.notification(_CANCEL_METHOD, {"requestId": id_}))
+                self.stats["cancel_requests_out"] += 1
+            except (ConnectionLost, TimeoutError) as exc:
+                self._log.debug("cancel_request_not_sent", request_id=id_, error=str(exc))
+
+        self._spawn(send(), f"acp-cancel-{self.id}-{id_}")
+
+    def _spawn(self, coro: Awaitable[None], name: str) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self._aux.add(task)
+        task.add_done_callback(self._aux.discard)
+
+    # ------------------------------------------------------------------ inbound
+
+    async def _read_loop(self) -> None:
+        loss: ConnectionLost | None = None
+        try:
+            recv, receive_one, stats = self.transport.recv, self._core.receive_one, self.stats
+            burst = 0
+            while True:
+                text = await recv()
+                stats["frames_in"] += 1
+                events = receive_one(text)
+                if type(events) is Notification:  # the hot path (a stream of updates): no coroutine per frame
+                    self._notification(events)
+                    burst += 1
+                    if burst >= _YIELD_EVERY:
+                        # A fast agent's frames arrive in bursts of hundreds that recv() returns without
+                        # suspending: let the tasks consuming them run now and then, so a subscriber keeps
+                        # up (no overflowing buffer, no pile of live objects for the garbage collector).
+                        burst = 0
+                        await asyncio.sleep(0)
+                elif isinstance(events, list):
+                    for event in events:
+                        await self._dispatch(event)
+                else:
+                    await self._dispatch(events)
+        except ConnectionLost as exc:
+            loss = _LOCAL_CLOSE if self._closing else exc
+        except asyncio.CancelledError:
+            loss = _LOCAL_CLOSE
+            raise
+        except Exception as exc:  # a bug here must not leave requests hanging: fail them and drop the link
+            self._log.exception("reader_crashed")
+            loss = ConnectionLost(f"the connection reader failed: {exc!r}", reason="reader failed")
+            self._spawn(self.transport.close(), f"acp-close-{self.id}")
+        finally:
+            self._finish(loss or ConnectionLost(reason="reader stopped"))
+
+    def _finish(self, loss: ConnectionLost) -> None:
+        if self._loss is not None:
+            return
+        self._loss = loss
+        failed = 0
+        for pending in self._core.drop_all():
+            fut = self._futures.pop(pending.id, None)
+            if fut is not None and not fut.done():
+                fut.set_exception(loss.with_request_sent(True))
+                failed += 1
+        for task in self._inbound.values():
+            task.cancel()  # their ids belong to this dead connection
+        self._inbound.clear()
+        self._closed.set()
+        if self._on_close is not None:
+            try:
+                self._on_close(loss)
+            except Exception:
+                self._log.exception("close_callback_failed")
+        self._log.info(
+            "connection_closed",
+            reason=loss.reason,
+            close_code=loss.close_code,
+            pending_failed=failed,
+        )
+
+    async def _dispatch(self, event: Response | ErrorResponse | Request | Notification | Invalid) -> None:
+        if isinstance(event, Response):
+            fut = self._futures.get(event.id)
+            if fut is not None and not fut.done():
+                fut.set_result(event.result)
+            else:
+                self.stats["late_responses"] += 1
+        elif isinstance(event, Notification):
+            self._notification(event)
+        elif isinstance(event, Request):
+            self.stats["requests_in"] += 1
+            task = asyncio.create_task(self._serve(event), name=f"acp-inbound-{self.id}-{event.id}")
+            self._inbound[event.id] = task
+            key = event.id
+
+            def untrack(_task: asyncio.Task[None]) -> None:
+                if self._inbound.get(key) is _task:
+                    del self._inbound[key]
+
+            task.add_done_callback(untrack)
+        elif isinstance(event, ErrorResponse):
+            if event.request is None:
+                self.stats["orphan_errors"] += 1
+                self._log.warning("peer_reported_error", code=event.code, message=event.message)
+                return
+            fut = self._futures.get(event.request.id)
+            if fut is not None and not fut.done():
+                fut.set_exception(rpc_error_from_object(event.code, event.message, event.data))
+            else:
+                self.stats["late_responses"] += 1
+        else:
+            if event.kind == "unknown_id" and event.id in self._abandoned:
+                self.stats["late_responses"] += 1  # the answer to a request we gave up on
+                self._log.debug("late_response_discarded", request_id=event.id)
+                return
+            self.stats[f"invalid_{event.kind}"] += 1
+            self._log.warning("invalid_frame_discarded", kind=event.kind, detail=event.detail)
+            self._log.debug("invalid_frame_excerpt", kind=event.kind, excerpt=event.excerpt)
+            if event.reply is not None:
+                with contextlib.suppress(ConnectionLost):
+                    await self.transport.send(event.reply)
+
+    def _notification(self, event: Notification) -> None:
+        self.stats["notifications_in"] += 1
+        if event.method == _CANCEL_METHOD:
+            self._cancel_inbound(event.params)
+        elif self._on_notification is not None:
+            try:
+                self._on_notification(event.method, event.params)
+            except Exception:
+                self.stats["notification_handler_errors"] += 1
+                self._log.exception("notification_handler_failed", method=event.method)
+
+    def _cancel_inbound(self, params: Any) -> None:
+        target = params.get("requestId") if isinstance(params, dict) else None
+        task = self._inbound.get(target) if isinstance(target, int | str) else None
+        if task is not None:
+            task.cancel(msg=_CANCEL_METHOD)
+
+    async def _serve(self, request: Request) -> None:
+        try:
+            if self._on_request is None:
+                raise rpc_error_from_object(-32601, "Method not found", {"method": request.method})
+            result = await self._on_request(request.method, request.params)
+            frame = self._core.respond(request.id, result)
+        except asyncio.CancelledError:
+            if self._loss is not None or self._closing:
+                raise  # the connection is gone: nothing can be answered
+            # the agent asked us to cancel it ($/cancel_request): answer -32800 as the spec requires
+            frame = self._core.respond_error(request.id, RequestCancelled.default_code or -32800, "Request cancelled")
+            with contextlib.suppress(ConnectionLost):
+                await self.transport.send(frame)
+            raise
+        except RPCError as exc:
+            frame = self._core.respond_error(request.id, exc.code, exc.message, exc.data)
+        except Exception as exc:
+            self._log.exception("request_handler_failed", method=request.method)
+            frame = self._core.respond_error(request.id, -32603, "Internal error", {"details": type(exc).__name__})
+        try:
+            await self.transport.send(frame)
+        except ConnectionLost:
+            self.stats["responses_lost"] += 1

@@ -1,0 +1,377 @@
+"""A session store on a Redis-protocol server (Redis 6.2+, Valkey 8) shared by several worker processes.
+
+Keys, for a namespace ``ns`` and a session ``sid``::
+
+    ns:epoch          a random id written once; a different or missing value means the server lost its data
+    ns:index          a set of every stored session id (scanned with SSCAN)
+    ns:rec:sid        a hash: record (JSON), token (fencing token of the last accepted write), owner
+    ns:lease:sid      "token|owner", set with SET NX PX; its expiry is the lease's
+    ns:fence:sid      the session's fencing counter (INCR on every change of hands)
+
+Every ownership step is one Lua script (atomic on the server), and every batch of them goes out as one
+pipeline, so the round trips of ``load_owned`` and ``renew_all`` do not grow with the number of sessions
+(beyond one per ``batch_size``). Only ``redis`` (redis-py) is needed, and only when a store is used.
+
+The store is made of three parts, each the only owner of its state: this module's
+:class:`RedisSessionStore` (the public API, the records: reading them back, the batched fenced saves,
+deletes, closing), its :class:`~acp_client.sessions.redis._leases.LeaseBook` (the held leases: claims,
+renewal, release) and its :class:`~acp_client.sessions.redis._link.RedisLink` (the connection, retries,
+the epoch, scripted pipelines). The scripts themselves are in ``_redis_scripts.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from acp_client._logging import get_logger
+from acp_client.exceptions import LeaseLost, StoreUnavailable, UsageError
+from acp_client.sessions._lease import Lease, Renewal
+from acp_client.sessions._store import SessionRecord
+from acp_client.sessions.redis._leases import LeaseBook, holder_of, lease_value
+from acp_client.sessions.redis._link import RedisLink, ScriptCall
+
+__all__ = ["RedisSessionStore"]
+
+log = get_logger("acp_client.sessions.redis")
+
+
+def _default_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class RedisSessionStore:
+    """Session records on a Redis or Valkey server, shared by several worker processes with leases.
+
+    ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://`` for TLS, ``unix://``). Each worker
+    process uses its own store object; ``owner_id`` names it in the store (default: host, pid and a random
+    suffix; pass a stable one so a restarted worker takes its own sessions back at once, but never give two
+    live workers the same id). A lease lasts ``lease_ttl`` seconds unless renewed (:meth:`renew_all`, which
+    the :class:`~acp_client.ReconnectingClient` calls every ``lease_ttl / 3``).
+
+    Connection errors are retried with capped, jittered backoff for up to ``retry_for`` seconds, then
+    raised as :class:`~acp_client.exceptions.StoreUnavailable`; each command waits at most
+    ``socket_timeout`` seconds, and at most ``max_connections`` connections are open. Writes by a worker
+    that does not hold the lease raise :class:`~acp_client.exceptions.LeaseLost`. ``release_on_close``
+    gives every held lease up in :meth:`close`, so other workers adopt the sessions at once rather than
+    after ``lease_ttl``.
+
+    Uses only commands both Redis 6.2+ and Valkey 8 have (GET, SET NX PX, INCR, PEXPIRE, HSET, HGET, SADD,
+    SREM, SSCAN, EXISTS, DEL, EVALSHA, SCRIPT LOAD, and Lua's ``cjson``); a single primary (Sentinel is fine),
+    not Redis Cluster. Needs the ``redis`` package (``pip install 'acp-reconnect[redis]'``).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str = "acp",
+        lease_ttl: float = 15.0,
+        owner_id: str | None = None,
+        retry_for: float = 5.0,
+        socket_timeout: float = 2.0,
+        batch_size: int = 500,
+        max_connections: int = 8,
+        release_on_close: bool = True,
+    ) -> None:
+        if lease_ttl <= 0:
+            raise UsageError("lease_ttl must be positive")
+        if batch_size < 1:
+            raise UsageError("batch_size must be at least 1")
+        if owner_id is not None and (not owner_id or "|" in owner_id):
+            raise UsageError("owner_id must be a non-empty string without '|'")
+        self._link = RedisLink(
+            url,
+            namespace=namespace,
+            retry_for=retry_for,
+            socket_timeout=socket_timeout,
+            batch_size=batch_size,
+            max_connections=max_connections,
+        )
+        self._book = LeaseBook(self._link, owner=owner_id or _default_owner(), ttl=float(lease_ttl))
+        self._release_on_close = release_on_close
+        self._queued: list[tuple[SessionRecord, asyncio.Future[None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+        #: records that could not be read back (bad JSON), skipped and logged
+        self.discarded = 0
+
+    def __repr__(self) -> str:
+        # the URL stays out: it may hold a password
+        return f"<RedisSessionStore namespace={self.namespace!r} owner={self.owner_id!r} leases={len(self._book)}>"
+
+    # ------------------------------------------------------------------ identity
+
+    @property
+    def owner_id(self) -> str:
+        """This worker's identity in the store."""
+        return self._book.owner
+
+    @property
+    def lease_ttl(self) -> float:
+        """Seconds a lease lasts without renewal."""
+        return self._book.ttl
+
+    @property
+    def namespace(self) -> str:
+        """The key prefix of this store."""
+        return self._link.namespace
+
+    @property
+    def round_trips(self) -> int:
+        """Round trips to the server so far (a pipeline counts once), for benchmarks and tests."""
+        return self._link.round_trips
+
+    def lease(self, session_id: str) -> Lease | None:
+        """The lease this worker believes it holds on ``session_id`` (no round trip), else ``None``."""
+        return self._book.get(session_id)
+
+    def leases(self) -> dict[str, Lease]:
+        """Every lease this worker believes it holds, by session id (a copy)."""
+        return self._book.copy()
+
+    # ------------------------------------------------------------------ ownership
+
+    async def claim(self, session_id: str) -> Lease | None:
+        """Take the session's lease unless another worker holds it; ``None`` if it does.
+
+        Claiming a session this worker already holds extends the lease and keeps its token.
+        """
+        lease, _ = await self._book.claim(session_id)
+        return lease
+
+    async def claimable(self) -> list[str]:
+        """Sessions in the store that no worker holds a lease on (a scripted scan: one round trip per 5,000)."""
+
+        async def run(client: Any) -> list[str]:
+            return await self._link.ids(client, free_only=True)
+
+        result: list[str] = await self._link.retrying("claimable", run)
+        return result
+
+    async def load_owned(self, *, want: Callable[[str], bool] | None = None) -> list[SessionRecord]:
+        """Claim the stored sessions ``want`` accepts (all when ``None``; those already held always) and
+        return the records this worker holds afterwards, in one scan plus one pipeline per ``batch_size``."""
+        book = self._book
+
+        async def run(client: Any) -> list[SessionRecord]:
+            ids = await self._link.ids(client)
+            todo = [sid for sid in ids if book.get(sid) is not None or want is None or want(sid)]
+            sent_at = time.monotonic()
+            answers = await book.claim_many(client, todo)
+            records: list[SessionRecord] = []
+            for sid, answer in zip(todo, answers, strict=True):
+                lease, text = book.take(sid, answer, sent_at)
+                if lease is None:
+                    continue
+                record = self._record(sid, text)
+                if record is not None:
+                    records.append(record)
+            return records
+
+        records: list[SessionRecord] = await self._link.retrying("load_owned", run)
+        log.debug("acp.store_loaded_owned", sessions=len(records), owner=self.owner_id)
+        return records
+
+    async def renew_all(self) -> Renewal:
+        """Extend every held lease in one pipeline per ``batch_size``; report the ones this worker lost."""
+        return await self._book.renew_all()
+
+    async def release(self, session_id: str) -> bool:
+        """Give the session's lease up; the record stays for another worker to claim. ``False`` if this
+        worker did not hold it (any more)."""
+        return await self._book.release(session_id)
+
+    async def reclaim(self, records: Iterable[SessionRecord]) -> list[str]:
+        """Claim and write again the records this worker serves; returns the ids another worker holds.
+
+        Meant for after a data loss (:attr:`Renewal.store_reset`): the index and the records are gone, and
+        only the workers that still hold sessions in memory know them.
+        """
+        book = self._book
+        todo = list(records)
+        sent_at = time.monotonic()
+        answers = await self._link.retrying("claim", lambda c: book.claim_many(c, [r.session_id for r in todo]))
+        taken: list[str] = []
+        mine: list[SessionRecord] = []
+        for record, answer in zip(todo, answers, strict=True):
+            lease, _ = book.take(record.session_id, answer, sent_at)
+            if lease is None:
+                taken.append(record.session_id)
+            else:
+                mine.append(record)
+        if mine:
+            await self._write([self._save_call(r) for r in mine], "save")
+        return taken
+
+    # ------------------------------------------------------------------ SessionStore
+
+    async def load_all(self) -> list[SessionRecord]:
+        """Every stored record, whoever holds it (claims nothing)."""
+        link = self._link
+
+        async def run(client: Any) -> list[SessionRecord]:
+            ids = await link.ids(client)
+            texts = await link.hget_many(client, [link.key("rec", sid) for sid in ids], "record")
+            records: list[SessionRecord] = []
+            for sid, text in zip(ids, texts, strict=True):
+                record = self._record(sid, text)
+                if record is not None:
+                    records.append(record)
+            records.sort(key=lambda r: r.created_at)
+            return records
+
+        result: list[SessionRecord] = await link.retrying("load_all", run)
+        return result
+
+    def _record(self, session_id: str, text: Any) -> SessionRecord | None:
+        """The record stored as ``text`` under ``session_id``; ``None`` if there is none, or (counted in
+        :attr:`discarded` and logged) if it does not parse or names another session."""
+        if text is None or text is False:
+            return None
+        try:
+            record = SessionRecord.from_json(str(text))
+        except (ValueError, TypeError) as exc:
+            self.discarded += 1
+            log.warning("acp.store_record_discarded", session_id=session_id, error=str(exc))
+            return None
+        if record.session_id != session_id:
+            self.discarded += 1
+            log.warning("acp.store_record_discarded", session_id=session_id, error="id does not match its key")
+            return None
+        return record
+
+    def _save_call(self, record: SessionRecord) -> ScriptCall:
+        link = self._link
+        sid = record.session_id
+        lease = self._book.get(sid)
+        if lease is None:
+            raise KeyError(sid)  # callers check the lease first
+        keys = (link.key("lease", sid), link.key("rec", sid), link.index_key, link.epoch_key)
+        return ("save", keys, (lease_value(lease), lease.token, self.owner_id, record.to_json(), sid, link.epoch))
+
+    async def _hold(self, session_id: str) -> Lease:
+        lease = self._book.get(session_id)
+        if lease is not None:
+            return lease
+        lease, holder = await self._book.claim(session_id)
+        if lease is None:
+            raise LeaseLost(session_id, "taken", holder=holder)
+        return lease
+
+    async def _write(self, calls: list[ScriptCall], operation: str) -> None:
+        for error in await self._write_results(calls, operation):
+            if error is not None:
+                raise error
+
+    async def _write_results(self, calls: list[ScriptCall], operation: str) -> list[LeaseLost | None]:
+        """Run fenced writes in one pipeline; ``None`` for each accepted one, the ``LeaseLost`` otherwise."""
+        link = self._link
+
+        def build(client: Any) -> Any:
+            # the epoch goes in when the calls are sent: a reconnect may have read it again meanwhile
+            fresh = [(name, keys, (*args[:-1], link.epoch)) for name, keys, args in calls]
+            return link.scripts(client, fresh)
+
+        answers = await link.retrying(operation, build) if calls else []
+        results: list[LeaseLost | None] = []
+        reset = False
+        for (_, _, args), answer in zip(calls, answers, strict=True):
+            code = int(answer[0])
+            if code == 1:
+                results.append(None)
+                continue
+            sid = str(args[4] if operation == "save" else args[1])
+            lease = self._book.drop(sid)
+            token = lease.token if lease is not None else None
+            if code == -2:
+                reset = True
+                results.append(LeaseLost(sid, "reset", token=token))
+            elif code == -1:
+                results.append(LeaseLost(sid, "stale", token=token))
+            else:
+                holder = holder_of(answer[1])
+                reason = "taken" if holder and holder != self.owner_id else "expired"
+                results.append(LeaseLost(sid, reason, holder=holder, token=token))
+        if reset:
+            self._book.adopt_new_epoch()
+        return results
+
+    async def save(self, record: SessionRecord) -> None:
+        """Write the record, fenced by this worker's lease (a session nobody holds is claimed first).
+
+        Raises :class:`~acp_client.exceptions.LeaseLost` when another worker holds the session or this
+        worker's lease expired, :class:`~acp_client.exceptions.StoreUnavailable` when the server stays
+        unreachable.
+        """
+        await self._hold(record.session_id)
+        # saves made together (a recovery round saves every session it recovered) share one pipeline
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queued.append((record, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_saves(), name="acp-redis-saves")
+        await future
+
+    async def _flush_saves(self) -> None:
+        await asyncio.sleep(0)  # let the saves of this turn of the loop join the batch
+        while self._queued:
+            batch, self._queued = self._queued, []
+            calls: list[ScriptCall] = []
+            waiting: list[asyncio.Future[None]] = []
+            for record, future in batch:
+                if future.done():
+                    continue  # its caller was cancelled
+                if self._book.get(record.session_id) is None:  # lost after save() looked
+                    future.set_exception(LeaseLost(record.session_id, "expired"))
+                    continue
+                calls.append(self._save_call(record))
+                waiting.append(future)
+            try:
+                results = await self._write_results(calls, "save")
+            except BaseException as exc:
+                error = exc if isinstance(exc, Exception) else StoreUnavailable("save", exc)
+                for future in waiting:
+                    if not future.done():
+                        future.set_exception(error)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for future, result in zip(waiting, results, strict=True):
+                if future.done():
+                    continue
+                if result is None:
+                    future.set_result(None)
+                else:
+                    future.set_exception(result)
+
+    async def delete(self, session_id: str) -> None:
+        """Remove the record, fenced like :meth:`save`; removing a missing one is not an error."""
+        link = self._link
+        lease = await self._hold(session_id)
+        sid = session_id
+        keys = (link.key("lease", sid), link.key("rec", sid), link.index_key, link.key("fence", sid), link.epoch_key)
+        await self._write([("delete", keys, (lease_value(lease), sid, link.epoch))], "delete")
+        self._book.drop(session_id)
+
+    async def close(self) -> None:
+        """Release held leases (``release_on_close``) and close the connections; never raises for an
+        unreachable server (the leases then simply expire)."""
+        if self._link.closed:
+            return
+        flusher = self._flusher
+        if flusher is not None and not flusher.done():
+            await asyncio.wait({flusher})  # saves already made are sent first
+        try:
+            if self._release_on_close and len(self._book) and self._link.connected:
+                held = list(self._book.copy().values())
+                try:
+                    await self._link.send_once(self._book.release_calls(held))
+                except self._link.errors() as exc:
+                    log.warning("acp.store_release_on_close_failed", leases=len(held), error=str(exc))
+            self._book.clear()
+        finally:
+            await self._link.aclose()

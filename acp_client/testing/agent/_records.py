@@ -1,0 +1,112 @@
+"""What the reference agent saw, and waiting on it: a mixin of :class:`~acp_client.testing.ReferenceAgent`.
+
+Tests inspect the agent through three logs — :attr:`~AgentRecords.received` (every inbound request and
+notification), :attr:`~AgentRecords.invalid_frames` and :attr:`~AgentRecords.handshakes` — and wait with
+:meth:`~AgentRecords.wait_for` (any predicate over the agent) or :meth:`~AgentRecords.wait_for_method`.
+The agent calls :meth:`~AgentRecords.notify_changed` after every change of its own state, so a predicate
+is re-checked exactly when it may have become true (see :mod:`acp_client.testing._waiting`).
+
+The mixin owns the three logs and the waiters, and needs nothing from the agent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from acp_client._logging import get_logger
+from acp_client.jsonrpc import Invalid
+from acp_client.testing._waiting import Waiters
+
+if TYPE_CHECKING:
+    from acp_client.testing.agent._connection import AgentConnection
+
+__all__ = ["AgentRecords", "Handshake", "Received"]
+
+_log = get_logger(__name__)
+
+
+class Received(NamedTuple):
+    """One inbound request or notification, as recorded in :attr:`ReferenceAgent.received`."""
+
+    connection_id: str
+    method: str
+    params: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Handshake:
+    """One opening handshake the agent saw (a WebSocket upgrade or a Streamable HTTP ``initialize``), accepted
+    or not."""
+
+    path: str
+    headers: dict[str, str]
+    status: int
+    #: when it arrived (``time.monotonic()``)
+    at: float = 0.0
+
+
+class AgentRecords:
+    """The reference agent's logs and waits; :class:`~acp_client.testing.ReferenceAgent` inherits them."""
+
+    def __init__(self) -> None:
+        """Empty logs, nobody waiting."""
+        super().__init__()
+        #: every inbound request and notification, in processing order
+        self.received: list[Received] = []
+        #: every unusable inbound frame (parse errors, invalid requests, unknown response ids)
+        self.invalid_frames: list[tuple[str, Invalid]] = []
+        #: every opening handshake (WebSocket upgrades, Streamable HTTP ``initialize`` requests)
+        self.handshakes: list[Handshake] = []
+        self._waiters = Waiters()
+
+    # ------------------------------------------------------------------ recording (used by connections and listeners)
+
+    def record(self, connection: AgentConnection, method: str, params: Any) -> None:
+        """Record an inbound request or notification in :attr:`received` and wake waiters."""
+        self.received.append(Received(connection.id, method, params))
+        _log.debug("reference_agent_received", connection_id=connection.id, method=method)
+        self.notify_changed()
+
+    def record_invalid(self, connection: AgentConnection, event: Invalid) -> None:
+        """Record an unusable inbound frame."""
+        self.invalid_frames.append((connection.id, event))
+        _log.debug("reference_agent_invalid_frame", connection_id=connection.id, kind=event.kind, detail=event.detail)
+        self.notify_changed()
+
+    def record_handshake(self, path: str, headers: dict[str, str], status: int) -> None:
+        """Record an opening handshake (WebSocket or Streamable HTTP) in :attr:`handshakes` and wake waiters."""
+        self.handshakes.append(Handshake(path, headers, status, time.monotonic()))
+        self.notify_changed()
+
+    def notify_changed(self) -> None:
+        """Re-check every pending ``wait_for*`` predicate."""
+        self._waiters.changed()
+
+    # ------------------------------------------------------------------ inspecting and waiting
+
+    def count(self, method: str, session_id: str | None = None) -> int:
+        """How many requests/notifications named ``method`` (for ``session_id`` when given) were received."""
+        return len(self._matching(method, session_id))
+
+    def _matching(self, method: str, session_id: str | None) -> list[Received]:
+        return [
+            r
+            for r in self.received
+            if r.method == method
+            and (session_id is None or (isinstance(r.params, dict) and r.params.get("sessionId") == session_id))
+        ]
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Wait until ``predicate()`` holds; it is re-checked on every frame, connection and state change.
+        Raises ``TimeoutError`` after ``timeout`` seconds."""
+        await self._waiters.wait_until(predicate, timeout)
+
+    async def wait_for_method(
+        self, method: str, count: int = 1, *, session_id: str | None = None, timeout: float = 5.0
+    ) -> list[Received]:
+        """Wait until ``method`` was received at least ``count`` times; returns the matching records."""
+        await self.wait_for(lambda: len(self._matching(method, session_id)) >= count, timeout)
+        return self._matching(method, session_id)

@@ -1,0 +1,500 @@
+"""Prompt turns of the reference agent and the prompt mini-language that scripts them.
+
+The prompt's text is a script. Commands are separated by ``;`` or newlines; ``echo:`` and ``thought:`` take
+the rest of their line verbatim (``;`` included). A prompt that is not a valid script is echoed back whole.
+
+=========================  ==================================================================================
+``echo: TEXT``             one agent message chunk with ``TEXT``
+``thought: TEXT``          one agent thought chunk with ``TEXT``
+``stream N``               ``N`` agent message chunks (``"chunk 1 "``, ``"chunk 2 "``, …)
+``stream N every S``       the same, ``S`` seconds apart (cancellable)
+``sleep S``                work for ``S`` seconds (float); ``session/cancel`` ends it → ``cancelled``
+``permission``             ask the client with ``session/request_permission`` (v2: ``requires_action`` while
+                           waiting); ``allow…`` option → "permission granted" and go on; ``reject…`` option →
+                           "permission denied" and end the turn; outcome ``cancelled`` → stop ``cancelled``
+``fail [CODE [MESSAGE]]``  a JSON-RPC error (default ``-32603``). First command: the prompt is rejected (v1 and
+                           v2). Later: v1 answers the prompt with the error; v2 (already accepted) ends the turn
+                           with ``idle`` / ``stopReason: "refusal"``
+``stop REASON``            end the turn now with that stop reason (``max_tokens``, ``refusal``, …)
+``drop [CODE]``            close the session's connection (WebSocket close ``CODE``, default 1011); the turn
+                           runs on, its updates are dropped until a connection re-attaches the session
+``abort``                  the same with a TCP reset
+``read PATH``              v1: ``fs/read_text_file`` → "read PATH: CONTENT" (see :mod:`._agent_tools`)
+``write PATH TEXT``        v1: ``fs/write_text_file`` with ``TEXT`` → "wrote PATH"
+``run COMMAND [ARG ...]``  v1: a client terminal runs it → "ran COMMAND: exit N" and its output
+=========================  ==================================================================================
+
+A turn ends with ``end_turn`` unless said otherwise, or ``cancelled`` once ``session/cancel`` arrived.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from acp_client._logging import get_logger
+from acp_client.testing.agent._errors import INTERNAL_ERROR, AgentError, PeerError, PeerGone
+from acp_client.testing.agent._sessions import AgentSessionRecord, TranscriptMessage, new_message_id
+from acp_client.testing.agent._tools import TOOL_COMMANDS, run_tool
+
+if TYPE_CHECKING:
+    from acp_client.testing.agent._connection import AgentConnection, Reply
+    from acp_client.testing.reference_agent import ReferenceAgent
+
+__all__ = ["PromptHook", "PromptTurn", "ScriptStep", "emit_update", "parse_script", "run_script"]
+
+_log = get_logger(__name__)
+
+#: ``agent.on_prompt``: an async callable given the turn; returns a stop reason or ``None`` (→ ``end_turn``).
+PromptHook: TypeAlias = Callable[["PromptTurn"], Awaitable[str | None]]
+
+_MAX_STREAM = 100_000
+_DEFAULT_OPTIONS: list[dict[str, Any]] = [
+    {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
+    {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"},
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptStep:
+    """One parsed command of the prompt mini-language."""
+
+    kind: str
+    text: str = ""
+    count: int = 0
+    seconds: float = 0.0
+    code: int = 0
+
+
+def _number(word: str) -> float | None:
+    try:
+        value = float(word)
+    except ValueError:
+        return None
+    return value if value >= 0 and math.isfinite(value) else None
+
+
+def _command(segment: str) -> ScriptStep | None:
+    words = segment.split()
+    head, args = words[0].lower(), words[1:]
+    if head == "stream" and args and args[0].isdigit() and int(args[0]) <= _MAX_STREAM:
+        if len(args) == 1:
+            return ScriptStep("stream", count=int(args[0]))
+        if len(args) == 3 and args[1].lower() == "every" and (every := _number(args[2])) is not None:
+            return ScriptStep("stream", count=int(args[0]), seconds=every)
+        return None
+    if head == "sleep" and len(args) == 1 and (seconds := _number(args[0])) is not None:
+        return ScriptStep("sleep", seconds=seconds)
+    if head == "permission" and not args:
+        return ScriptStep("permission")
+    if head == "fail":
+        if not args:
+            return ScriptStep("fail", code=INTERNAL_ERROR)
+        try:
+            code = int(args[0])
+        except ValueError:
+            return None
+        return ScriptStep("fail", code=code, text=" ".join(args[1:]))
+    if head == "stop" and len(args) == 1:
+        return ScriptStep("stop", text=args[0])
+    if head == "drop" and len(args) <= 1:
+        if args and not args[0].isdigit():
+            return None
+        return ScriptStep("drop", code=int(args[0]) if args else 1011)
+    if head == "abort" and not args:
+        return ScriptStep("abort")
+    if head in TOOL_COMMANDS and args and (head != "write" or len(args) >= 2):
+        return ScriptStep("tool", text=" ".join(words))
+    return None
+
+
+def parse_script(text: str) -> list[ScriptStep]:
+    """Parse a prompt into steps; text that is not a valid script becomes one ``echo`` of the whole text."""
+    steps: list[ScriptStep] = []
+    for line in text.splitlines():
+        rest = line.strip()
+        while rest:
+            lowered = rest.lower()
+            if lowered.startswith(("echo:", "thought:")):
+                head, _, body = rest.partition(":")
+                steps.append(ScriptStep("echo" if head.lower() == "echo" else "thought", text=body.strip()))
+                break
+            segment, _, rest = rest.partition(";")
+            rest = rest.strip()
+            segment = segment.strip()
+            if not segment:
+                continue
+            step = _command(segment)
+            if step is None:
+                return [ScriptStep("echo", text=text.strip())]
+            steps.append(step)
+    return steps
+
+
+async def emit_update(
+    agent: ReferenceAgent,
+    session: AgentSessionRecord,
+    update: dict[str, Any],
+    mutate: Callable[[], None] | None = None,
+) -> bool:
+    """Apply ``mutate`` to the session and send ``update`` to its attached connection, atomically with respect
+    to a replaying ``session/resume``/``session/load``. ``False`` when no live connection got it."""
+    async with session.emit_lock:
+        if mutate is not None:
+            mutate()
+        return await send_update_locked(agent, session, update)
+
+
+async def send_update_locked(agent: ReferenceAgent, session: AgentSessionRecord, update: dict[str, Any]) -> bool:
+    """Send one ``session/update`` to the attached connection; the caller holds ``session.emit_lock``."""
+    agent.notify_changed()
+    connection = session.connection
+    delivered = False
+    if connection is not None and not connection.closed:
+        delivered = await connection.notify("session/update", {"sessionId": session.session_id, "update": update})
+    if not delivered:
+        agent.dropped_updates += 1
+    return delivered
+
+
+class PromptTurn:
+    """One prompt turn, handed to scripts and to ``ReferenceAgent.on_prompt`` hooks.
+
+    Output methods (:meth:`say`, :meth:`think`, :meth:`update`, :meth:`request_permission`) accept the prompt
+    first if needed: v1 records the user message; v2 answers the prompt ``{}``, then sends ``user_message``
+    and ``state_update running``. A hook that raises :class:`AgentError` before accepting rejects the prompt.
+    """
+
+    def __init__(
+        self,
+        agent: ReferenceAgent,
+        connection: AgentConnection,
+        session: AgentSessionRecord,
+        prompt: Sequence[dict[str, Any]],
+        reply: Reply,
+    ) -> None:
+        """Prepare a turn for ``prompt`` received on ``connection`` (use :meth:`run` to play it)."""
+        self.agent = agent
+        self.connection = connection
+        self.session = session
+        self.prompt = [dict(block) for block in prompt]
+        self.protocol_version = connection.protocol_version or agent.protocol_version
+        self.text = "\n".join(str(b.get("text", "")) for b in self.prompt if b.get("type") == "text")
+        self.user_message_id = new_message_id("user")
+        self.agent_message_id = new_message_id("agent")
+        self.thought_message_id = new_message_id("thought")
+        self.accepted = False
+        self.cancel_requested = False
+        self.stop_reason: str | None = None
+        self._reply = reply
+        loop = asyncio.get_running_loop()
+        self._cancel_fut: asyncio.Future[None] = loop.create_future()
+        self._done: asyncio.Future[None] = loop.create_future()
+        self._agent_message: TranscriptMessage | None = None
+        self._thought_message: TranscriptMessage | None = None
+
+    @property
+    def session_id(self) -> str:
+        """The session this turn runs in."""
+        return self.session.session_id
+
+    @property
+    def done(self) -> asyncio.Future[None]:
+        """Resolved when the turn has ended (normally, by error, or cancelled)."""
+        return self._done
+
+    def is_cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called (a method, so checks after an ``await`` are re-evaluated)."""
+        return self.cancel_requested
+
+    def cancel(self) -> None:
+        """Ask the turn to stop (``session/cancel``, ``session/close``): it ends with ``cancelled``."""
+        if not self.cancel_requested:
+            self.cancel_requested = True
+            self._cancel_fut.set_result(None)
+
+    # ------------------------------------------------------------------ output
+
+    async def accept(self) -> None:
+        """Accept the prompt (idempotent); see the class docstring for what goes on the wire."""
+        if self.accepted:
+            return
+        self.accepted = True
+        v2 = self.protocol_version >= 2
+        if v2:
+            await self._reply.result({})
+        session = self.session
+        user = TranscriptMessage(self.user_message_id, "user", [dict(b) for b in self.prompt])
+
+        def insert_user_message() -> None:
+            session.transcript.append(user)
+            if session.title is None and self.text:
+                session.title = self.text.splitlines()[0][:60]
+            session.touch()
+
+        def start_running() -> None:
+            session.state = "running"
+            session.stop_reason = None
+
+        if v2:
+            content = [dict(b) for b in self.prompt]
+            await emit_update(
+                self.agent,
+                session,
+                {"sessionUpdate": "user_message", "messageId": self.user_message_id, "content": content},
+                insert_user_message,
+            )
+            await emit_update(self.agent, session, {"sessionUpdate": "state_update", "state": "running"}, start_running)
+        else:
+            async with session.emit_lock:
+                insert_user_message()
+                start_running()
+        self.agent.notify_changed()
+
+    async def say(self, text: str) -> None:
+        """Stream one agent message chunk (appended to this turn's agent message in the transcript)."""
+        await self.accept()
+
+        def append() -> None:
+            if self._agent_message is None:
+                self._agent_message = TranscriptMessage(self.agent_message_id, "agent")
+                self.session.transcript.append(self._agent_message)
+            self._agent_message.append_text(text)
+
+        update = {
+            "sessionUpdate": "agent_message_chunk",
+            "messageId": self.agent_message_id,
+            "content": {"type": "text", "text": text},
+        }
+        await emit_update(self.agent, self.session, update, append)
+
+    async def think(self, text: str) -> None:
+        """Stream one agent thought chunk."""
+        await self.accept()
+
+        def append() -> None:
+            if self._thought_message is None:
+                self._thought_message = TranscriptMessage(self.thought_message_id, "thought")
+                self.session.transcript.append(self._thought_message)
+            self._thought_message.append_text(text)
+
+        update = {
+            "sessionUpdate": "agent_thought_chunk",
+            "messageId": self.thought_message_id,
+            "content": {"type": "text", "text": text},
+        }
+        await emit_update(self.agent, self.session, update, append)
+
+    async def update(self, update: dict[str, Any]) -> bool:
+        """Send any raw ``session/update`` payload (not recorded in the transcript)."""
+        await self.accept()
+        return await emit_update(self.agent, self.session, update)
+
+    async def sleep(self, seconds: float) -> bool:
+        """Work for ``seconds``; ``False`` if the turn was cancelled meanwhile (returns at once then)."""
+        await self.accept()
+        if self.cancel_requested:
+            return False
+        done, _ = await asyncio.wait([self._cancel_fut], timeout=seconds)
+        return not done
+
+    async def drop_connection(self, code: int = 1011, *, abort: bool = False) -> None:
+        """Close the connection the session is attached to (the turn itself goes on)."""
+        connection = self.session.connection
+        if connection is not None and not connection.closed:
+            await self.agent.close_connection(connection, code=code, reason="reference agent drop", abort=abort)
+
+    async def request_permission(
+        self, title: str = "Run the reference tool?", options: Sequence[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """Ask the client for permission and return the ``outcome`` object.
+
+        While waiting the session is ``requires_action`` (v2 reports it). If the connection dies, the
+        request is sent again to the next connection that attaches the session (unless the agent's
+        ``reissue_permission_on_reattach`` is off: then the outcome is ``cancelled``). ``session/cancel``
+        abandons it with ``$/cancel_request`` and yields ``{"outcome": "cancelled"}``.
+        """
+        await self.accept()
+        v2 = self.protocol_version >= 2
+        session = self.session
+        tool = {"toolCallId": f"call_{uuid.uuid4().hex[:10]}", "title": title, "kind": "execute", "status": "pending"}
+        opts = [dict(o) for o in (options if options is not None else _DEFAULT_OPTIONS)]
+        params: dict[str, Any]
+        if v2:
+
+            def blocked() -> None:
+                session.state = "requires_action"
+
+            await emit_update(self.agent, session, {"sessionUpdate": "tool_call_update", **tool})
+            await emit_update(
+                self.agent, session, {"sessionUpdate": "state_update", "state": "requires_action"}, blocked
+            )
+            params = {
+                "sessionId": session.session_id,
+                "title": title,
+                "description": "The reference agent wants to run a tool.",
+                "subject": {"type": "tool_call", "toolCall": dict(tool)},
+                "options": opts,
+            }
+        else:
+            session.state = "requires_action"
+            await emit_update(self.agent, session, {"sessionUpdate": "tool_call", **tool})
+            params = {"sessionId": session.session_id, "toolCall": dict(tool), "options": opts}
+        outcome = await self._ask_permission(params)
+        granted = outcome.get("outcome") == "selected"
+
+        def resumed() -> None:
+            session.state = "running"
+
+        if v2:
+            if granted:
+                await emit_update(self.agent, session, {"sessionUpdate": "state_update", "state": "running"}, resumed)
+            status = "completed" if granted else "cancelled"
+        else:
+            resumed()
+            status = "completed" if granted else "failed"
+        await emit_update(
+            self.agent,
+            session,
+            {"sessionUpdate": "tool_call_update", "toolCallId": tool["toolCallId"], "status": status},
+        )
+        return outcome
+
+    async def _ask_permission(self, params: dict[str, Any]) -> dict[str, Any]:
+        cancelled: dict[str, Any] = {"outcome": "cancelled"}
+        while not self.is_cancelled():
+            connection = self.session.connection
+            if connection is None or connection.closed:
+                if not self.agent.reissue_permission_on_reattach:
+                    return cancelled
+                attached = self.session.wait_attached()
+                try:
+                    await asyncio.wait([attached, self._cancel_fut], return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    attached.cancel()
+                continue
+            request_id, fut = await connection.start_request("session/request_permission", params)
+            try:
+                await asyncio.wait([fut, self._cancel_fut], return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                connection.forget_request(request_id)
+                raise
+            if not fut.done():  # session/cancel while waiting
+                await connection.cancel_request(request_id)
+                return cancelled
+            try:
+                result = fut.result()
+            except PeerGone:
+                continue
+            except PeerError as exc:
+                _log.info("reference_agent_permission_error", session_id=self.session_id, code=exc.code)
+                return cancelled
+            outcome = result.get("outcome") if isinstance(result, dict) else None
+            # an unknown outcome is never read as approval
+            return outcome if isinstance(outcome, dict) else cancelled
+        return cancelled
+
+    # ------------------------------------------------------------------ running
+
+    async def run_script(self, text: str) -> str:
+        """Play ``text`` as a mini-language script inside this turn; returns the stop reason."""
+        return await run_script(self, parse_script(text))
+
+    async def run(self, hook: PromptHook | None) -> None:
+        """Play the turn (``hook`` or the prompt's script) and report its end (v1 response / v2 idle)."""
+        session = self.session
+        session.turn = self
+        try:
+            try:
+                if hook is not None:
+                    stop = await hook(self) or "end_turn"
+                else:
+                    stop = await run_script(self, parse_script(self.text))
+            except Exception as exc:
+                if not self.accepted or self.protocol_version < 2:
+                    self._settle(None)
+                    raise
+                _log.info("reference_agent_turn_failed", session_id=self.session_id, error=repr(exc))
+                stop = "refusal"
+            if self.cancel_requested and stop == "end_turn":
+                stop = "cancelled"
+            await self.accept()
+            await self._finish(stop)
+        except asyncio.CancelledError:
+            self._settle("cancelled")
+            raise
+        finally:
+            if session.turn is self:
+                session.turn = None
+            if not self._done.done():
+                self._done.set_result(None)
+            self.agent.notify_changed()
+
+    def _settle(self, stop_reason: str | None) -> None:
+        if self.accepted:
+            self.session.state = "idle"
+            self.session.stop_reason = stop_reason
+            self.stop_reason = stop_reason
+
+    async def _finish(self, stop_reason: str) -> None:
+        session = self.session
+        self.stop_reason = stop_reason
+
+        def idle() -> None:
+            session.state = "idle"
+            session.stop_reason = stop_reason
+            session.touch()
+
+        if self.protocol_version >= 2:
+            update = {"sessionUpdate": "state_update", "state": "idle", "stopReason": stop_reason}
+            await emit_update(self.agent, session, update, idle)
+        else:
+            async with session.emit_lock:
+                idle()
+            await self._reply.result({"stopReason": stop_reason})
+
+
+async def run_script(turn: PromptTurn, steps: Sequence[ScriptStep]) -> str:
+    """Play parsed mini-language steps in ``turn``; returns the stop reason."""
+    if steps and steps[0].kind == "fail":
+        raise AgentError(steps[0].code, steps[0].text or None)
+    await turn.accept()
+    for step in steps:
+        if turn.is_cancelled():
+            return "cancelled"
+        if step.kind == "echo":
+            await turn.say(step.text)
+        elif step.kind == "thought":
+            await turn.think(step.text)
+        elif step.kind == "stream":
+            for i in range(1, step.count + 1):
+                if turn.is_cancelled():
+                    return "cancelled"
+                await turn.say(f"chunk {i} ")
+                if step.seconds and i < step.count and not await turn.sleep(step.seconds):
+                    return "cancelled"
+        elif step.kind == "sleep":
+            if not await turn.sleep(step.seconds):
+                return "cancelled"
+        elif step.kind == "permission":
+            outcome = await turn.request_permission()
+            if outcome.get("outcome") != "selected":
+                return "cancelled"
+            if str(outcome.get("optionId", "")).startswith("reject"):
+                await turn.say("permission denied")
+                return "end_turn"
+            await turn.say("permission granted")
+        elif step.kind == "fail":
+            raise AgentError(step.code, step.text or None)
+        elif step.kind == "stop":
+            return step.text
+        elif step.kind in ("drop", "abort"):
+            await turn.drop_connection(step.code or 1011, abort=step.kind == "abort")
+        elif step.kind == "tool":
+            command, *words = step.text.split()
+            await run_tool(turn, command.lower(), words)
+    return "cancelled" if turn.is_cancelled() else "end_turn"

@@ -1,0 +1,392 @@
+"""The Streamable HTTP transport of the ACP remote-transport RFD, on ``httpx`` (HTTP/1.1 and HTTP/2).
+
+This module and its helpers beside it (``_http_base``: shared state and request plumbing; ``_http_streams``:
+SSE readers, resumption, watchdog; ``_http_order``: routing and ordering across streams; ``_http_posts``: the
+ordered POST pipeline and status mapping; the sans-I/O :mod:`acp_client.transports.http._sse`) are the only part of
+acp-client that imports ``httpx``. It maps the RFD's POST/SSE exchange onto the text frames of
+:class:`~acp_client.transports.Transport`:
+
+- The first frame sent must be ``initialize``: it is POSTed without ``Acp-Connection-Id`` and answered
+  ``200`` with the JSON response as body and the new ``Acp-Connection-Id`` header. The body becomes the
+  first received frame; the connection-scoped SSE stream (``GET``) is opened before ``send`` returns.
+- Every later frame is one POST with ``Acp-Connection-Id`` and ``Acp-Protocol-Version`` (the negotiated
+  version), plus ``Acp-Session-Id`` when the message belongs to a session whose stream is open here; the
+  server answers ``202`` and the response arrives on an SSE stream. A POST starts once the previous one's
+  body was written (never waiting for an answer), so frames reach the server in the order ``send`` was
+  called, as over a WebSocket; ``send`` returns once the POST is started.
+- Session-scoped SSE streams: this transport reads the JSON of outgoing frames (it implements the ACP HTTP
+  binding, which routes by method and ``sessionId``). Before POSTing ``session/load``/``session/resume``
+  it opens the session's stream (so the replay is received); when a ``session/new``/``session/fork``
+  (or a load/resume whose stream could not be opened beforehand) answers, the stream is opened *before*
+  the result is handed to ``recv``, so nothing the session emits next is missed.
+
+Design around two httpx/httpcore pitfalls: each SSE stream gets its own client, hence its own TCP
+connection, and POSTs go through a client that never carries a stream. So (a) a POST never waits for a
+second HTTP/2 stream on a connection whose server never raised ``SETTINGS_MAX_CONCURRENT_STREAMS`` above
+httpcore's initial 1, and (b) no POST response waits behind another stream's read lock.
+
+Failures, translated here once:
+
+==========================================================  ==============================================
+what happened                                                what the caller sees
+==========================================================  ==============================================
+URL not http(s), ``ssl`` with ``http://``                    :class:`UsageError` (before any I/O)
+initialize refused, connect failure, TLS failure             :class:`ConnectError` / :class:`TLSError`
+initialize answered with a status other than 200             :class:`HTTPTransportError` (``status_code``,
+                                                             ``body_excerpt``; 401/403/429/5xx classified
+                                                             as for a WebSocket handshake)
+a 200 that is HTML or not JSON, or has no                    :class:`HTTPTransportError` with status 200
+``Acp-Connection-Id``
+later POST answered 400/406/415/501/... or 200 with HTML     a JSON-RPC error answer to that request
+                                                             (``-32603``, ``data.httpStatus``,
+                                                             ``data.bodyExcerpt``); counted in
+                                                             ``stats.posts_rejected``; the link stays
+404 for the connection, 401/403/5xx on a later POST, a       :class:`ConnectionLost`: the reconnect manager
+network error, a stream that ends and cannot be resumed,     re-initializes and recovers as after a
+a stream silent past ``ping_interval + ping_timeout``        WebSocket drop
+a session stream refused (404/403) after load/resume         the load/resume answers a synthetic ``-32002``
+succeeded                                                    error naming the HTTP status, so recovery ends
+                                                             that session with a clear reason instead of
+                                                             retrying it
+SSE events that are not JSON, or whose ``event:`` is not     counted in ``stats.sse_discarded``, logged,
+``message``                                                  dropped
+==========================================================  ==============================================
+
+Stream resumption: when a server labels its events with ``id:``, a stream that ends is reopened with
+``Last-Event-ID``; if the server answers ``200`` nothing is re-initialized (``stats.streams_resumed``, log
+event ``http_stream_resumed``, and ``TransportOptions.on_stream_resumed`` is called with the stream's session
+id, ``None`` for the connection stream). Without ids, when the server refuses (404/409), or when a resumed stream
+ends again before delivering anything, the link is lost and the full recovery (re-initialize) runs.
+
+Ordering across streams: a ``session/load`` result travels on the connection stream, its replay on the session
+stream; as two HTTP requests they can arrive in either order. The result is held until the replay is in (a
+v2 ``session/resume``: until its ``state_update`` snapshot; otherwise until the session stream was quiet for
+``REPLAY_QUIET``; at most ``REPLAY_HOLD_MAX``), so what the layers above see follows the agent's order.
+
+Liveness: every SSE stream has a read-idle watchdog (``ping_interval + ping_timeout`` without a byte, where
+servers send a keepalive comment about every 15 s, fails the link), and after ``ping_interval`` without an
+answered POST an ``OPTIONS`` request checks the client-to-server direction (:meth:`~StreamableHTTPTransport.ping`,
+answered with any status within ``ping_timeout``).
+
+Cookies: one :class:`~acp_client.transports.CookieJar` (the client's) receives every ``Set-Cookie`` and
+supplies the ``Cookie`` header of every request; httpx's own cookie store is disabled. ``close()`` sends
+``DELETE`` (bounded by ``close_timeout``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from acp_client._logging import redact_headers
+from acp_client.exceptions import (
+    ConnectionLost,
+    HTTPTransportError,
+    UsageError,
+)
+from acp_client.transports._cookies import CookieJar
+from acp_client.transports.base import Transport
+from acp_client.transports.http._base import (
+    _ATTACH_METHODS,
+    CONNECTION_ID_HEADER,
+    PROTOCOL_VERSION_HEADER,
+    SESSION_ID_HEADER,
+    HTTPTransportStats,
+    _connect_error,
+    _describe_error,
+    _http_error,
+    _loads,
+    _log,
+    _session_id,
+)
+from acp_client.transports.http._order import REPLAY_HOLD_MAX as REPLAY_HOLD_MAX
+from acp_client.transports.http._order import REPLAY_QUIET as REPLAY_QUIET
+from acp_client.transports.http._posts import _PostPipeline
+from acp_client.transports.options import TransportOptions, resolve_headers
+
+__all__ = [
+    "CONNECTION_ID_HEADER",
+    "PROTOCOL_VERSION_HEADER",
+    "SESSION_ID_HEADER",
+    "HTTPTransportStats",
+    "StreamableHTTPTransport",
+    "open_endpoint",
+    "open_http",
+]
+
+
+#: Bound on the agent's answer to the ``initialize`` POST (the answer is the response body).
+INITIALIZE_TIMEOUT = 30.0
+
+
+class StreamableHTTPTransport(_PostPipeline):
+    """An ACP Streamable HTTP link. Implements :class:`~acp_client.transports.Transport`.
+
+    Made by :func:`open_http`; nothing touches the network before the first :meth:`send` (which must be the
+    ``initialize`` request). :attr:`connection_id` is the server's ``Acp-Connection-Id`` once initialized;
+    :attr:`http_version` the HTTP version the POSTs use (``"HTTP/1.1"`` or ``"HTTP/2"``).
+    """
+
+    def __init__(
+        self,
+        url: httpx.URL,
+        options: TransportOptions,
+        headers: list[tuple[str, str]],
+        *,
+        description: str,
+    ) -> None:
+        """Prepare the link; use :func:`open_http` instead."""
+        super().__init__(url, options, headers, description=description, versions=_http_versions(options))
+        self.connection_id: str | None = None
+        """The server's ``Acp-Connection-Id`` (``None`` before ``initialize`` was answered)."""
+        self.protocol_version: int | None = None
+        """The protocol version of the ``initialize`` answer, sent as ``Acp-Protocol-Version``."""
+        self.http_version: str | None = None
+        """The HTTP version of the last POST response (``"HTTP/1.1"``, ``"HTTP/2"``)."""
+        self.stats = HTTPTransportStats()
+        """Live counters (see :class:`HTTPTransportStats`)."""
+
+    @property
+    def description(self) -> str:
+        """``http(s)://host:port/path`` without user info or query."""
+        return self._description
+
+    @property
+    def closed(self) -> bool:
+        """``True`` once the link was closed or found dead."""
+        return self._failure is not None
+
+    @property
+    def cookies(self) -> CookieJar:
+        """The jar every request of this link uses (the client's shared one)."""
+        return self._cookies
+
+    @property
+    def session_streams(self) -> list[str]:
+        """Ids of the sessions whose SSE stream is open on this link."""
+        return [k for k, s in self._streams.items() if k is not None and s.opened.done() and not s.opened.exception()]
+
+    async def send(self, frame: str) -> None:
+        """POST one frame (see the module docstring). Raises ``ConnectionLost`` once the link is gone,
+        :class:`HTTPTransportError` for an answer the transport cannot use."""
+        if not isinstance(frame, str):
+            raise UsageError(f"a frame must be str, not {type(frame).__name__}")
+        if self._failure is not None:
+            raise self._lost()
+        message = _loads(frame)
+        if not self._initialized:
+            if not (isinstance(message, dict) and message.get("method") == "initialize" and "id" in message):
+                raise UsageError("the first frame sent over Streamable HTTP must be the initialize request")
+            await self._initialize(frame)
+            return
+        if isinstance(message, dict) and message.get("method") in _ATTACH_METHODS and "id" in message:
+            session_id = _session_id(message.get("params"))
+            if session_id is not None and session_id not in self._streams:
+                # open the session stream first, so the replay the agent sends is received
+                await self._open_stream(session_id, required=False)
+        session_header = self._route_outgoing(message)
+        await self._post(frame, session_header, message)
+
+    async def recv(self) -> str:
+        """The next frame from any stream (or the ``initialize`` body). Raises ``ConnectionLost`` after the
+        link is gone and every frame received before was delivered."""
+        item = await self._inbound.get()
+        if item is None:
+            self._inbound.put_nowait(None)  # every later recv fails too
+            raise self._lost()
+        self.stats.frames_in += 1
+        self.stats.bytes_in += len(item.encode())
+        return item
+
+    async def close(self) -> None:
+        """Stop every stream, ``DELETE`` the connection (bounded by ``close_timeout``), release the
+        sockets. Idempotent; concurrent callers wait for the same close."""
+        if self._close_task is None:
+            self._close_task = asyncio.get_running_loop().create_task(
+                self._close_impl(), name=f"acp-client close {self._description}"
+            )
+        await asyncio.shield(self._close_task)
+
+    async def _initialize(self, frame: str) -> None:
+        client = self._client_for_posts()
+        headers = self._request_headers(content=True)
+        timeout = httpx.Timeout(
+            connect=self._options.open_timeout,
+            read=INITIALIZE_TIMEOUT,
+            write=self._options.open_timeout,
+            pool=self._options.open_timeout,
+        )
+        self.stats.posts += 1
+        try:
+            response = await client.post(self._url, content=frame.encode(), headers=headers, timeout=timeout)
+        except httpx.HTTPError as exc:
+            await self._abandon()
+            raise _connect_error(exc, self._description, self._options.open_timeout) from exc
+        self._store_cookies(response)
+        self.http_version = response.http_version
+        self.stats.frames_out += 1
+        self.stats.bytes_out += len(frame.encode())
+        if response.status_code != 200:
+            await self._abandon()
+            raise _http_error(f"{self._description} answered initialize with HTTP {response.status_code}", response)
+        body = response.text
+        content_type = response.headers.get("content-type", "")
+        message = _loads(body)
+        if "json" not in content_type.lower() or not isinstance(message, dict):
+            await self._abandon()
+            raise _http_error(
+                f"{self._description} answered initialize with a body that is not a JSON-RPC response "
+                f"({content_type or 'no content type'}): not an ACP Streamable HTTP endpoint",
+                response,
+            )
+        connection_id = response.headers.get(CONNECTION_ID_HEADER)
+        if not connection_id:
+            if "error" in message:  # e.g. authentication required: let the client see the agent's error
+                self._initialized = True
+                self._inbound.put_nowait(body)
+                self._fail(ConnectionLost(f"{self._description} refused initialize", reason="initialize refused"))
+                return
+            await self._abandon()
+            raise _http_error(
+                f"{self._description} answered initialize without an {CONNECTION_ID_HEADER} header: "
+                "the server does not speak the ACP Streamable HTTP transport",
+                response,
+            )
+        self.connection_id = connection_id
+        result = message.get("result")
+        if isinstance(result, dict) and isinstance(result.get("protocolVersion"), int):
+            self.protocol_version = result["protocolVersion"]
+        self._initialized = True
+        self._inbound.put_nowait(body)
+        if "error" in message:
+            return
+        try:
+            await self._open_stream(None, required=True)
+        except HTTPTransportError as exc:
+            if exc.status_code not in (404, 410):
+                await self._abandon()
+                raise
+            # the server forgot the connection right after answering initialize (it closed it): a link that
+            # dropped, as a WebSocket closed after its initialize answer, not an endpoint that is missing
+            self._fail(
+                ConnectionLost(
+                    f"{self._description} ended connection {connection_id} right after initialize "
+                    f"(HTTP {exc.status_code} for its event stream)",
+                    reason=f"http {exc.status_code}",
+                )
+            )
+            return
+        except BaseException:
+            await self._abandon()
+            raise
+        self._last_answer = asyncio.get_running_loop().time()
+        if self._options.ping_interval is not None:
+            self._keepalive_task = asyncio.get_running_loop().create_task(
+                self._keepalive(self._options.ping_interval), name=f"acp-client keepalive {self._description}"
+            )
+        _log.info(
+            "http_connected",
+            transport=self._description,
+            connection_id=connection_id,
+            http_version=self.http_version,
+        )
+
+    async def _abandon(self) -> None:
+        """Opening failed: release everything (no DELETE: there is no connection to end). ``recv`` is woken
+        only by ``close()``: the error raised from ``send`` is the one the caller must see."""
+        self._fail(ConnectionLost(f"opening {self._description} failed", reason="open failed"), wake=False)
+        await self._release()
+
+    async def _release(self) -> None:
+        tasks: list[asyncio.Task[Any]] = [
+            s.task for s in self._streams.values() if s.task is not None and s.task is not asyncio.current_task()
+        ]
+        tasks.extend(self._post_tasks)
+        if self._keepalive_task is not None and self._keepalive_task is not asyncio.current_task():
+            tasks.append(self._keepalive_task)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+        self._streams.clear()
+        if self._post_client is not None:
+            client, self._post_client = self._post_client, None
+            await client.aclose()
+
+    async def _close_impl(self) -> None:
+        lost_before = self._failure is not None
+        self._fail(ConnectionLost("the connection was closed by the client", reason="closed locally"), cancel=False)
+        if self.connection_id is not None and not lost_before:
+            client = self._client_for_posts()
+            try:
+                async with asyncio.timeout(self._options.close_timeout):
+                    response = await client.delete(self._url, headers=self._request_headers(content=False))
+                self._store_cookies(response)
+            except (httpx.HTTPError, TimeoutError) as exc:
+                _log.debug("http_delete_failed", transport=self._description, error=_describe_error(exc))
+        await self._release()
+        _log.debug("transport_closed", transport=self._description, stats=self.stats.as_dict())
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        cid = f" connection_id={self.connection_id}" if self.connection_id else ""
+        return f"<StreamableHTTPTransport {self._description} {state}{cid}>"
+
+
+def _http_versions(options: TransportOptions) -> tuple[bool, bool]:
+    """(HTTP/1.1 allowed, HTTP/2 allowed) for httpx; ``prior_knowledge`` allows only HTTP/2 (h2c)."""
+    return options.http2 != "prior_knowledge", bool(options.http2)
+
+
+def _describe_url(url: httpx.URL) -> str:
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    port = url.port or (443 if url.scheme == "https" else 80)
+    return f"{url.scheme}://{host}:{port}{url.path or '/'}"
+
+
+async def open_http(url: str, options: TransportOptions) -> StreamableHTTPTransport:
+    """Prepare a Streamable HTTP link to ``url`` (``http://`` or ``https://``) with a client's options.
+
+    The header provider (if any) is called here, once per link. No request is made until the first
+    :meth:`~StreamableHTTPTransport.send`, which must be ``initialize``: its failures (refused, TLS,
+    HTTP status) are raised from there as :class:`ConnectError` subclasses.
+    """
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError, ValueError) as exc:
+        raise UsageError(f"not an HTTP URL: {type(exc).__name__}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise UsageError("a Streamable HTTP URL must be http:// or https:// with a host")
+    description = _describe_url(parsed)
+    if parsed.scheme == "http" and options.ssl is not None:
+        raise UsageError(f"an ssl context was given for {description}; use an https:// URL for TLS")
+    headers = await resolve_headers(options.headers)
+    _log.debug("http_opening", transport=description, headers=redact_headers(headers))
+    return StreamableHTTPTransport(parsed, options, headers, description=description)
+
+
+async def open_endpoint(url: str, options: TransportOptions) -> Transport:
+    """Open ``url`` with the transport ``options.transport`` asks for.
+
+    ``"http"`` (or ``None`` with an http(s) URL): Streamable HTTP. ``"websocket"``: a WebSocket on the same
+    endpoint (``http`` → ``ws``). ``"auto"``: try the WebSocket upgrade first and fall back to Streamable
+    HTTP when the server refuses it with an HTTP status (it does not serve WebSocket there); other
+    failures (refused, TLS) are raised as they are.
+    """
+    from acp_client.exceptions import HandshakeRejected
+    from acp_client.transports.websocket import open_websocket
+
+    kind = options.transport
+    scheme, _, rest = url.partition("://")
+    ws_url = ("wss" if scheme in ("https", "wss") else "ws") + "://" + rest
+    http_url = ("https" if scheme in ("https", "wss") else "http") + "://" + rest
+    if kind == "websocket":
+        return await open_websocket(ws_url, options)
+    if kind == "auto":
+        try:
+            return await open_websocket(ws_url, options)
+        except HandshakeRejected as exc:
+            _log.info("http_websocket_refused_fallback", transport=http_url.split("?", 1)[0], status=exc.status_code)
+    return await open_http(http_url, options)

@@ -1,0 +1,227 @@
+"""The WebSocket transport of the ACP remote-transport RFD, on ``websockets``' asyncio client.
+
+This module opens the link (the handshake); with its private ``_websocket_link.py`` it is the only code of
+acp-client that imports ``websockets``, and every error that raises is translated once, into
+:mod:`acp_client.exceptions`:
+
+================================================  ==========================================================
+``websockets`` / stdlib error                     acp-client error
+================================================  ==========================================================
+malformed URL, scheme other than ws/wss           :class:`~acp_client.exceptions.UsageError` (before any I/O)
+``InvalidStatus`` (HTTP status, not 101)          :class:`~acp_client.exceptions.HandshakeRejected`
+                                                  (``status_code``, ``retry_after``, redacted ``headers``)
+``ssl.SSLError`` (certificate not trusted ...)    :class:`~acp_client.exceptions.TLSError` (but EOF/reset in
+                                                  mid-handshake: ``ConnectError``, it is the network)
+``TimeoutError`` after ``open_timeout``           :class:`~acp_client.exceptions.ConnectError`, whose
+                                                  ``__cause__`` is the ``TimeoutError``
+``OSError`` (refused, DNS, reset), other          :class:`~acp_client.exceptions.ConnectError`
+handshake failures (bad HTTP, proxy, redirects)
+``ConnectionClosed*`` in ``send``/``recv``        :class:`~acp_client.exceptions.ConnectionLost` with
+                                                  ``close_code`` and ``reason``
+================================================  ==========================================================
+
+The open link itself (sending, receiving, the keepalive, closing) is
+:class:`WebSocketTransport` in :mod:`acp_client.transports.websocket._link`, re-exported here.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl as _ssl
+from collections.abc import Sequence
+from typing import Literal
+
+from websockets.asyncio.client import connect as _ws_connect
+from websockets.exceptions import InvalidStatus, InvalidURI, WebSocketException
+from websockets.typing import Subprotocol
+from websockets.uri import WebSocketURI, parse_uri
+from websockets.version import version as _websockets_version
+
+from acp_client._logging import SECRET_HEADER_NAMES, get_logger, redact_headers
+from acp_client._version import __version__
+from acp_client.exceptions import ConnectError, HandshakeRejected, TLSError, UsageError
+from acp_client.transports._cookies import CookieJar, parse_retry_after
+from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES
+from acp_client.transports.options import HeadersLike, HeadersProvider, TransportOptions, resolve_headers
+from acp_client.transports.websocket._link import CONNECTION_ID_HEADER, WebSocketTransport, join_headers
+
+__all__ = [
+    "CONNECTION_ID_HEADER",
+    "CookieJar",
+    "HeadersLike",
+    "HeadersProvider",
+    "WebSocketTransport",
+    "connect_websocket",
+    "open_websocket",
+    "parse_retry_after",
+]
+
+_log = get_logger(__name__)
+
+_USER_AGENT = f"acp-client/{__version__} websockets/{_websockets_version}"
+
+
+class _NoWireDebug(logging.LoggerAdapter[logging.Logger]):
+    """``websockets``' own stdlib logger minus its DEBUG wire dumps.
+
+    At DEBUG, websockets writes every handshake header (``Authorization``, ``Cookie``) and frame to its
+    logger; an application that turns on DEBUG globally would leak secrets. Warnings and errors still reach
+    ``websockets.client``. (acp-client's own events go through structlog, see :mod:`acp_client._logging`.)
+    """
+
+    def isEnabledFor(self, level: int) -> bool:
+        return level > logging.DEBUG and self.logger.isEnabledFor(level)
+
+
+_WEBSOCKETS_LOGGER = _NoWireDebug(logging.getLogger("websockets.client"), {})
+
+
+def _describe(uri: WebSocketURI) -> str:
+    host = f"[{uri.host}]" if ":" in uri.host else uri.host
+    return f"{'wss' if uri.secure else 'ws'}://{host}:{uri.port}{uri.path or '/'}"
+
+
+async def connect_websocket(
+    url: str,
+    *,
+    headers: HeadersLike | HeadersProvider | None = None,
+    cookies: CookieJar | None = None,
+    ssl: _ssl.SSLContext | None = None,
+    subprotocols: Sequence[str] | None = None,
+    open_timeout: float | None = 10.0,
+    ping_interval: float | None = 20.0,
+    ping_timeout: float | None = 20.0,
+    close_timeout: float = 10.0,
+    max_frame_bytes: int | None = DEFAULT_MAX_FRAME_BYTES,
+    max_queue: int | None = 16,
+    proxy: str | bool | None = True,
+    compression: str | None = "deflate",
+) -> WebSocketTransport:
+    """Open a WebSocket to an ACP agent at ``url`` (``ws://`` or ``wss://``).
+
+    Handshake:
+        ``headers`` are added to the upgrade request; a zero-argument callable (sync or async) returning
+        them is called on every connect, for tokens that rotate. ``cookies`` is the jar whose cookies are
+        sent for this host and which receives the ``Set-Cookie`` of the response (a fresh jar when
+        ``None``; reuse :attr:`WebSocketTransport.cookies` for the next connect to the same endpoint).
+        ``subprotocols`` are offered in ``Sec-WebSocket-Protocol``. ``proxy``: ``True`` uses the proxy of
+        the environment (``https_proxy`` ...), ``None``/``False`` none, a string that proxy URL.
+
+    TLS:
+        ``wss://`` verifies the server certificate with :func:`ssl.create_default_context` unless ``ssl``
+        is given. ``ws://`` never uses TLS; passing ``ssl`` with it is a :class:`UsageError`.
+
+    Timeouts (float seconds; ``None`` disables, except ``close_timeout``):
+        ``open_timeout`` bounds TCP + TLS + HTTP upgrade. ``ping_interval``/``ping_timeout`` drive the
+        keepalive (see the module docstring); ``close_timeout`` bounds every closing handshake before the
+        TCP connection is aborted.
+
+    Limits:
+        ``max_frame_bytes`` bounds one inbound message (larger: close 1009, ``ConnectionLost``);
+        ``max_queue`` is how many inbound messages are buffered before reading from the socket pauses.
+        ``compression``: ``"deflate"`` offers permessage-deflate, ``None`` turns it off (cheaper on CPU
+        for the many small frames of a streaming turn, at the cost of bytes on the wire).
+
+    Raises :class:`UsageError` for a malformed URL, :class:`HandshakeRejected` for an HTTP answer other than
+    ``101``, :class:`TLSError` for a TLS failure and :class:`ConnectError` for everything else that keeps
+    the link from opening (refused, unresolvable, timed out: then ``__cause__`` is the ``TimeoutError``).
+    """
+    try:
+        uri = parse_uri(url)
+    except InvalidURI as exc:
+        # the message names the problem but not the URL, which may carry a token in its query
+        raise UsageError(f"not a WebSocket URL (ws:// or wss://): {exc.msg}") from None
+    description = _describe(uri)
+    if not uri.secure and ssl is not None:
+        raise UsageError(f"an ssl context was given for {description}; use a wss:// URL for TLS")
+    jar = cookies if cookies is not None else CookieJar()
+
+    request_headers = await resolve_headers(headers)
+    cookie_value = jar.header_value(uri.host, secure=uri.secure)
+    if cookie_value is not None:
+        request_headers.append(("Cookie", cookie_value))
+
+    ws_proxy: str | Literal[True] | None = proxy if isinstance(proxy, str) else (True if proxy is True else None)
+    tls: _ssl.SSLContext | None = None
+    if uri.secure:
+        tls = ssl if ssl is not None else _ssl.create_default_context()
+    _log.debug("websocket_connecting", transport=description, headers=redact_headers(request_headers))
+    try:
+        connection = await _ws_connect(
+            url,
+            additional_headers=request_headers,
+            user_agent_header=_USER_AGENT,
+            subprotocols=[Subprotocol(s) for s in subprotocols] if subprotocols is not None else None,
+            proxy=ws_proxy,
+            open_timeout=open_timeout,
+            ping_interval=None,  # our own keepalive, see the module docstring
+            ping_timeout=None,
+            close_timeout=close_timeout,
+            max_size=max_frame_bytes,
+            max_queue=max_queue,
+            compression=compression,
+            ssl=tls,  # None for ws://
+            logger=_WEBSOCKETS_LOGGER,
+        )
+    except InvalidStatus as exc:
+        response = exc.response
+        jar.store(uri.host, response.headers.get_all("Set-Cookie"))
+        safe = {
+            name: value
+            for name, value in join_headers(response.headers.raw_items())
+            if name.lower() not in SECRET_HEADER_NAMES
+        }
+        rejected = HandshakeRejected(
+            response.status_code,
+            retry_after=parse_retry_after(response.headers.get("Retry-After")),
+            headers=safe,
+        )
+        _log.info(
+            "websocket_handshake_rejected",
+            transport=description,
+            status_code=response.status_code,
+            retry_after=rejected.retry_after,
+        )
+        raise rejected from exc
+    except (_ssl.SSLEOFError, _ssl.SSLZeroReturnError, _ssl.SSLSyscallError) as exc:
+        # the link dropped in the middle of the TLS handshake: a network failure, not a TLS verdict
+        raise ConnectError(f"the connection to {description} dropped during the TLS handshake: {exc}") from exc
+    except _ssl.SSLError as exc:  # before OSError: SSLError is one
+        raise TLSError(f"the TLS handshake with {description} failed: {exc}") from exc
+    except TimeoutError as exc:  # before OSError: TimeoutError is one
+        raise ConnectError(f"opening {description} timed out after {open_timeout:g} s") from exc
+    except OSError as exc:
+        raise ConnectError(f"could not connect to {description}: {exc}") from exc
+    except WebSocketException as exc:
+        raise ConnectError(f"the WebSocket handshake with {description} failed: {exc}") from exc
+
+    if connection.response is not None:
+        jar.store(uri.host, connection.response.headers.get_all("Set-Cookie"))
+    transport = WebSocketTransport(
+        connection,
+        description=description,
+        cookies=jar,
+        ping_interval=ping_interval,
+        ping_timeout=ping_timeout,
+        close_timeout=close_timeout,
+        max_frame_bytes=max_frame_bytes,
+    )
+    transport._start()
+    _log.info("websocket_connected", transport=description, connection_id=transport.connection_id)
+    return transport
+
+
+async def open_websocket(url: str, options: TransportOptions) -> WebSocketTransport:
+    """Open a WebSocket to ``url`` with a client's shared :class:`TransportOptions`."""
+    return await connect_websocket(
+        url,
+        headers=options.headers,
+        cookies=options.cookies,
+        ssl=options.ssl,
+        open_timeout=options.open_timeout,
+        ping_interval=options.ping_interval,
+        ping_timeout=options.ping_timeout,
+        close_timeout=options.close_timeout,
+        max_frame_bytes=options.max_frame_bytes,
+        compression=options.compression,
+    )

@@ -1,0 +1,55 @@
+"""Smoke test of the benchmark scripts: each one runs with ``--quick`` and prints its ratio line(s).
+
+Only that they run and report is asserted — never that a target was met: timings on shared CI machines are
+too noisy for assertions (see ``docs/benchmarks.md`` for measured results).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import bound
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+SCRIPTS = [
+    "p1_recovery.py",
+    "p2_updates.py",
+    "p3_status_latency.py",
+    "p4_half_open.py",
+    "p5_memory.py",
+    "p6_store.py",
+    "p9_import.py",
+    "p7_bridge.py",
+    "p8_slow_sessions.py",
+    "p11_herd.py",
+    "p12_limit_queue.py",
+]
+#: Bound on one ``--quick`` run (each takes a few seconds on a 2-core machine).
+SCRIPT_TIMEOUT = bound(120.0)
+
+
+@pytest.mark.timeout(SCRIPT_TIMEOUT + 30)
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_benchmark_runs_quick_and_prints_a_ratio(script: str, tmp_path: Path) -> None:
+    results = tmp_path / "benchmarks.md"
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--quick", "--docs", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=SCRIPT_TIMEOUT,
+        cwd=str(BENCHMARKS.parent),
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        check=False,
+    )
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout}\n{proc.stderr}"
+    ratio_lines = [line for line in proc.stdout.splitlines() if line.startswith("RATIO ")]
+    assert ratio_lines, f"{script} printed no ratio line:\n{proc.stdout}"
+    assert all("x" in line for line in ratio_lines)
+    section = results.read_text(encoding="utf-8")
+    assert f"<!-- {script.split('_')[0]}:start -->" in section
+    assert "Command: `python benchmarks/" in section

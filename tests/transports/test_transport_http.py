@@ -1,0 +1,601 @@
+"""The Streamable HTTP transport: the SSE parser, the wire exchange with the reference agent (HTTP/1.1 and h2c),
+the httpx/HTTP/2 pitfalls it is built around, ordering across streams, stream resumption, the failure
+answers of servers that are not (quite) ACP endpoints, cookies, ``transport="auto"``.
+
+The client suite and the failure modes run over HTTP too: tests/client/test_client_http.py and
+tests/reconnect/test_failure_modes_http.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from acp_client import (
+    ClientHandlers,
+    ConnectionLost,
+    HTTPTransportError,
+    PermissionRequest,
+    ReconnectingClient,
+    SessionForgotten,
+    SessionRecovered,
+    connect,
+)
+from acp_client.sessions import SessionUpdate
+from acp_client.testing import FaultProxy, ProxyMode, ReferenceAgent
+from acp_client.transports.http import StreamableHTTPTransport
+from acp_client.transports.http._sse import SSEEvent, SSEParser
+from acp_client.transports.websocket import WebSocketTransport
+from tests.conftest import bound
+from tests.reconnect.test_reconnect import FAST, Recorder
+
+HTTP_VERSIONS = {"h1": False, "h2c": "prior_knowledge"}
+
+
+@pytest.fixture(params=list(HTTP_VERSIONS))
+def http2(request: pytest.FixtureRequest) -> Any:
+    """The ``http2`` option under test: HTTP/1.1 or HTTP/2 cleartext with prior knowledge."""
+    return HTTP_VERSIONS[request.param]
+
+
+def transport_of(client: Any) -> StreamableHTTPTransport:
+    transport = client.connection.transport
+    assert isinstance(transport, StreamableHTTPTransport)
+    return transport
+
+
+# ---------------------------------------------------------------------------- the SSE parser
+
+
+def test_sse_parser_events_comments_ids_and_line_endings() -> None:
+    parser = SSEParser()
+    events = parser.feed(b': keepalive\n\ndata: {"a":1}\n\nid: 7\nevent: message\ndata: x\ndata: y\r\n\r\n')
+    assert events == [SSEEvent('{"a":1}'), SSEEvent("x\ny", "message", "7")]
+    assert parser.comments == 1 and parser.last_event_id == "7"
+    # CRLF split across chunks, CR alone, a field without a value, retry
+    assert parser.feed(b"data: a\r") == []
+    assert parser.feed(b"\n\r") == [SSEEvent("a", id="7")]
+    assert parser.feed(b"event: ping\ndata\n\nretry: 250\nretry: x\n") == [SSEEvent("", "ping", "7")]
+    assert parser.retry == 250
+    # an id with NUL is ignored; an event without data is not dispatched
+    assert parser.feed(b"id: a\x00b\nevent: lonely\n\ndata: z\n\n") == [SSEEvent("z", id="7")]
+
+
+def test_sse_parser_bom_partial_lines_and_size_bound() -> None:
+    parser = SSEParser(max_event_bytes=64)
+    assert parser.feed("\ufeffdata: é".encode()[:-1]) == []  # a UTF-8 character split across chunks
+    assert parser.feed("é".encode()[-1:] + b"\n\n") == [SSEEvent("é")]
+    with pytest.raises(ValueError):
+        parser.feed(b"data: " + b"x" * 100)
+
+
+# ---------------------------------------------------------------------------- the wire exchange
+
+
+async def test_lifecycle_headers_streams_and_delete(http2: Any) -> None:
+    async with ReferenceAgent(2) as agent:
+        async with connect(agent.http_url, http2=http2) as client:
+            transport = transport_of(client)
+            assert transport.connection_id == "conn-1" and transport.protocol_version == 2
+            assert transport.http_version == ("HTTP/2" if http2 else "HTTP/1.1")
+            session = await client.new_session("/w")
+            assert transport.session_streams == [session.id]
+            result = await asyncio.wait_for(session.prompt("stream 3"), bound(5))
+            assert result.stop_reason == "end_turn"
+            assert session.transcript.messages[-1].text == "chunk 1 chunk 2 chunk 3 "
+        requests = agent.http.requests
+        assert requests[0][:2] == ("POST", "/acp") and requests[0][3] == 200  # initialize, no connection id
+        assert "acp-connection-id" not in requests[0][2]
+        for _method, _path, headers, _status in requests[1:]:
+            assert headers["acp-connection-id"] == "conn-1"
+            assert headers["acp-protocol-version"] == "2"
+        # the prompt POST named its session; the session stream was opened before the prompt
+        gets = [r for r in requests if r[0] == "GET"]
+        assert [g[2].get("acp-session-id") for g in gets] == [None, session.id]
+        assert requests[-1][0] == "DELETE" and requests[-1][3] == 202
+        assert agent.http.versions == {("HTTP/2" if http2 else "HTTP/1.1"): len(requests)}
+        assert agent.connections == 0
+
+
+class Approver(ClientHandlers):
+    def __init__(self) -> None:
+        self.requests: list[PermissionRequest] = []
+
+    async def request_permission(self, request: PermissionRequest) -> str | None:
+        self.requests.append(request)
+        option = request.option("allow_once", "allow_always")
+        return option.option_id if option else None
+
+
+async def test_permission_request_on_the_session_stream(http2: Any) -> None:
+    handlers = Approver()
+    async with ReferenceAgent(1) as agent, connect(agent.http_url, http2=http2, handlers=handlers) as client:
+        session = await client.new_session("/w")
+        result = await asyncio.wait_for(session.prompt("permission"), bound(5))
+        assert result.stop_reason == "end_turn" and len(handlers.requests) == 1
+        # the answer to the agent's request went back naming the session it came from
+        answers = [r for r in agent.http.requests if r[0] == "POST" and r[2].get("acp-session-id") == session.id]
+        assert len(answers) == 2  # the prompt and the permission answer
+
+
+async def test_cancel_reaches_the_agent(http2: Any) -> None:
+    async with ReferenceAgent(2) as agent, connect(agent.http_url, http2=http2) as client:
+        session = await client.new_session("/w")
+        turn = asyncio.create_task(session.prompt("sleep 30"))
+        await agent.wait_for_method("session/prompt", timeout=bound(5))
+        await session.cancel()
+        result = await asyncio.wait_for(turn, bound(5))
+        assert result.stop_reason == "cancelled"
+
+
+async def test_reconnecting_client_recovers_after_a_drop(http2: Any) -> None:
+    async with ReferenceAgent(2) as agent:
+        client = ReconnectingClient(agent.http_url, http2=http2, **FAST)
+        rec = Recorder(client)
+        try:
+            await client.start()
+            await client.wait_ready(timeout=bound(5))
+            session = await client.new_session("/w")
+            await session.prompt("echo: before")
+            start = len(agent.http.requests)
+            await agent.drop_all_connections()
+            await rec.wait(lambda e: isinstance(e, SessionRecovered))
+            # the session stream was opened on the new link before the resume was POSTed
+            after = agent.http.requests[start:]
+            get = next(i for i, r in enumerate(after) if r[0] == "GET" and r[2].get("acp-session-id") == session.id)
+            resume = [i for i, r in enumerate(after) if r[0] == "POST" and r[2].get("acp-session-id") == session.id]
+            assert get < resume[0]
+            await session.prompt("echo: after")
+            texts = [m.text for m in session.transcript.messages if m.role == "agent"]
+            assert texts == ["before", "after"]
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
+async def test_replay_result_waits_for_the_delayed_session_stream() -> None:
+    # the resume result (connection stream) overtakes the replay (session stream, held back by the server):
+    # the transport hands the result over only after the replay, so nothing is misread as live
+    async with ReferenceAgent(2) as agent:
+        client = ReconnectingClient(agent.http_url, **FAST)
+        rec = Recorder(client)
+        try:
+            await client.start()
+            await client.wait_ready(timeout=bound(5))
+            session = await client.new_session("/w")
+            for word in ("one", "two"):
+                await session.prompt(f"echo: {word}")
+            agent.http.session_stream_delay = 0.1
+            await agent.drop_all_connections()
+            (event,) = await rec.wait(lambda e: isinstance(e, SessionRecovered), timeout=10)
+            assert event.replayed
+            assert [m.text for m in session.transcript.messages if m.role == "agent"] == ["one", "two"]
+            assert session.state == "idle"  # the snapshot applied as current state
+            agent.http.session_stream_delay = 0.0
+            await session.prompt("echo: three")
+            assert [m.text for m in session.transcript.messages if m.role == "agent"] == ["one", "two", "three"]
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
+async def test_refused_session_stream_ends_the_session_with_a_reason() -> None:
+    # like the official Python server: a session stream on a new link is refused (404), the agent would
+    # resume it but its updates could never be routed here; the session is forgotten, not retried forever
+    async with ReferenceAgent(1) as agent:
+        client = ReconnectingClient(agent.http_url, **FAST)
+        rec = Recorder(client)
+        try:
+            await client.start()
+            await client.wait_ready(timeout=bound(5))
+            session = await client.new_session("/w")
+            agent.http.refuse_session_streams = 404
+            await agent.drop_all_connections()
+            (forgotten,) = await rec.wait(lambda e: isinstance(e, SessionForgotten), timeout=10)
+            assert forgotten.session_id == session.id
+            assert session.id not in client.sessions
+            attaches = agent.count("session/load") + agent.count("session/resume")
+            await rec.ready_count(2)
+            assert agent.count("session/load") + agent.count("session/resume") == attaches  # no retry loop
+            transport = transport_of(client.current)
+            assert transport.stats.session_streams_refused >= 1
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
+async def test_stream_resumed_with_last_event_id_without_reinitializing() -> None:
+    async with ReferenceAgent(2) as agent:
+        agent.http.event_ids = True
+        async with connect(agent.http_url) as client:
+            transport = transport_of(client)
+            session = await client.new_session("/w")
+            turn = asyncio.create_task(session.prompt("stream 20 every 0.02"))
+            stream = session.updates()
+            seen = 0
+            async with asyncio.timeout(bound(5)):
+                async for item in stream:
+                    if isinstance(item, SessionUpdate) and item.kind == "agent_message_chunk":
+                        seen += 1
+                        if seen == 3:
+                            break
+            assert agent.http.drop_streams() == 2  # both streams' TCP connections reset mid-turn
+            result = await asyncio.wait_for(turn, bound(5))
+            assert result.stop_reason == "end_turn"
+            assert session.transcript.messages[-1].text == "".join(f"chunk {i} " for i in range(1, 21))
+            assert transport.stats.streams_resumed == 2
+            assert agent.count("initialize") == 1 and not transport.closed
+            resumed = [r for r in agent.http.requests if "last-event-id" in r[2]]
+            assert len(resumed) == 2
+
+
+async def test_resumed_streams_are_reported_as_recoveries_by_their_path() -> None:
+    # both streams dropped mid-turn and resumed with Last-Event-ID: the ReconnectingClient reports a
+    # SessionRecovered with path="stream_resumed" (session stream, then the connection stream for every
+    # attached session) and a marker in the session's stream; nothing was re-initialized or dropped
+    from acp_client import ConnectionDropped
+    from acp_client.sessions import RecoveryMarker
+
+    async with ReferenceAgent(2) as agent:
+        agent.http.event_ids = True
+        client = ReconnectingClient(agent.http_url, **FAST)
+        rec = Recorder(client)
+        try:
+            await client.start()
+            await client.wait_ready(timeout=bound(5))
+            session = await client.new_session("/w")
+            stream = session.updates()
+            turn = asyncio.create_task(session.prompt("stream 20 every 0.02"))
+            seen = 0
+            async with asyncio.timeout(bound(5)):
+                async for item in stream:
+                    if isinstance(item, SessionUpdate) and item.kind == "agent_message_chunk":
+                        seen += 1
+                        if seen == 3:
+                            break
+            assert agent.http.drop_streams() == 2
+            resumed = await rec.wait(
+                lambda e: isinstance(e, SessionRecovered) and e.path == "stream_resumed"
+                and len([x for x in rec.events if isinstance(x, SessionRecovered)]) >= 2
+            )
+            assert len(resumed) == 2
+            for event in resumed:
+                assert isinstance(event, SessionRecovered)
+                assert (event.session_id, event.outcome, event.mode) == (session.id, "reattached", "resume")
+                assert not event.replayed and not event.may_have_missed_updates
+                assert event.generation == 1
+            result = await asyncio.wait_for(turn, bound(5))
+            assert result.stop_reason == "end_turn"
+            assert session.transcript.messages[-1].text == "".join(f"chunk {i} " for i in range(1, 21))
+            markers: list[RecoveryMarker] = []
+            async with asyncio.timeout(bound(5)):
+                async for item in stream:
+                    if isinstance(item, RecoveryMarker):
+                        markers.append(item)
+                        if len(markers) == 2:
+                            break
+            kinds = {(m.outcome, m.mode, m.may_have_missed_updates, m.path) for m in markers}
+            assert kinds == {("reattached", "resume", False, "stream_resumed")}
+            assert agent.count("initialize") == 1 and client.generation == 1
+            assert not [e for e in rec.events if isinstance(e, ConnectionDropped)]
+            assert all(e.path == "stream_resumed" for e in rec.events if isinstance(e, SessionRecovered))
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
+async def test_half_open_stream_is_detected_by_the_read_idle_watchdog() -> None:
+    async with ReferenceAgent(2) as agent, FaultProxy("127.0.0.1", agent.port) as proxy:
+        agent.http.keepalive_interval = 0.05
+        async with connect(proxy.url(scheme="http"), ping_interval=0.2, ping_timeout=0.2) as client:
+            session = await client.new_session("/w")
+            turn = asyncio.create_task(session.prompt("sleep 30"))
+            await agent.wait_for_method("session/prompt", timeout=bound(5))
+            proxy.set_mode(ProxyMode.blackhole(), "s2c")  # nothing reaches the client, keepalives neither
+            with pytest.raises(ConnectionLost) as info:
+                await asyncio.wait_for(turn, bound(5))
+            # the stream's watchdog, the POST-path liveness check or the prompt POST's own read timeout: all
+            # within ping_interval + ping_timeout of the cut
+            assert any(why in str(info.value) for why in ("no data or keepalive", "liveness check", "ReadTimeout"))
+
+
+async def test_blackholed_link_is_replaced_and_its_late_frames_ignored() -> None:
+    # failure mode 8 over HTTP: every TCP link of connection A (POSTs and streams) holds the agent's frames and
+    # swallows the client's; the client notices, connects B, re-attaches; A's frames released later reach nothing
+    from acp_client import ClientState, ConnectionDropped
+
+    async with ReferenceAgent(2) as agent, FaultProxy("127.0.0.1", agent.port) as proxy:
+        agent.http.keepalive_interval = 0.05
+        client = ReconnectingClient(proxy.url(scheme="http"), ping_interval=0.2, ping_timeout=0.2, **FAST)
+        rec = Recorder(client)
+        try:
+            await client.start()
+            await client.wait_ready(timeout=bound(5))
+            session = await client.new_session("/w")
+            old_links = proxy.links
+            assert len(old_links) >= 3  # POSTs, the connection stream, the session stream
+            for link in old_links:
+                link.set_mode(ProxyMode.hold(), "s2c")
+                link.set_mode(ProxyMode.blackhole(), "c2s")
+            await rec.wait(lambda e: isinstance(e, ConnectionDropped), timeout=5)
+            (event,) = await rec.wait(lambda e: isinstance(e, SessionRecovered), timeout=5)
+            assert event.status == "active"  # the agent still had it: re-attached on B
+            result = await asyncio.wait_for(session.prompt("echo: on B"), bound(5))
+            assert result.stop_reason == "end_turn"
+            for link in old_links:
+                link.set_mode(ProxyMode.passthrough(), "both")  # A's late frames are released
+            for link in old_links:
+                await link.wait_closed(timeout=bound(5))
+            assert len(rec.of(ConnectionDropped)) == 1 and client.state is ClientState.READY
+            assert [m.text for m in session.transcript.messages if m.role == "agent"] == ["on B"]
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
+async def test_liveness_ping_checks_the_request_path() -> None:
+    async with (
+        ReferenceAgent(2) as agent,
+        FaultProxy("127.0.0.1", agent.port) as proxy,
+        connect(proxy.url(scheme="http"), ping_interval=60.0, ping_timeout=0.3) as client,
+    ):
+        transport = transport_of(client)
+        assert await transport.ping() >= 0.0
+        proxy.blackhole_all()
+        with pytest.raises(ConnectionLost, match="liveness check"):
+            await transport.ping()
+        assert transport.closed
+
+
+async def test_cookies_are_stored_and_returned_across_reconnects() -> None:
+    async with ReferenceAgent(2, set_cookie="lb=backend-7; Path=/") as agent:
+        client = ReconnectingClient(agent.http_url, **FAST)
+        rec = Recorder(client)
+        try:
+            await client.start()
+            await client.wait_ready(timeout=bound(5))
+            await client.new_session("/w")
+            await agent.drop_all_connections()
+            await rec.ready_count(2)
+            cookies = [r[2].get("cookie") for r in agent.http.requests]
+            assert cookies[0] is None  # the first initialize had none yet
+            assert all(c == "lb=backend-7" for c in cookies[1:])
+            assert client.transport_options.cookies.get("127.0.0.1", "lb") == "backend-7"
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
+async def test_auto_prefers_websocket_and_falls_back_to_http() -> None:
+    async with ReferenceAgent(2) as agent:
+        async with connect(agent.http_url, transport="auto") as client:
+            assert isinstance(client.connection.transport, WebSocketTransport)
+        agent.http.serve_websocket = False  # the upgrade is answered 406
+        async with connect(agent.http_url, transport="auto") as client:
+            assert isinstance(client.connection.transport, StreamableHTTPTransport)
+            await client.new_session("/w")
+        agent.http.serve_websocket = True
+        async with connect(agent.http_url, transport="websocket") as client:  # an http URL, forced WebSocket
+            assert isinstance(client.connection.transport, WebSocketTransport)
+
+
+# ---------------------------------------------------------------------------- HTTP/2 pitfalls
+
+
+async def test_pitfall_a_exists_one_stream_until_settings_name_a_maximum() -> None:
+    # control: httpx/httpcore on ONE HTTP/2 connection against a server whose SETTINGS name no maximum
+    # (as Node's): with an SSE stream open, a POST waits for a second stream forever
+    async with ReferenceAgent(2) as agent, connect(agent.http_url, http2="prior_knowledge") as client:
+        agent.http.h2_max_concurrent_streams = None
+        cid = transport_of(client).connection_id
+        assert cid is not None
+        async with httpx.AsyncClient(http1=False, http2=True) as shared:
+            headers = {"Acp-Connection-Id": cid, "Accept": "text/event-stream"}
+            async with shared.stream("GET", agent.http_url, headers=headers) as stream:
+                assert stream.status_code == 200
+                post = shared.post(agent.http_url, json={"jsonrpc": "2.0", "method": "x/y"}, headers=headers)
+                with pytest.raises(TimeoutError):
+                    async with asyncio.timeout(0.5):
+                        await post
+
+
+async def test_pitfalls_avoided_no_max_streams_and_keepalive_far_away() -> None:
+    # the transport under the conditions of both pitfalls: no SETTINGS_MAX_CONCURRENT_STREAMS (a POST next
+    # to an open stream would hang) and keepalives 60 s apart (a POST stalled behind another stream's read
+    # lock would wait for one). Two sessions = three streams; 30 round trips must all complete.
+    async with ReferenceAgent(2) as agent:
+        agent.http.h2_max_concurrent_streams = None
+        agent.http.keepalive_interval = 60.0
+        async with connect(agent.http_url, http2="prior_knowledge") as client:
+            sessions = [await client.new_session("/w") for _ in range(2)]
+            async with asyncio.timeout(bound(10)):
+                for i in range(15):
+                    for session in sessions:
+                        status = await client.session_status(session.id)
+                        assert status.status == "active", i
+                result = await sessions[1].prompt("stream 5")
+            assert result.stop_reason == "end_turn"
+            assert agent.http.versions == {"HTTP/2": len(agent.http.requests)}
+
+
+# ---------------------------------------------------------------------------- servers that are not ACP endpoints
+
+
+Handler = Callable[[str, str, dict[str, str], bytes], Awaitable[tuple[int, list[tuple[str, str]], bytes]]]
+
+
+@asynccontextmanager
+async def canned_server(handler: Handler) -> AsyncIterator[str]:
+    """A tiny HTTP/1.1 server on loopback answering every request with ``handler``'s canned response; an
+    event stream is sent chunked and then held open until the server stops."""
+    writers: set[asyncio.StreamWriter] = set()
+    stop = asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.add(writer)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, target, _ = lines[0].split(" ", 2)
+                headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                status, extra, payload = await handler(method, target, headers, body)
+                if ("content-type", "text/event-stream") in extra:
+                    out = [f"HTTP/1.1 {status} X", "transfer-encoding: chunked", *(f"{k}: {v}" for k, v in extra)]
+                    chunk = f"{len(payload):x}\r\n".encode() + payload + b"\r\n"
+                    writer.write(("\r\n".join(out) + "\r\n\r\n").encode() + chunk)
+                    await writer.drain()
+                    await stop.wait()
+                    return
+                out = [f"HTTP/1.1 {status} X", f"content-length: {len(payload)}", *(f"{k}: {v}" for k, v in extra)]
+                writer.write(("\r\n".join(out) + "\r\n\r\n").encode() + payload)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writers.discard(writer)
+            writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/acp"
+    finally:
+        stop.set()
+        server.close()
+        for writer in list(writers):
+            writer.close()
+        await server.wait_closed()
+
+
+def initialize_answer(body: bytes) -> bytes:
+    request = json.loads(body)
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": request["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}}}
+    ).encode()
+
+
+@pytest.mark.parametrize(
+    ("status", "content_type", "payload", "match"),
+    [
+        (200, "text/html", b"<html><body>Welcome to nginx!</body></html>", "not a JSON-RPC response"),
+        (415, "application/json", b'{"error": "Content-Type must be application/json"}', "HTTP 415"),
+        (400, "application/json", b'{"error": "Missing connection id"}', "HTTP 400"),
+        (406, "text/plain", b"not acceptable", "HTTP 406"),
+        (501, "application/json", b'{"error": "Batch requests are not supported"}', "HTTP 501"),
+    ],
+)
+async def test_unusable_initialize_answers_are_typed(
+    status: int, content_type: str, payload: bytes, match: str
+) -> None:
+    async def handler(method: str, target: str, headers: dict[str, str], body: bytes) -> Any:
+        return status, [("content-type", content_type)], payload
+
+    async with canned_server(handler) as url:
+        with pytest.raises(HTTPTransportError, match=match) as info:
+            await connect(url, protocol_version=1)
+        assert info.value.status_code == status
+        assert info.value.body_excerpt == payload.decode()[:300]
+        assert info.value.content_type == content_type
+
+
+async def test_missing_connection_id_is_a_clear_error_not_a_hang() -> None:
+    async def handler(method: str, target: str, headers: dict[str, str], body: bytes) -> Any:
+        return 200, [("content-type", "application/json")], initialize_answer(body)
+
+    async with canned_server(handler) as url:
+        with pytest.raises(HTTPTransportError, match="without an Acp-Connection-Id"):
+            await asyncio.wait_for(connect(url, protocol_version=1), bound(5))
+
+
+async def test_404_for_the_connection_is_a_lost_link_and_bad_events_are_counted() -> None:
+    async def handler(method: str, target: str, headers: dict[str, str], body: bytes) -> Any:
+        if method == "POST" and "acp-connection-id" not in headers:
+            return 200, [("content-type", "application/json"), ("acp-connection-id", "c1")], initialize_answer(body)
+        if method == "GET":
+            events = b'data: not json\n\nevent: custom\ndata: {"x": 1}\n\n: comment\n\n'
+            return 200, [("content-type", "text/event-stream")], events
+        message = json.loads(body) if method == "POST" else {}
+        if message.get("method") == "x/rejected":
+            return 415, [("content-type", "application/json")], b'{"error": "unsupported"}'
+        if message.get("method") == "x/html":  # a proxy's login page instead of an ACP answer
+            return 200, [("content-type", "text/html")], b"<html><body>Please sign in</body></html>"
+        if message.get("method") == "x/inline":  # the answer as an event-stream body of the POST itself
+            answer = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"inline": True}})
+            return 200, [("content-type", "text/event-stream; charset=utf-8")], f"data: {answer}\n\n".encode()
+        return 404, [("content-type", "application/json")], b'{"error": "Unknown connection id"}'
+
+    async with canned_server(handler) as url:
+        client = await connect(url, protocol_version=1, ping_interval=None)
+        try:
+            transport = transport_of(client)
+            with pytest.raises(Exception, match="HTTP 415") as rejected:
+                await client.request("x/rejected", {})
+            assert getattr(rejected.value, "data", {})["httpStatus"] == 415
+            with pytest.raises(Exception, match="HTTP 200") as html:
+                await client.request("x/html", {})
+            assert getattr(html.value, "data", {})["bodyExcerpt"].startswith("<html>")
+            assert await client.request("x/inline", {}) == {"inline": True}
+            with pytest.raises(ConnectionLost, match="no longer knows connection c1"):
+                await client.request("x/anything", {})
+            assert transport.stats.sse_discarded == 2 and transport.stats.sse_comments >= 1
+            assert transport.stats.posts_rejected == 2
+        finally:
+            await client.aclose()
+
+
+# ---------------------------------------------------------------------------- the CLI
+
+
+def test_demo_over_streamable_http(capsys: pytest.CaptureFixture[str]) -> None:
+    from acp_client.cli import main
+
+    assert main(["demo", "--protocol", "1", "--sessions", "2", "--transport", "http"]) == 0
+    out = capsys.readouterr().out
+    assert "agent listening on http://127.0.0.1:" in out
+    assert "restored via session/load, replayed=yes" in out
+    assert "1 session(s) restored, 1 forgotten" in out
+
+
+# ---------------------------------------------------------------------------- the benchmark
+
+
+@pytest.mark.timeout(180)
+def test_http_benchmark_runs_quick_and_prints_its_ratios(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    results = tmp_path / "benchmarks.md"
+    proc = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "p10_http.py"), "--quick", "--docs", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=bound(150),
+        cwd=str(root),
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ratios = [line for line in proc.stdout.splitlines() if line.startswith("RATIO p10 ")]
+    assert len(ratios) == 6, proc.stdout
+    assert "<!-- p10:start -->" in results.read_text(encoding="utf-8")
+
+
+async def test_closing_a_session_ends_its_stream() -> None:
+    async with ReferenceAgent(2) as agent, connect(agent.http_url) as client:
+        transport = transport_of(client)
+        keep, gone = await client.new_session("/w"), await client.new_session("/w")
+        assert sorted(transport.session_streams) == sorted([keep.id, gone.id])
+        await client.close_session(gone.id)
+        assert transport.session_streams == [keep.id]
+        assert (await asyncio.wait_for(keep.prompt("echo: still here"), bound(5))).stop_reason == "end_turn"
