@@ -117,6 +117,26 @@ class ToolCall:
 
     tool_call_id: str
     fields: dict[str, Any] = field(default_factory=dict)
+    # the list in fields["content"] is ours to append to (a copy made once); a list that came whole from the
+    # wire (tool_call / tool_call_update) is copied on the first chunk, so each chunk costs O(1), not O(n)
+    _owns_content: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def _report(self, fields: dict[str, Any], *, whole: bool) -> None:
+        """A ``tool_call`` (``whole``: replaces every field) or a ``tool_call_update`` (merges them)."""
+        if whole:
+            self.fields = fields
+        else:
+            self.fields.update(fields)
+        if "content" in fields:
+            self._owns_content = False  # the wire's list: copied before a chunk appends to it
+
+    def _append_content(self, block: dict[str, Any]) -> None:
+        content = self.fields.get("content")
+        if not (self._owns_content and isinstance(content, list)):
+            content = list(content) if isinstance(content, list) else []
+            self.fields["content"] = content
+            self._owns_content = True
+        content.append(block)
 
     @property
     def status(self) -> str | None:
@@ -186,10 +206,7 @@ class Transcript:
         elif kind == "tool_call_content_chunk":
             call = self._call(update.get("toolCallId"))
             if call is not None and isinstance(update.get("content"), dict):
-                content = call.fields.get("content")
-                call.fields["content"] = (
-                    [*content, update["content"]] if isinstance(content, list) else [update["content"]]
-                )
+                call._append_content(update["content"])
         elif kind == "plan":
             entries = update.get("entries")
             self.plans[""] = list(entries) if isinstance(entries, list) else []
@@ -281,7 +298,4 @@ class Transcript:
         if call is None:
             return
         fields = {k: v for k, v in update.items() if k not in ("sessionUpdate", "toolCallId")}
-        if kind == "tool_call":
-            call.fields = fields
-        else:
-            call.fields.update(fields)
+        call._report(fields, whole=kind == "tool_call")

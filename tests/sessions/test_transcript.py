@@ -195,3 +195,25 @@ async def test_the_typed_model_of_a_streamed_chunk_is_built_when_read(agent: Ref
         assert model.content.text == "chunk 1 "
         assert model.to_wire() == chunks[0].raw
         assert chunks[1].text == "chunk 2 "
+
+
+def test_tool_call_content_chunks_append_in_place_without_touching_the_wire_list() -> None:
+    """Each ``tool_call_content_chunk`` is an O(1) append (the list is copied once, not per chunk), and the
+    list that came on the wire in a ``tool_call`` is never mutated."""
+    transcript = Transcript()
+    wire_content = [{"type": "content", "content": {"type": "text", "text": "first"}}]
+    transcript.apply({"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "t", "content": wire_content})
+    chunk = {"sessionUpdate": "tool_call_content_chunk", "toolCallId": "c1"}
+    transcript.apply({**chunk, "content": {"type": "text", "text": "1"}})
+    owned = transcript.tool_calls["c1"].fields["content"]
+    assert owned is not wire_content and len(wire_content) == 1
+    for n in range(2, 1001):
+        transcript.apply({**chunk, "content": {"type": "text", "text": str(n)}})
+    assert transcript.tool_calls["c1"].fields["content"] is owned  # appended in place: no copy per chunk
+    assert [block.get("text") for block in owned[1:]] == [str(n) for n in range(1, 1001)]
+    # an update that carries content replaces the list; the next chunk copies it once more
+    replaced = [{"type": "text", "text": "new"}]
+    transcript.apply({"sessionUpdate": "tool_call_update", "toolCallId": "c1", "content": replaced})
+    transcript.apply({**chunk, "content": {"type": "text", "text": "after"}})
+    assert replaced == [{"type": "text", "text": "new"}]
+    assert transcript.tool_calls["c1"].fields["content"][-1] == {"type": "text", "text": "after"}

@@ -32,7 +32,8 @@ class SSEParser:
 
     def __init__(self, *, max_event_bytes: int | None = None) -> None:
         """``max_event_bytes`` bounds the buffered data of one event (``ValueError`` past it)."""
-        self._buffer = b""
+        self._buffer = bytearray()
+        self._scanned = 0  # the buffer's first bytes known to hold no line end (never searched twice)
         self._data: list[str] = []
         self._data_size = 0
         self._event = ""
@@ -45,36 +46,44 @@ class SSEParser:
         self.bytes_in = 0
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        """Parse ``chunk``; return the events it completed (possibly none)."""
+        """Parse ``chunk``; return the events it completed (possibly none).
+
+        Linear in the bytes fed: a line split over many chunks is searched for its end once (only the new
+        bytes), and a chunk of many lines finds each CR and LF in one forward pass.
+        """
         self.bytes_in += len(chunk)
         if self._pending_cr and chunk.startswith(b"\n"):
             chunk = chunk[1:]  # the LF of a CRLF split across chunks
         self._pending_cr = False
-        data = self._buffer + chunk
+        data = self._buffer
+        data += chunk
         events: list[SSEEvent] = []
         start = 0
         length = len(data)
-        while start < length:
-            cr = data.find(b"\r", start)
-            lf = data.find(b"\n", start)
-            if cr == -1 and lf == -1:
-                break
+        cr = data.find(b"\r", self._scanned)
+        lf = data.find(b"\n", self._scanned)
+        while cr != -1 or lf != -1:
             if cr != -1 and (lf == -1 or cr < lf):
                 end, nxt = cr, cr + 1
-                if nxt < length and data[nxt : nxt + 1] == b"\n":
+                if nxt < length and data[nxt] == 0x0A:
                     nxt += 1
                 elif nxt == length:
                     self._pending_cr = True
             else:
                 end, nxt = lf, lf + 1
-            line = data[start:end]
+            line = bytes(data[start:end])
             start = nxt
+            if cr != -1 and cr < start:
+                cr = data.find(b"\r", start)
+            if lf != -1 and lf < start:
+                lf = data.find(b"\n", start)
             event = self._line(line)
             if event is not None:
                 events.append(event)
-        self._buffer = data[start:]
-        if self._max is not None and len(self._buffer) + self._data_size > self._max:
-            raise ValueError(f"an event-stream event exceeded {self._max} bytes")
+        del data[:start]
+        self._scanned = len(data)
+        if self._max is not None and len(data) + self._data_size > self._max:
+            raise ValueError(f"an event-stream event exceeded {self._max} bytes (max_event_bytes)")
         return events
 
     def _line(self, raw: bytes) -> SSEEvent | None:
