@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 import structlog
 
 from acp_client._version import __version__
-from acp_client.cli._console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Style, error, out
+from acp_client.cli._console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Style, error, out, printable, shown_url
 from acp_client.client import ACPClient
 from acp_client.client._connect import connect
 from acp_client.exceptions import ACPError, RPCError, SessionNotFound, TransportError, UsageError
@@ -94,9 +94,9 @@ def _check_url(url: str) -> str | None:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises ValueError on a malformed port
     except ValueError as exc:
-        return f"bad URL {url!r}: {exc}"
+        return f"bad URL {shown_url(url)!r}: {exc}"
     if parts.scheme not in _SCHEMES or not parts.hostname:
-        return f"bad URL {url!r}: expected ws://HOST[:PORT]/PATH, wss://..., http://... or https://..."
+        return f"bad URL {shown_url(url)!r}: expected ws://HOST[:PORT]/PATH, wss://..., http://... or https://..."
     return None
 
 
@@ -126,7 +126,7 @@ async def _status(url: str, session_ids: Sequence[str], timeout: float, style: S
     """Print each session's status; exit 1 when any is not found or answered with an error."""
     async with asyncio.timeout(timeout * (2 + len(session_ids))), connect(url, **_connect_options(timeout)) as client:
         if not client.supports("status"):
-            error(f"{url} (protocol v{client.protocol_version}) does not advertise session/status")
+            error(f"{shown_url(url)} (protocol v{client.protocol_version}) does not advertise session/status")
             return EXIT_FAILURE
         all_found = True
         for session_id in session_ids:
@@ -137,12 +137,12 @@ async def _status(url: str, session_ids: Sequence[str], timeout: float, style: S
                 line = style("not found", "yellow") + " (-32002)"
             except RPCError as exc:
                 all_found = False
-                line = style(f"error {exc.code}: {exc.message}", "red")
+                line = style(f"error {exc.code}: {printable(exc.message)}", "red")
             else:
                 state = answer.state.state if answer.state is not None else None
                 colour = "green" if answer.status == "active" else "blue" if answer.status == "inactive" else "yellow"
-                line = style(_describe_status(answer.status, state), colour)
-            out(f"{session_id}: {line}")
+                line = style(_describe_status(printable(answer.status), printable(state) if state else None), colour)
+            out(f"{printable(session_id)}: {line}")
         return EXIT_OK if all_found else EXIT_FAILURE
 
 
@@ -196,16 +196,17 @@ async def _probe_on(client: ACPClient, url: str, session_id: str) -> _Located:
 async def _locate(session_id: str, urls: Sequence[str], timeout: float, style: Style) -> int:
     results = await asyncio.gather(*(_probe_endpoint(url, session_id, timeout) for url in urls))
     colours = {"active": "green", "inactive": "blue", "not found": "yellow"}
-    width = max(len(url) for url in urls)
+    width = max(len(shown_url(url)) for url in urls)
+    shown_id = printable(session_id)
     for found in results:
-        result = style(found.result, colours.get(found.result, "red"))
-        detail = style(f"  ({found.detail})", "dim") if found.detail else ""
-        out(f"{found.url.ljust(width)}  {result}{detail}")
-    active = [found.url for found in results if found.result == "active"]
+        result = style(printable(found.result), colours.get(found.result, "red"))
+        detail = style(f"  ({printable(found.detail)})", "dim") if found.detail else ""
+        out(f"{shown_url(found.url).ljust(width)}  {result}{detail}")
+    active = [shown_url(found.url) for found in results if found.result == "active"]
     if active:
-        out(style(f"session {session_id} is active on: {', '.join(active)}", "bold"))
+        out(style(f"session {shown_id} is active on: {', '.join(active)}", "bold"))
         return EXIT_OK
-    out(style(f"session {session_id} is not active on any endpoint", "bold"))
+    out(style(f"session {shown_id} is not active on any endpoint", "bold"))
     return EXIT_FAILURE
 
 
@@ -255,17 +256,20 @@ def _run_sessions(args: argparse.Namespace) -> int:
     path = Path(args.store)
     records = _stored_records(path)
     if not records:
-        out(f"no sessions in {path}")
+        out(f"no sessions in {printable(path)}")
         return EXIT_OK
     header = ("session", "protocol", "state", "created", "cwd", "title")
     rows = [
-        (
-            r.session_id,
-            f"v{r.protocol_version}",
-            r.last_state or "-",
-            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_at)),
-            r.cwd,
-            r.title or "",
+        tuple(
+            printable(cell)  # a record's fields came from an agent: shown, never interpreted by the terminal
+            for cell in (
+                r.session_id,
+                f"v{r.protocol_version}",
+                r.last_state or "-",
+                time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.created_at)),
+                r.cwd,
+                r.title or "",
+            )
         )
         for r in records
     ]

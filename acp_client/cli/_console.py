@@ -6,10 +6,16 @@ Only the CLI imports this module; the library itself never prints.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import TextIO
 
-__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "Style", "error", "out", "short_id"]
+from acp_client._logging import redact_url
+
+__all__ = ["EXIT_FAILURE", "EXIT_OK", "EXIT_USAGE", "Style", "error", "out", "printable", "short_id", "shown_url"]
+
+# C0 controls (newline and tab included), DEL, C1 controls, and the bidi embeddings, overrides and isolates
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 #: Exit codes of the ``acp-client`` command.
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -32,14 +38,26 @@ class Style:
         return f"\033[{codes}m{text}\033[0m"
 
 
+def printable(text: object) -> str:
+    """``text`` safe for a terminal: every control character is shown as an escape (``\\x1b``, ``\\n``), so
+    text an agent or a store controls cannot clear the screen, set the title, move the cursor or forge lines.
+    Apply it to that text *before* :class:`Style` adds its own colour codes."""
+    return _UNPRINTABLE.sub(lambda m: repr(m.group())[1:-1], str(text))
+
+
+def shown_url(url: str) -> str:
+    """``url`` as the CLI prints it: credentials redacted (userinfo, token-like query values), escaped."""
+    return printable(redact_url(url))
+
+
 def out(line: str) -> None:
     """One line of a command's result on stdout."""
     print(line)
 
 
 def error(message: str) -> None:
-    """One line on stderr."""
-    print(f"acp-client: error: {message}", file=sys.stderr)
+    """One line on stderr; control characters in ``message`` are escaped (see :func:`printable`)."""
+    print(f"acp-client: error: {printable(message)}", file=sys.stderr)
 
 
 def short_id(session_id: str) -> str:
