@@ -11,9 +11,11 @@ import re
 import signal
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TextIO
 from urllib.parse import urlsplit
 
+from acp_client._files import open_private
 from acp_client.bridge._bridge import Bridge
 from acp_client.bridge._editor import reserve_stdout
 from acp_client.bridge._options import BridgeOptions, describe_url
@@ -117,7 +119,10 @@ def _check_url(url: str) -> str | None:
 def _logging(log_file: str | None, level_name: str | None) -> Iterator[None]:
     """Route the library's (stdlib) logging to stderr or ``log_file``; restored afterwards."""
     level = _LEVELS[level_name or ("info" if log_file else "warning")]
-    stream: TextIO = open(log_file, "a", encoding="utf-8", buffering=1) if log_file else sys.stderr  # noqa: SIM115
+    stream: TextIO = sys.stderr
+    if log_file:  # 0600 and no symbolic link followed: the log may name sessions, paths and servers
+        fd = open_private(Path(log_file), os.O_WRONLY | os.O_APPEND)
+        stream = open(fd, "a", encoding="utf-8", buffering=1)  # noqa: SIM115 - closed in the finally below
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     handler.setLevel(level)
@@ -173,6 +178,9 @@ def run_command(args: argparse.Namespace) -> int:
         ping_timeout=args.ping_timeout,
         max_backoff=args.max_backoff,
     )
+    if args.log_file and os.path.islink(args.log_file):
+        _error(f"--log-file {args.log_file} is a symbolic link: give the file's own path (links are not followed)")
+        return EXIT_USAGE
     bridge = Bridge(options)
     try:
         with _logging(args.log_file, args.log_level), reserve_stdout() as out_fd:

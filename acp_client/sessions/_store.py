@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from acp_client._files import make_private_dirs, open_private
 from acp_client._logging import get_logger
-from acp_client.exceptions import StoreLocked
+from acp_client.exceptions import StoreError, StoreLocked
 
 if TYPE_CHECKING:
     import sqlite3
@@ -138,7 +139,12 @@ class SQLiteSessionStore:
             import fcntl
         except ImportError:  # pragma: no cover - Windows: no advisory locks, documented
             return
-        fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = open_private(self.lock_path, os.O_RDWR)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise StoreError(f"{self.lock_path} is a symbolic link: refusing to follow it") from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -160,9 +166,14 @@ class SQLiteSessionStore:
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if self._lock_fd is None and str(self.path) != ":memory:":
+            in_memory = str(self.path) == ":memory:"
+            if not in_memory:
+                make_private_dirs(self.path.parent)
+            if self._lock_fd is None and not in_memory:
                 self._lock()
+            if not in_memory and not self.path.exists():
+                # created 0600 before SQLite opens it: its -wal and -shm files take the database's mode
+                os.close(open_private(self.path, os.O_RDWR))
             import sqlite3  # only programs that keep a SQLite store import it
 
             db = sqlite3.connect(self.path, timeout=10.0, check_same_thread=False, isolation_level=None)
