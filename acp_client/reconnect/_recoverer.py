@@ -26,6 +26,7 @@ from acp_client.exceptions import (
     AuthRequired,
     ConnectionLost,
     MethodNotFound,
+    ProtocolError,
     RPCError,
     SessionNotFound,
     UsageError,
@@ -385,6 +386,9 @@ class SessionRecoverer:
                 return StatusProbe(None, not_found=True, error=exc)
             log.warning("acp.status_probe_failed", session_id=session.id, error=str(exc))
             return StatusProbe(None, skipped_reason="error", error=exc)
+        except ProtocolError as exc:  # null, {}, a non-string status, a bare string: an answer, but no status
+            log.warning("acp.status_probe_malformed", session_id=session.id, error=str(exc))
+            return StatusProbe(None, skipped_reason="malformed", error=exc)
         return StatusProbe(answer.status, state=answer.state)
 
     async def _decide(self, session: Session, probe: StatusProbe, caps: Capabilities) -> Any:

@@ -54,9 +54,10 @@ class StatusProbe:
     """What ``session/status`` said about one session on the new connection.
 
     ``status`` is the raw status string (open set) or ``None`` when no probe was made or it failed
-    (``skipped_reason`` says why: ``"not_advertised"``, ``"method_not_found"``, ``"error"``; or the method
-    that answered ``-32002`` — ``"session/resume"``, ``"session/load"`` — when the strategy is asked again
-    after a re-attach found the session unknown). ``not_found`` is ``True`` for a ``-32002`` answer.
+    (``skipped_reason`` says why: ``"not_advertised"``, ``"method_not_found"``, ``"error"``, ``"malformed"``
+    (an answer with no readable status: ``null``, ``{}``, a non-string ``status``); or the method that
+    answered ``-32002`` — ``"session/resume"``, ``"session/load"`` — when the strategy is asked again after a
+    re-attach found the session unknown). ``not_found`` is ``True`` for a ``-32002`` answer.
     ``state`` is the v2 foreground snapshot, if reported.
     """
 

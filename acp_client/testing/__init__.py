@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from acp_client.testing.agent._errors import AgentError
+    from acp_client.testing.agent._errors import AgentError, RawAnswer
     from acp_client.testing.agent._records import Received
     from acp_client.testing.agent._sessions import AgentSessionRecord
     from acp_client.testing.agent._turns import PromptTurn
@@ -27,6 +27,7 @@ __all__ = [
     "PromptTurn",
     "ProxyLink",
     "ProxyMode",
+    "RawAnswer",
     "Received",
     "RedisServer",
     "ReferenceAgent",
@@ -41,6 +42,7 @@ _EXPORTS = {
     "ProxyLink": "acp_client.testing.fault_proxy",
     "ProxyMode": "acp_client.testing.fault_proxy",
     "PromptTurn": "acp_client.testing.agent._turns",
+    "RawAnswer": "acp_client.testing.agent._errors",
     "Received": "acp_client.testing.agent._records",
     "ReferenceAgent": "acp_client.testing.reference_agent",
     "RedisServer": "acp_client.testing.redis_server",

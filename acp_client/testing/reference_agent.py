@@ -31,7 +31,7 @@ from acp_client.testing.agent import _methods as _agent_methods
 from acp_client.testing.agent._capabilities import CAPABILITY_NAMES, capability_name
 from acp_client.testing.agent._channel import FrameChannel, StreamChannel, WebSocketChannel
 from acp_client.testing.agent._connection import AgentConnection, Reply
-from acp_client.testing.agent._errors import AgentError
+from acp_client.testing.agent._errors import AgentError, RawAnswer
 from acp_client.testing.agent._faults import FaultControls
 from acp_client.testing.agent._http import HttpEndpoint
 from acp_client.testing.agent._records import AgentRecords, Handshake, Received
@@ -130,8 +130,9 @@ class ReferenceAgent(AgentRecords, FaultControls):
         self.reissue_permission_on_reattach = reissue_permission_on_reattach
         #: ``async def hook(turn: PromptTurn) -> str | None`` replacing the prompt mini-language
         self.on_prompt: PromptHook | None = on_prompt
-        #: session id → a status string to answer instead (``"hibernating"``…) or an :class:`AgentError` to raise
-        self.status_override: dict[str, str | AgentError] = {}
+        #: session id → a status string to answer instead (``"hibernating"``…), an :class:`AgentError` to raise,
+        #: or a :class:`~acp_client.testing.RawAnswer` sent as the whole result (``None``, ``{}``, ...)
+        self.status_override: dict[str, str | AgentError | RawAnswer] = {}
         #: when set, ``initialize`` answers this error (e.g. ``AgentError(-32000, ...)`` for auth-required)
         self.initialize_error: AgentError | None = None
         #: method → an error every request of that method answers (e.g. ``{"session/resume": AgentError(-32603)}``)

@@ -1,4 +1,5 @@
-"""JSON-RPC error codes the reference agent answers with, and the exception that carries one."""
+"""JSON-RPC error codes the reference agent answers with, the exception that carries one, and
+:class:`RawAnswer` for a result sent exactly as given (a hostile or broken agent)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ __all__ = [
     "AgentError",
     "PeerError",
     "PeerGone",
+    "RawAnswer",
 ]
 
 INVALID_REQUEST = -32600
@@ -73,3 +75,17 @@ class PeerError(Exception):
 
 class PeerGone(Exception):
     """The connection a request of the agent was sent on closed before the answer arrived."""
+
+
+class RawAnswer:
+    """A result the reference agent sends exactly as given, however malformed (``None``, ``{}``,
+    ``{"status": 5}``, a bare string...): what a broken or hostile agent answers."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        """``value`` is the JSON-RPC ``result`` to send."""
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"RawAnswer({self.value!r})"

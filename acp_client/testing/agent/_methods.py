@@ -14,6 +14,7 @@ from acp_client.testing.agent._errors import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     AgentError,
+    RawAnswer,
 )
 from acp_client.testing.agent._sessions import (
     MODES,
@@ -285,6 +286,8 @@ async def _status(agent: ReferenceAgent, connection: AgentConnection, params: di
         raise override
     if isinstance(override, str):
         return {"status": override}
+    if isinstance(override, RawAnswer):
+        return override.value
     session = agent.sessions.get(session_id)
     if session is None:
         raise AgentError.unknown_session(session_id)
