@@ -138,7 +138,8 @@ class HandshakeRejected(ConnectError):
 
     ``status_code`` is the HTTP status; ``retry_after`` holds the parsed ``Retry-After`` header in seconds
     when the server sent one (429 and 503 usually do). Header values are kept only for the names that are
-    safe to show (never ``Authorization`` or cookies).
+    safe to show (never ``Authorization`` or cookies). ``reason``, when given, ends the message (e.g. why a
+    ``3xx`` redirect was not followed).
     """
 
     def __init__(
@@ -147,12 +148,14 @@ class HandshakeRejected(ConnectError):
         *,
         retry_after: float | None = None,
         headers: Mapping[str, str] | None = None,
+        reason: str | None = None,
     ) -> None:
         self.status_code = status_code
         self.retry_after = retry_after
         self.headers: dict[str, str] = dict(headers or {})
         hint = f", retry after {retry_after:g} s" if retry_after is not None else ""
-        super().__init__(f"the agent rejected the WebSocket handshake with HTTP {status_code}{hint}")
+        why = f": {reason}" if reason else ""
+        super().__init__(f"the agent rejected the WebSocket handshake with HTTP {status_code}{hint}{why}")
 
 
 class HTTPTransportError(HandshakeRejected):

@@ -48,7 +48,9 @@ class TransportOptions:
     (Streamable HTTP): called with the session id (``None`` for the connection-scoped stream) when a dropped
     event stream was reopened with ``Last-Event-ID`` and the server resumed it, so nothing was recovered
     (``ReconnectingClient`` sets it to report ``SessionRecovered(path="stream_resumed")``); not compared,
-    not shown.
+    not shown. ``follow_redirects`` (WebSocket): ``False`` (default) treats a ``3xx`` answer to the upgrade
+    as a refusal; ``True`` follows redirects within the same origin (scheme, host and port) only. A redirect
+    to another origin is never followed, so the headers given here never reach a server you did not name.
 
     The repr never shows header values or cookies.
     """
@@ -67,8 +69,11 @@ class TransportOptions:
     stdio_cwd: str | None = None
     http2: bool | Literal["prior_knowledge"] = True
     on_stream_resumed: Callable[[str | None], None] | None = field(default=None, compare=False)
+    follow_redirects: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.follow_redirects, bool):
+            raise UsageError(f"follow_redirects must be True or False, not {self.follow_redirects!r}")
         if self.max_frame_bytes < 1:
             raise UsageError(f"max_frame_bytes must be positive, not {self.max_frame_bytes}")
         if self.compression not in ("deflate", None):
@@ -100,7 +105,7 @@ class TransportOptions:
             f"open_timeout={self.open_timeout}, ping_interval={self.ping_interval}, "
             f"ping_timeout={self.ping_timeout}, close_timeout={self.close_timeout}, "
             f"max_frame_bytes={self.max_frame_bytes}, compression={self.compression!r}, "
-            f"transport={self.transport!r}, http2={self.http2!r})"
+            f"transport={self.transport!r}, http2={self.http2!r}, follow_redirects={self.follow_redirects})"
         )
 
 

@@ -29,7 +29,8 @@ from __future__ import annotations
 import logging
 import ssl as _ssl
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
+from urllib.parse import urljoin
 
 from websockets.asyncio.client import connect as _ws_connect
 from websockets.exceptions import InvalidStatus, InvalidURI, WebSocketException
@@ -37,7 +38,7 @@ from websockets.typing import Subprotocol
 from websockets.uri import WebSocketURI, parse_uri
 from websockets.version import version as _websockets_version
 
-from acp_client._logging import SECRET_HEADER_NAMES, get_logger, redact_headers
+from acp_client._logging import SECRET_HEADER_NAMES, get_logger, redact_headers, redact_url
 from acp_client._version import __version__
 from acp_client.exceptions import ConnectError, HandshakeRejected, TLSError, UsageError
 from acp_client.transports._cookies import CookieJar, parse_retry_after
@@ -76,6 +77,44 @@ class _NoWireDebug(logging.LoggerAdapter[logging.Logger]):
 _WEBSOCKETS_LOGGER = _NoWireDebug(logging.getLogger("websockets.client"), {})
 
 
+_REDIRECTS = frozenset({300, 301, 302, 303, 307, 308})
+
+
+class _Connect(_ws_connect):
+    """websockets' ``connect`` with our redirect rule: none followed unless asked, and then only within the
+    origin (scheme, host, port). websockets itself follows up to 10 redirects to any origin and drops only
+    ``Authorization`` and ``Cookie`` on the way, so ``X-Api-Key`` and friends would reach the other host."""
+
+    def __init__(self, *args: Any, follow_redirects: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._follow_redirects = follow_redirects
+        #: why the last redirect was refused (for the error), ``None`` when none was
+        self.refused: str | None = None
+
+    def process_redirect(self, exc: Exception) -> Exception | str:
+        if not (
+            isinstance(exc, InvalidStatus)
+            and exc.response.status_code in _REDIRECTS
+            and "Location" in exc.response.headers
+        ):
+            return exc
+        target = urljoin(self.uri, exc.response.headers["Location"])
+        shown = redact_url(target)
+        if not self._follow_redirects:
+            self.refused = f"a redirect to {shown}, not followed (follow_redirects is off)"
+            return exc
+        try:
+            new = parse_uri(target)
+        except InvalidURI:
+            self.refused = f"a redirect to {shown}, which is not a WebSocket URL"
+            return exc
+        old = self.ws_uri
+        if (new.secure, new.host, new.port) != (old.secure, old.host, old.port):
+            self.refused = f"a redirect to another origin ({shown}), never followed"
+            return exc
+        return super().process_redirect(exc)
+
+
 def _describe(uri: WebSocketURI) -> str:
     host = f"[{uri.host}]" if ":" in uri.host else uri.host
     return f"{'wss' if uri.secure else 'ws'}://{host}:{uri.port}{uri.path or '/'}"
@@ -96,6 +135,7 @@ async def connect_websocket(
     max_queue: int | None = 16,
     proxy: str | bool | None = True,
     compression: str | None = "deflate",
+    follow_redirects: bool = False,
 ) -> WebSocketTransport:
     """Open a WebSocket to an ACP agent at ``url`` (``ws://`` or ``wss://``).
 
@@ -106,6 +146,10 @@ async def connect_websocket(
         ``None``; reuse :attr:`WebSocketTransport.cookies` for the next connect to the same endpoint).
         ``subprotocols`` are offered in ``Sec-WebSocket-Protocol``. ``proxy``: ``True`` uses the proxy of
         the environment (``https_proxy`` ...), ``None``/``False`` none, a string that proxy URL.
+        ``follow_redirects``: ``False`` (default) reports a ``3xx`` answer as :class:`HandshakeRejected`
+        saying where it pointed; ``True`` follows redirects within the same origin only. A redirect to
+        another origin is never followed: the headers you give never reach a server you did not name, and
+        a cookie is only ever stored under the host that set it.
 
     TLS:
         ``wss://`` verifies the server certificate with :func:`ssl.create_default_context` unless ``ssl``
@@ -146,23 +190,25 @@ async def connect_websocket(
     if uri.secure:
         tls = ssl if ssl is not None else _ssl.create_default_context()
     _log.debug("websocket_connecting", transport=description, headers=redact_headers(request_headers))
+    opening = _Connect(
+        url,
+        follow_redirects=follow_redirects,
+        additional_headers=request_headers,
+        user_agent_header=_USER_AGENT,
+        subprotocols=[Subprotocol(s) for s in subprotocols] if subprotocols is not None else None,
+        proxy=ws_proxy,
+        open_timeout=open_timeout,
+        ping_interval=None,  # our own keepalive, see the module docstring
+        ping_timeout=None,
+        close_timeout=close_timeout,
+        max_size=max_frame_bytes,
+        max_queue=max_queue,
+        compression=compression,
+        ssl=tls,  # None for ws://
+        logger=_WEBSOCKETS_LOGGER,
+    )
     try:
-        connection = await _ws_connect(
-            url,
-            additional_headers=request_headers,
-            user_agent_header=_USER_AGENT,
-            subprotocols=[Subprotocol(s) for s in subprotocols] if subprotocols is not None else None,
-            proxy=ws_proxy,
-            open_timeout=open_timeout,
-            ping_interval=None,  # our own keepalive, see the module docstring
-            ping_timeout=None,
-            close_timeout=close_timeout,
-            max_size=max_frame_bytes,
-            max_queue=max_queue,
-            compression=compression,
-            ssl=tls,  # None for ws://
-            logger=_WEBSOCKETS_LOGGER,
-        )
+        connection = await opening
     except InvalidStatus as exc:
         response = exc.response
         jar.store(uri.host, response.headers.get_all("Set-Cookie"))
@@ -175,6 +221,7 @@ async def connect_websocket(
             response.status_code,
             retry_after=parse_retry_after(response.headers.get("Retry-After")),
             headers=safe,
+            reason=opening.refused,
         )
         _log.info(
             "websocket_handshake_rejected",
@@ -224,4 +271,5 @@ async def open_websocket(url: str, options: TransportOptions) -> WebSocketTransp
         close_timeout=options.close_timeout,
         max_frame_bytes=options.max_frame_bytes,
         compression=options.compression,
+        follow_redirects=options.follow_redirects,
     )
