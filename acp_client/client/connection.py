@@ -24,6 +24,7 @@ from acp_client.exceptions import (
     ConnectionLost,
     RequestCancelled,
     RPCError,
+    UsageError,
     rpc_error_from_object,
 )
 from acp_client.jsonrpc import (
@@ -37,7 +38,15 @@ from acp_client.jsonrpc import (
 )
 from acp_client.transports.base import Transport
 
-__all__ = ["DEFAULT", "AgentProcess", "Connection", "NotificationHandler", "RequestHandler"]
+__all__ = [
+    "DEFAULT",
+    "DEFAULT_MAX_INBOUND_REQUESTS",
+    "DEFAULT_MAX_QUEUED_INBOUND",
+    "AgentProcess",
+    "Connection",
+    "NotificationHandler",
+    "RequestHandler",
+]
 
 log = get_logger("acp_client.connection")  # the logger name users configure; stable across moves
 
@@ -70,6 +79,10 @@ _CANCEL_METHOD = "$/cancel_request"
 _YIELD_EVERY = 64
 _CANCEL_WRITE_TIMEOUT = 1.0
 _ids = itertools.count(1)
+#: Agent->client requests served at once, by default (an IDE should not open 20,000 dialogs at once).
+DEFAULT_MAX_INBOUND_REQUESTS = 16
+#: Agent->client requests waiting for a free slot, by default; past it they are answered with an error.
+DEFAULT_MAX_QUEUED_INBOUND = 1024
 _LOCAL_CLOSE = ConnectionLost("the connection was closed by the client", reason="closed locally")
 
 
@@ -78,6 +91,12 @@ class Connection:
 
     Use ``await conn.start()`` (or ``async with conn``) before sending. ``request_timeout`` is the default
     per-request timeout in float seconds (``None`` disables it); each :meth:`request` may override it.
+
+    Agent->client requests run in tasks of their own, at most ``max_inbound_requests`` at once; more wait in
+    order, up to ``max_queued_inbound``, and past that are answered ``-32603`` with ``data.reason ==
+    "client_busy"`` naming the bound (never dropped silently). A request whose id is already in flight is
+    answered ``-32600`` (``data.reason == "duplicate_request_id"``) and never run: one id, one handler, and
+    every handler ends with its link.
     """
 
     def __init__(
@@ -90,7 +109,14 @@ class Connection:
         on_close: Callable[[ConnectionLost], None] | None = None,
         max_frame_chars: int = DEFAULT_MAX_FRAME_CHARS,
         generation: int | None = None,
+        max_inbound_requests: int = DEFAULT_MAX_INBOUND_REQUESTS,
+        max_queued_inbound: int = DEFAULT_MAX_QUEUED_INBOUND,
     ) -> None:
+        if max_inbound_requests < 1 or max_queued_inbound < 0:
+            raise UsageError(
+                f"max_inbound_requests must be >= 1 and max_queued_inbound >= 0, "
+                f"not {max_inbound_requests} and {max_queued_inbound}"
+            )
         self.transport = transport
         self.request_timeout = request_timeout
         self.id = next(_ids)
@@ -103,7 +129,10 @@ class Connection:
         self._futures: dict[int, asyncio.Future[Any]] = {}
         # ids of requests whose callers gave up: their late answers (e.g. -32800) are expected, not noise
         self._abandoned: collections.deque[int] = collections.deque(maxlen=256)
-        self._inbound: dict[int | str, asyncio.Task[None]] = {}
+        self._inbound: dict[int | str, asyncio.Task[None]] = {}  # agent requests being served
+        self._queued: dict[int | str, Request] = {}  # agent requests waiting for a slot, in arrival order
+        self._max_inbound = max_inbound_requests
+        self._max_queued = max_queued_inbound
         self._aux: set[asyncio.Task[None]] = set()
         self._reader: asyncio.Task[None] | None = None
         self._closed = asyncio.Event()
@@ -369,6 +398,7 @@ class Connection:
         for task in self._inbound.values():
             task.cancel()  # their ids belong to this dead connection
         self._inbound.clear()
+        self._queued.clear()
         self._closed.set()
         if self._on_close is not None:
             try:
@@ -393,15 +423,7 @@ class Connection:
             self._notification(event)
         elif isinstance(event, Request):
             self.stats["requests_in"] += 1
-            task = asyncio.create_task(self._serve(event), name=f"acp-inbound-{self.id}-{event.id}")
-            self._inbound[event.id] = task
-            key = event.id
-
-            def untrack(_task: asyncio.Task[None]) -> None:
-                if self._inbound.get(key) is _task:
-                    del self._inbound[key]
-
-            task.add_done_callback(untrack)
+            await self._admit(event)
         elif isinstance(event, ErrorResponse):
             if event.request is None:
                 self.stats["orphan_errors"] += 1
@@ -435,11 +457,61 @@ class Connection:
                 self.stats["notification_handler_errors"] += 1
                 self._log.exception("notification_handler_failed", method=event.method)
 
+    async def _admit(self, request: Request) -> None:
+        """Serve ``request`` now, queue it, or refuse it (a duplicate id, or no room left)."""
+        if request.id in self._inbound or request.id in self._queued:
+            self.stats["duplicate_request_ids"] += 1
+            self._log.warning("duplicate_request_id_refused", request_id=request.id, method=request.method)
+            message = f"request id {request.id!r} is already in use by a request in flight"
+            await self._refuse(request, -32600, message, {"reason": "duplicate_request_id"})
+        elif len(self._inbound) < self._max_inbound:
+            self._start_serving(request)
+        elif len(self._queued) < self._max_queued:
+            self._queued[request.id] = request
+            self.stats["requests_queued"] += 1
+        else:
+            self.stats["requests_refused_busy"] += 1
+            self._log.warning("agent_request_refused_busy", request_id=request.id, method=request.method)
+            message = (
+                f"the client is busy: {self._max_inbound} agent requests in flight and {self._max_queued} "
+                "waiting (max_inbound_requests, max_queued_inbound)"
+            )
+            data = {"reason": "client_busy", "maxInboundRequests": self._max_inbound, "maxQueued": self._max_queued}
+            await self._refuse(request, -32603, message, data)
+
+    def _start_serving(self, request: Request) -> None:
+        task = asyncio.create_task(self._serve(request), name=f"acp-inbound-{self.id}-{request.id}")
+        self._inbound[request.id] = task
+        key = request.id
+
+        def done(_task: asyncio.Task[None]) -> None:
+            if self._inbound.get(key) is _task:
+                del self._inbound[key]
+            if self._loss is None and self._queued and len(self._inbound) < self._max_inbound:
+                first = next(iter(self._queued))
+                self._start_serving(self._queued.pop(first))
+
+        task.add_done_callback(done)
+
+    async def _refuse(self, request: Request, code: int, message: str, data: dict[str, Any]) -> None:
+        with contextlib.suppress(ConnectionLost):
+            await self.transport.send(self._core.respond_error(request.id, code, message, data))
+
     def _cancel_inbound(self, params: Any) -> None:
         target = params.get("requestId") if isinstance(params, dict) else None
-        task = self._inbound.get(target) if isinstance(target, int | str) else None
+        if not isinstance(target, int | str):
+            return
+        task = self._inbound.get(target)
         if task is not None:
             task.cancel(msg=_CANCEL_METHOD)
+        elif target in self._queued:  # never started: answered -32800 without running its handler
+            request = self._queued.pop(target)
+            frame = self._core.respond_error(request.id, RequestCancelled.default_code or -32800, "Request cancelled")
+            self._spawn(self._send_quietly(frame), f"acp-cancelled-{self.id}-{request.id}")
+
+    async def _send_quietly(self, frame: str) -> None:
+        with contextlib.suppress(ConnectionLost):
+            await self.transport.send(frame)
 
     async def _serve(self, request: Request) -> None:
         try:
