@@ -39,6 +39,9 @@ __all__ = ["SUPPORTED_PROTOCOL_VERSIONS", "ACPClient", "ProtocolVersionOption", 
 log = get_logger("acp_client.client")  # the logger name users configure; stable across moves
 
 
+#: Pages of ``session/list`` read at most by one listing (each page is bounded by the frame size).
+DEFAULT_MAX_LIST_PAGES = 1000
+
 #: Protocol versions this client speaks.
 SUPPORTED_PROTOCOL_VERSIONS = (1, 2)
 
@@ -397,14 +400,24 @@ class ACPClient(InboundRouter):
         record.mcp_servers = servers
         session._attached(self.connection.id)
 
-    def list_sessions(self, cwd: str | None = None, *, timeout: float | None = 30.0) -> AsyncIterator[SessionInfo]:
-        """``session/list``: iterate over every session the agent reports, fetching page after page."""
-        self._require("session/list", "list")
-        return self._list_pages(cwd, timeout)
+    def list_sessions(
+        self, cwd: str | None = None, *, timeout: float | None = 30.0, max_pages: int = DEFAULT_MAX_LIST_PAGES
+    ) -> AsyncIterator[SessionInfo]:
+        """``session/list``: iterate over every session the agent reports, fetching page after page.
 
-    async def _list_pages(self, cwd: str | None, timeout: float | None) -> AsyncIterator[SessionInfo]:
+        ``timeout`` bounds each page. An agent that sends a cursor it sent before (a loop), or more than
+        ``max_pages`` pages, ends the iteration with :class:`~acp_client.exceptions.ProtocolError` naming
+        the bound: a listing always ends.
+        """
+        self._require("session/list", "list")
+        if max_pages < 1:
+            raise UsageError(f"max_pages must be at least 1, not {max_pages!r}")
+        return self._list_pages(cwd, timeout, max_pages)
+
+    async def _list_pages(self, cwd: str | None, timeout: float | None, max_pages: int) -> AsyncIterator[SessionInfo]:
         cursor: str | None = None
-        while True:
+        seen: set[str] = set()
+        for page in range(1, max_pages + 1):
             params: dict[str, Any] = {"cwd": cwd} if cwd is not None else {}
             if cursor is not None:
                 params["cursor"] = cursor
@@ -413,6 +426,12 @@ class ACPClient(InboundRouter):
                 yield info
             if cursor is None:
                 return
+            if cursor in seen:
+                raise ProtocolError(
+                    f"session/list sent a cursor it had already sent (page {page}): the agent's listing loops"
+                )
+            seen.add(cursor)
+        raise ProtocolError(f"session/list had more than {max_pages} pages (max_pages={max_pages}); stopped there")
 
     async def close_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
         """``session/close``: the agent cancels the session's work and frees it; the handle becomes closed."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from types import TracebackType
 from typing import Any, Literal
 
@@ -139,6 +139,9 @@ class ReferenceAgent(AgentRecords, FaultControls):
         self.method_errors: dict[str, AgentError] = {}
         #: session ids whose ``session/status`` is never answered (a hung storage lookup)
         self.hang_status: set[str] = set()
+        #: when set, ``session/list`` answers ``list_answer(params)`` as its whole result (a listing that
+        #: loops, never ends, or is malformed)
+        self.list_answer: Callable[[dict[str, Any]], Any] | None = None
         #: ``Set-Cookie`` value sent in every 101 response (load-balancer affinity emulation)
         self.set_cookie = set_cookie
         self._ping_interval = ping_interval

@@ -253,6 +253,8 @@ async def _list(agent: ReferenceAgent, connection: AgentConnection, params: dict
         raise AgentError.invalid_params("'cwd' must be a string")
     if cursor is not None and not isinstance(cursor, str):
         raise AgentError.invalid_params("'cursor' must be a string")
+    if agent.list_answer is not None:
+        return agent.list_answer(params)
     try:
         return list_page(agent.sessions.values(), cwd=cwd, cursor=cursor, page_size=agent.list_page_size)
     except ValueError as exc:
