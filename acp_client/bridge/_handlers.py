@@ -3,9 +3,10 @@
 :class:`EditorHandlers` is the :class:`~acp_client.handlers.ClientHandlers` the bridge's reconnecting client
 uses: it advertises exactly the client capabilities the editor advertised to the bridge, and forwards every
 request (permission, ``fs/*``, ``terminal/*``, elicitation) to the editor over the bridge's stdio, returning
-the editor's answer. An error from the editor goes back to the agent with the same code. If the agent
-cancels the request (``$/cancel_request``) or its connection drops, the forwarded request is abandoned and
-the editor gets a ``$/cancel_request`` of its own.
+the editor's answer. A ``fs/*`` or ``terminal/*`` request whose capability the editor did not advertise is
+answered ``-32601`` and never forwarded. An error from the editor goes back to the agent with the same
+code. If the agent cancels the request (``$/cancel_request``) or its connection drops, the forwarded request
+is abandoned and the editor gets a ``$/cancel_request`` of its own.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Protocol
 
-from acp_client.exceptions import ConnectionLost, InternalError, RPCError
+from acp_client.exceptions import ConnectionLost, InternalError, MethodNotFound, RPCError
 from acp_client.handlers import ClientHandlers, ElicitationRequest, PermissionRequest, TerminalExit, TerminalOutput
 
 __all__ = ["EditorHandlers", "EditorRequester"]
@@ -55,7 +56,22 @@ class EditorHandlers(ClientHandlers):
         modes = self._capabilities.get("elicitation")
         return tuple(m for m in ("form", "url") if isinstance(modes, dict) and modes.get(m) is not None)
 
+    def _require(self, method: str) -> None:
+        """Refuse, with -32601, a method whose capability the editor did not advertise: it is never
+        forwarded (an agent must not reach ``fs/read_text_file ~/.ssh/id_rsa`` through an editor that
+        offered no file system)."""
+        fs = self._capabilities.get("fs")
+        fs = fs if isinstance(fs, dict) else {}
+        offered = {
+            "fs/read_text_file": fs.get("readTextFile") is True,
+            "fs/write_text_file": fs.get("writeTextFile") is True,
+        }.get(method, self._capabilities.get("terminal") is True if method.startswith("terminal/") else True)
+        if not offered:
+            reason = "the editor did not advertise this capability"
+            raise MethodNotFound(-32601, "Method not found", {"method": method, "reason": reason})
+
     async def _ask(self, method: str, params: Any) -> Any:
+        self._require(method)
         try:
             return await self._editor.request(method, params)
         except RPCError:

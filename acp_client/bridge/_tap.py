@@ -15,9 +15,9 @@ exist before the replay arrives (see ``_forward.SessionPipes.adopt``).
 from __future__ import annotations
 
 import collections
-import json
 from typing import Any
 
+from acp_client.jsonrpc import decode
 from acp_client.transports import Transport
 
 __all__ = ["RawTap", "TappedTransport"]
@@ -59,7 +59,7 @@ class RawTap:
 
 def _messages(frame: str) -> list[Any]:
     try:
-        data = json.loads(frame)
+        data = decode(frame)  # the core's reader: a frame nested too deep is a ValueError, not a crash
     except ValueError:
         return []
     return data if isinstance(data, list) else [data]

@@ -12,6 +12,7 @@ from acp_client.jsonrpc._core import (
     Request,
     RequestId,
     Response,
+    decode,
     encode,
 )
 
@@ -27,5 +28,6 @@ __all__ = [
     "Request",
     "RequestId",
     "Response",
+    "decode",
     "encode",
 ]

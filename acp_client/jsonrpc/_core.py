@@ -26,6 +26,7 @@ __all__ = [
     "Request",
     "RequestId",
     "Response",
+    "decode",
     "encode",
 ]
 
@@ -125,6 +126,17 @@ Event: TypeAlias = Request | Notification | Response | ErrorResponse | Invalid
 #: JSON text -> Python objects. pydantic_core's parser caches decoded strings; caching the *values* of a
 #: stream of updates (every chunk text is new) costs more than it saves, so only keys are cached.
 _LOADS: Callable[[str], Any] = functools.partial(from_json, cache_strings="keys")
+
+
+def decode(text: str) -> Any:
+    """The JSON value of ``text``, read as :class:`JsonRpcCore` reads frames; ``ValueError`` for anything it
+    cannot read (not JSON, nested too deep, not valid Unicode), never ``RecursionError``."""
+    try:
+        return _LOADS(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deep") from None
+    except TypeError as exc:  # a lone surrogate (see JsonRpcCore.receive_one)
+        raise ValueError("text is not valid Unicode") from exc
 
 
 def encode(message: dict[str, Any]) -> str:
