@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import re
 import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -39,11 +40,40 @@ import structlog.contextvars
 import structlog.dev
 import structlog.processors
 
-__all__ = ["SECRET_HEADER_NAMES", "LibraryLogger", "get_logger", "redact_headers"]
+__all__ = [
+    "LOGGABLE_HEADER_NAMES",
+    "SECRET_HEADER_NAMES",
+    "LibraryLogger",
+    "get_logger",
+    "loggable_headers",
+    "redact_headers",
+    "redact_url",
+    "scrub_urls",
+]
 
 #: Header names whose values never appear in logs, reprs or error messages.
 SECRET_HEADER_NAMES = frozenset(
     {"authorization", "proxy-authorization", "cookie", "set-cookie", "x-api-key", "api-key"}
+)
+
+#: Header names whose values a log line may show; every other value is logged as ``<redacted>`` (a custom
+#: auth header such as ``X-Auth-Token``, ``Private-Token`` or ``X-Goog-Api-Key`` has a name nobody can list
+#: in advance). Names starting with ``acp-`` are shown too.
+LOGGABLE_HEADER_NAMES = frozenset(
+    {
+        "accept",
+        "accept-encoding",
+        "connection",
+        "content-length",
+        "content-type",
+        "last-event-id",
+        "retry-after",
+        "sec-websocket-extensions",
+        "sec-websocket-protocol",
+        "sec-websocket-version",
+        "upgrade",
+        "user-agent",
+    }
 )
 
 #: The root of every logger the library uses; it carries a ``NullHandler`` (standard library manners).
@@ -205,13 +235,13 @@ class LibraryLogger:
                 self._bound = structlog.get_logger(self._name).bind(**self._context) if wanted else None
                 self._bound_key = key
             if self._bound is not None:
-                getattr(self._bound, method)(event, **values)
+                getattr(self._bound, method)(event, **_scrubbed(values))
                 return
         level = _LEVELS[method]
         if not self._stdlib.isEnabledFor(level):
             return
         exc_info = values.pop("exc_info", method == "exception")
-        fields = {**self._context, **values}
+        fields = _scrubbed({**self._context, **values})
         self._stdlib.log(
             level,
             _Message(event, fields),
@@ -291,3 +321,32 @@ def redact_url(url: str) -> str:
     if netloc == parts.netloc and query == parts.query:
         return url
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+
+
+def scrub_urls(text: str) -> str:
+    """``text`` with every URL in it passed through :func:`redact_url` (an error message quoting a URL with
+    a password or a ``?token=`` keeps its shape, not its secret)."""
+    return _URL.sub(lambda match: redact_url(match.group()), text) if "://" in text else text
+
+
+def _scrubbed(values: dict[str, Any]) -> dict[str, Any]:
+    """Log values with the URLs in their strings scrubbed (at every level, in both routes)."""
+    for key, value in values.items():
+        if type(value) is str and "://" in value:
+            values[key] = scrub_urls(value)
+    return values
+
+
+def loggable_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> dict[str, str]:
+    """A copy of ``headers`` fit for a log line: values shown only for :data:`LOGGABLE_HEADER_NAMES` and
+    ``Acp-*`` names, ``"<redacted>"`` for every other."""
+    if headers is None:
+        return {}
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return {
+        k: v if (k.lower() in LOGGABLE_HEADER_NAMES or k.lower().startswith("acp-")) else "<redacted>"
+        for k, v in items
+    }

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import ssl as _ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -111,7 +112,9 @@ class TransportOptions:
 
 async def resolve_headers(headers: HeadersLike | HeadersProvider | None) -> list[tuple[str, str]]:
     """The ``(name, value)`` pairs to send: a mapping or pairs as they are, a provider called (and awaited
-    when it returns an awaitable) once per connection attempt."""
+    when it returns an awaitable) once per connection attempt. Checked before any I/O: a name that is not
+    an HTTP token, or a value holding a line break or another control character, is a
+    :class:`~acp_client.exceptions.UsageError` that names the header and never shows its value."""
     if headers is None:
         return []
     if callable(headers):
@@ -120,4 +123,20 @@ async def resolve_headers(headers: HeadersLike | HeadersProvider | None) -> list
             produced = await produced
         headers = produced
     items = headers.items() if isinstance(headers, Mapping) else headers
-    return [(str(name), str(value)) for name, value in items]
+    pairs = [(str(name), str(value)) for name, value in items]
+    for name, value in pairs:
+        if not _TOKEN.fullmatch(name):
+            raise UsageError(f"{name!r} is not a valid HTTP header name")
+        if _BAD_VALUE.search(value):
+            # the value is never shown: it is usually a secret
+            raise UsageError(
+                f"the value of header {name!r} contains a line break or another control character; a token read "
+                "from a file often ends in a newline: strip it (the value is not shown here)"
+            )
+    return pairs
+
+
+#: an HTTP header name (RFC 9110 token)
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: what no header value may hold: CR, LF, NUL and the other controls but tab
+_BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")

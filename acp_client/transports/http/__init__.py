@@ -80,7 +80,7 @@ from typing import Any
 
 import httpx
 
-from acp_client._logging import redact_headers
+from acp_client._logging import loggable_headers
 from acp_client.exceptions import (
     ConnectionLost,
     HTTPTransportError,
@@ -363,7 +363,7 @@ async def open_http(url: str, options: TransportOptions) -> StreamableHTTPTransp
     if parsed.scheme == "http" and options.ssl is not None:
         raise UsageError(f"an ssl context was given for {description}; use an https:// URL for TLS")
     headers = await resolve_headers(options.headers)
-    _log.debug("http_opening", transport=description, headers=redact_headers(headers))
+    _log.debug("http_opening", transport=description, headers=loggable_headers(headers))
     return StreamableHTTPTransport(parsed, options, headers, description=description)
 
 

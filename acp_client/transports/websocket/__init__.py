@@ -38,7 +38,7 @@ from websockets.typing import Subprotocol
 from websockets.uri import WebSocketURI, parse_uri
 from websockets.version import version as _websockets_version
 
-from acp_client._logging import SECRET_HEADER_NAMES, get_logger, redact_headers, redact_url
+from acp_client._logging import SECRET_HEADER_NAMES, get_logger, loggable_headers, redact_url
 from acp_client._version import __version__
 from acp_client.exceptions import ConnectError, HandshakeRejected, TLSError, UsageError
 from acp_client.transports._cookies import CookieJar, parse_retry_after
@@ -189,7 +189,7 @@ async def connect_websocket(
     tls: _ssl.SSLContext | None = None
     if uri.secure:
         tls = ssl if ssl is not None else _ssl.create_default_context()
-    _log.debug("websocket_connecting", transport=description, headers=redact_headers(request_headers))
+    _log.debug("websocket_connecting", transport=description, headers=loggable_headers(request_headers))
     opening = _Connect(
         url,
         follow_redirects=follow_redirects,
