@@ -88,6 +88,8 @@ def _open_parent(where: Located, *, create: bool) -> int:
                 os.mkdir(part, 0o777, dir_fd=fd)
                 child = os.open(part, _DIR_FLAGS, dir_fd=fd)
             except OSError as exc:
+                if _is_symlink(part, fd):  # O_DIRECTORY|O_NOFOLLOW on a symlink fails with ENOTDIR
+                    raise WorkspaceRefusal("symlink_changed", path=where.path) from None
                 raise _refusal_for(exc, where.path) from None
             os.close(fd)
             fd = child
@@ -95,6 +97,13 @@ def _open_parent(where: Located, *, create: bool) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _is_symlink(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _refusal_for(exc: OSError, path: str) -> WorkspaceRefusal:
@@ -152,10 +161,10 @@ def _read_selected(fd: int, path: str, line: int | None, limit: int | None, max_
 
 
 def read_text(
-    roots: Roots, path: str, line: int | None, limit: int | None, *, max_bytes: int, allow_hard_links: bool
+    where: Located, line: int | None, limit: int | None, *, max_bytes: int, allow_hard_links: bool
 ) -> str:
-    """Read the text of ``path`` (lines ``line``.. at most ``limit``) under the workspace rules."""
-    where = roots.locate(path)
+    """Read the text of a checked path (lines ``line``.. at most ``limit``) under the workspace rules."""
+    path = where.path
     if not where.parts:
         raise WorkspaceRefusal("not_a_regular_file", path=path)
     parent = _open_parent(where, create=False)
@@ -187,22 +196,22 @@ def read_text(
     return _decode(data, path)
 
 
-def read_existing(roots: Roots, path: str, *, max_bytes: int) -> str | None:
-    """The current text of ``path`` for a ``before_write`` hook, or ``None`` (missing, binary, too big)."""
+def read_existing(where: Located, *, max_bytes: int) -> str | None:
+    """The current text of a checked path for a ``before_write`` hook, or ``None`` (missing, binary, too big)."""
     try:
-        return read_text(roots, path, None, None, max_bytes=max_bytes, allow_hard_links=True)
+        return read_text(where, None, None, max_bytes=max_bytes, allow_hard_links=True)
     except WorkspaceRefusal:
         return None
 
 
-def write_text(roots: Roots, path: str, content: str) -> None:
-    """Replace ``path`` with ``content`` atomically (temp file + rename), keeping an existing file's mode.
+def write_text(where: Located, content: str) -> None:
+    """Replace a checked path with ``content`` atomically (temp file + rename), keeping an existing file's mode.
 
-    Missing parent directories inside the root are created. The target's directory entry is replaced,
+    Missing parent directories inside the root are created. The walk and the target's directory entry are
     never followed: a symlink there (swapped in after the check) is refused, and a hard link gets a new
     inode (the other names keep the old content).
     """
-    where = roots.locate(path)
+    path = where.path
     if not where.parts:
         raise WorkspaceRefusal("not_a_regular_file", path=path)
     name = where.parts[-1]

@@ -14,14 +14,16 @@ import asyncio
 import contextlib
 import os
 import secrets
+import select
 import signal
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from acp_client.handlers._base import TerminalExit, TerminalOutput
 from acp_client.handlers._refusal import WorkspaceRefusal
 
-__all__ = ["COOKIE", "TerminalPool", "kill_cookie_holders"]
+__all__ = ["COOKIE", "TerminalPool", "end_processes"]
 
 #: The environment variable that marks every process started for one terminal.
 COOKIE = "ACP_CLIENT_TERMINAL"
@@ -38,27 +40,49 @@ def _complete_prefix(data: bytes) -> bytes:
     return data
 
 
-def kill_cookie_holders(cookie: str) -> int:
-    """SIGKILL every process of this user whose environment carries ``COOKIE=cookie`` (Linux; else 0)."""
-    marker = f"{COOKIE}={cookie}".encode()
-    killed = 0
+def _cookie_holders(marker: bytes) -> list[int]:
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return 0
+        return []
     me = os.getpid()
+    found = []
     for entry in entries:
         if not entry.isdigit() or int(entry) == me:
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as env:
-                if marker not in env.read().split(b"\0"):
-                    continue
-            os.kill(int(entry), signal.SIGKILL)
-            killed += 1
+                if marker in env.read().split(b"\0"):
+                    found.append(int(entry))
         except OSError:  # gone meanwhile, or not ours to read
             continue
-    return killed
+    return found
+
+
+def end_processes(pgid: int, cookie: str, timeout: float = 5.0) -> int:
+    """SIGKILL the process group ``pgid`` and every process of this user whose environment carries
+    ``COOKIE=cookie``, then wait (at most ``timeout`` seconds) until those have exited. The cookie search is
+    Linux only (elsewhere only the group is killed). Returns how many cookie holders were found."""
+    pidfds: list[int] = []
+    try:
+        for pid in _cookie_holders(f"{COOKIE}={cookie}".encode()):
+            # a handle taken before the kill: it cannot point at a recycled pid and tells when it exited
+            with contextlib.suppress(OSError):
+                pidfds.append(os.pidfd_open(pid))
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+        for fd in pidfds:
+            with contextlib.suppress(OSError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+        waiting = list(pidfds)
+        deadline = time.monotonic() + timeout
+        while waiting and (left := deadline - time.monotonic()) > 0:
+            ready, _, _ = select.select(waiting, [], [], left)  # a pidfd turns readable when its process exits
+            waiting = [fd for fd in waiting if fd not in ready]
+        return len(pidfds)
+    finally:
+        for fd in pidfds:
+            os.close(fd)
 
 
 class _Pipe(asyncio.Protocol):
@@ -231,9 +255,7 @@ class TerminalPool:
             await self._end(terminal)
 
     async def _kill(self, terminal: _Terminal) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(terminal.process.pid, signal.SIGKILL)
-        await asyncio.to_thread(kill_cookie_holders, terminal.cookie)
+        await asyncio.to_thread(end_processes, terminal.process.pid, terminal.cookie)
         await terminal.process.wait()
 
     async def _end(self, terminal: _Terminal) -> None:

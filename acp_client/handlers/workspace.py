@@ -171,9 +171,8 @@ class Workspace(ClientHandlers):
 
     async def read_text_file(self, session_id: str, path: str, *, line: int | None, limit: int | None) -> str:
         """Serve the unsaved buffer when the host has one, else the file, under the workspace rules."""
-        roots = self._roots(session_id)
+        where = await asyncio.to_thread(self._roots(session_id).locate, path)
         if self.buffers is not None:
-            where = await asyncio.to_thread(roots.locate, path)
             text = await self.buffers(where.real)
             if text is not None:
                 data = select_lines(text.encode("utf-8"), line, limit)
@@ -182,8 +181,7 @@ class Workspace(ClientHandlers):
                 return data.decode("utf-8")
         return await asyncio.to_thread(
             read_text,
-            roots,
-            path,
+            where,
             line,
             limit,
             max_bytes=self.max_read_bytes,
@@ -191,18 +189,21 @@ class Workspace(ClientHandlers):
         )
 
     async def write_text_file(self, session_id: str, path: str, content: str) -> None:
-        """Check, ask, show ``before_write``, then replace the file atomically."""
+        """Check, ask, show ``before_write``, then replace the file atomically.
+
+        The path is checked once, before the permission prompt; the write then walks the checked path
+        without following symlinks, so whatever is swapped in while the user decides is refused.
+        """
         self._check_writable(session_id, path)
-        roots = self._roots(session_id)
-        where = await asyncio.to_thread(roots.locate, path)
+        where = await asyncio.to_thread(self._roots(session_id).locate, path)
         await self._allowed(
             session_id, "write", f"Write {path}", {"kind": "edit", "locations": [{"path": where.real}]}
         )
         if self.before_write is not None:
-            previous = await asyncio.to_thread(read_existing, roots, path, max_bytes=self.max_read_bytes)
+            previous = await asyncio.to_thread(read_existing, where, max_bytes=self.max_read_bytes)
             if await self.before_write(PendingWrite(session_id, path, where.real, content, previous)):
                 return
-        await asyncio.to_thread(write_text, roots, path, content)
+        await asyncio.to_thread(write_text, where, content)
 
     async def create_terminal(
         self,
