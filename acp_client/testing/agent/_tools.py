@@ -12,7 +12,8 @@ Mini-language commands (see :mod:`acp_client.testing.agent._turns`):
                             (or ``exit N`` if it ended first) and the output
 ==========================  =================================================================================
 
-In protocol v1 these are the spec's methods, sent only when the client advertised the capability
+Each result is said as one line (a newline is added unless it ends with one). In protocol v1 these are the
+spec's methods, sent only when the client advertised the capability
 (``fs.readTextFile``, ``fs.writeTextFile``, ``terminal``). v2 removed them: there the agent sends the same
 requests as the client's extension methods (``_acp-client/fs/read_text_file`` …), and only when the client
 advertised them under ``capabilities._meta["acp-client"]`` (as :class:`acp_client.handlers.Workspace`
@@ -68,6 +69,11 @@ async def _ask(turn: PromptTurn, method: str, params: dict[str, Any]) -> Any:
         raise _Refused("the connection closed") from None
 
 
+async def _say(turn: PromptTurn, text: str) -> None:
+    """Say ``text`` as one line (a newline is added unless it ends with one), so results do not run on."""
+    await turn.say(text if text.endswith("\n") else text + "\n")
+
+
 async def run_tool(turn: PromptTurn, command: str, words: list[str]) -> None:
     """Play one tool command (``read``, ``write``, ``run``, ``kill``) with its argument words in ``turn``."""
     target = words[0] if words else ""
@@ -78,10 +84,10 @@ async def run_tool(turn: PromptTurn, command: str, words: list[str]) -> None:
         if command == "read":
             result = await _ask(turn, "fs/read_text_file", {"path": target})
             content = result.get("content") if isinstance(result, dict) else None
-            await turn.say(f"read {target}: {content}")
+            await _say(turn, f"read {target}: {content}")
         elif command == "write":
             await _ask(turn, "fs/write_text_file", {"path": target, "content": " ".join(words[1:])})
-            await turn.say(f"wrote {target}")
+            await _say(turn, f"wrote {target}")
         else:
             created = await _ask(turn, "terminal/create", {"command": target, "args": words[1:]})
             terminal_id = created.get("terminalId") if isinstance(created, dict) else None
@@ -100,6 +106,6 @@ async def run_tool(turn: PromptTurn, command: str, words: list[str]) -> None:
             text = output.get("output") if isinstance(output, dict) else None
             status = f"signal {signal}" if code is None and signal else f"exit {code}"
             verb = "killed" if command == "kill" else "ran"
-            await turn.say(f"{verb} {target}: {status}\n{text or ''}")
+            await _say(turn, f"{verb} {target}: {status}\n{text or ''}")
     except _Refused as refused:
-        await turn.say(f"{command} {target} failed: {refused}")
+        await _say(turn, f"{command} {target} failed: {refused}")
