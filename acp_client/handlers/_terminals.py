@@ -27,6 +27,9 @@ __all__ = ["COOKIE", "TerminalPool", "end_processes"]
 
 #: The environment variable that marks every process started for one terminal.
 COOKIE = "ACP_CLIENT_TERMINAL"
+#: After the command exits, how long its output may still take to arrive (a daemon holding the pipe open
+#: would otherwise make the wait endless).
+DRAIN_GRACE = 1.0
 
 
 def _complete_prefix(data: bytes) -> bytes:
@@ -95,7 +98,7 @@ class _Pipe(asyncio.Protocol):
         self._terminal.feed(data)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._terminal.eof = True
+        self._terminal.eof.set()
 
 
 @dataclass(eq=False, slots=True)
@@ -107,7 +110,7 @@ class _Terminal:
     limit: int
     buffer: bytearray = field(default_factory=bytearray)
     truncated: bool = False
-    eof: bool = False
+    eof: asyncio.Event = field(default_factory=asyncio.Event)
     pipe: asyncio.ReadTransport | None = None
 
     def feed(self, data: bytes) -> None:
@@ -135,7 +138,7 @@ class _Terminal:
                 skip += 1
             data = data[skip:]
         exited = self.exit()
-        if exited is None or not self.eof:
+        if exited is None or not self.eof.is_set():
             data = _complete_prefix(data)
         text = data.decode("utf-8", errors="replace")
         if exited is None:
@@ -161,7 +164,7 @@ class TerminalPool:
         """The open terminals' ids (of one session, or all)."""
         return [t.terminal_id for t in self._terminals.values() if session_id in (None, t.session_id)]
 
-    def pids(self, terminal_id: str) -> int:
+    def pid(self, terminal_id: str) -> int:
         """The process id (and process group id) of a terminal's command."""
         return self._terminals[terminal_id].process.pid
 
@@ -229,9 +232,13 @@ class TerminalPool:
         return self._get(session_id, terminal_id).output()
 
     async def wait(self, session_id: str, terminal_id: str) -> TerminalExit:
-        """Wait for the command to exit (not for its pipe: a daemon may keep that open)."""
+        """Wait for the command to exit, then for the rest of its output (at most :data:`DRAIN_GRACE`
+        seconds: a daemon it left behind may keep the pipe open)."""
         terminal = self._get(session_id, terminal_id)
         await terminal.process.wait()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(DRAIN_GRACE):
+                await terminal.eof.wait()
         exited = terminal.exit()
         assert exited is not None
         return exited

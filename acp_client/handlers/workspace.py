@@ -136,7 +136,7 @@ class Workspace(ClientHandlers):
 
     def terminal_pid(self, terminal_id: str) -> int:
         """The process (and process group) id of an open terminal's command."""
-        return self._terminals.pids(terminal_id)
+        return self._terminals.pid(terminal_id)
 
     def _roots(self, session_id: str) -> Roots:
         return self._session_roots.get(session_id, self.roots)
