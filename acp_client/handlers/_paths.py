@@ -24,7 +24,8 @@ from acp_client.handlers._refusal import WorkspaceRefusal
 __all__ = ["Located", "Roots", "read_existing", "read_text", "select_lines", "write_text"]
 
 _SYSTEM_PREFIXES = ("/proc", "/sys", "/dev")
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# getattr: importing stays possible where these flags do not exist (a Workspace refuses to start there)
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 _SNIFF = 8192
 
 

@@ -12,6 +12,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from acp_client.exceptions import UsageError
 from acp_client.handlers._base import ClientHandlers, PermissionOption, PermissionRequest, TerminalExit, TerminalOutput
 from acp_client.handlers._paths import Roots, read_existing, read_text, select_lines, write_text
 from acp_client.handlers._permission import PermissionPolicy, deny
@@ -90,6 +91,8 @@ class Workspace(ClientHandlers):
         ``env`` is the environment terminals start from (the agent's ``env`` is merged over it); ``None``
         means this process's environment.
         """
+        if os.name != "posix" or os.open not in os.supports_dir_fd:
+            raise UsageError("Workspace needs a POSIX system (it opens paths relative to directory handles)")
         unknown = set(ask_before) - _ASKABLE
         if unknown:
             raise ValueError(f"ask_before takes 'write' and 'terminal', not {sorted(unknown)}")
