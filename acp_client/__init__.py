@@ -43,7 +43,15 @@ from acp_client.exceptions import (
     UnsupportedProtocolVersion,
     UsageError,
 )
-from acp_client.handlers import ClientHandlers, ElicitationRequest, PermissionOption, PermissionRequest
+from acp_client.handlers import (
+    ClientHandlers,
+    ElicitationRequest,
+    PendingWrite,
+    PermissionOption,
+    PermissionRequest,
+    Workspace,
+    WorkspaceRefusal,
+)
 from acp_client.reconnect import (
     Backoff,
     ClientState,
@@ -133,6 +141,7 @@ __all__ = [
     "MethodNotFound",
     "NotConnected",
     "ParseError",
+    "PendingWrite",
     "PermissionOption",
     "PermissionRequest",
     "Plan",
@@ -181,6 +190,8 @@ __all__ = [
     "UpdatesDropped",
     "UsageError",
     "UserMessageChunk",
+    "Workspace",
+    "WorkspaceRefusal",
     "__version__",
     "connect",
     "embedded_resource",

@@ -1,9 +1,11 @@
-"""An IDE-plugin style client: spawn an agent over stdio and answer its permission and file requests.
+"""An IDE-plugin style client: spawn an agent over stdio and let it use the workspace, safely.
 
-The agent here is the shipped reference agent speaking ACP v1 (file-system handlers exist only in v1), run
-as a child process exactly as an editor would run a real agent. The handlers answer for the "user":
-permission requests pick the *allow once* option, and file reads are served from a temporary workspace
-(paths outside it are refused).
+The agent here is the shipped reference agent speaking ACP v1, run as a child process exactly as an editor
+would run a real agent. The plugin answers with the SDK's :class:`~acp_client.handlers.Workspace`: the
+agent may read files inside a temporary project (anything outside is refused), and a write or a command
+first goes through the "user" (the ``dialog`` below, which a real plugin would show as a prompt). The agent
+reads a file, writes one after asking, tries to read outside the project, and asks for a permission of its
+own.
 
 Run: ``python examples/ide_plugin.py``
 """
@@ -18,37 +20,20 @@ from pathlib import Path
 
 import structlog
 
-from acp_client import ClientHandlers, InvalidParams, PermissionRequest, connect
+from acp_client import Workspace, connect
+from acp_client.handlers import PermissionRequest, ask
+
+permission_requests: list[PermissionRequest] = []
 
 
-class IDEHandlers(ClientHandlers):
-    """What the editor answers when the agent asks it something."""
-
-    def __init__(self, workspace: Path) -> None:
-        self.workspace = workspace.resolve()
-        self.permission_requests: list[PermissionRequest] = []
-
-    async def request_permission(self, request: PermissionRequest) -> str | None:
-        """Pick "allow once" (a real plugin would show a dialog); ``None`` would answer *cancelled*."""
-        self.permission_requests.append(request)
-        choice = request.option("allow_once")
-        offered = ", ".join(f"{o.name} [{o.kind}]" for o in request.options)
-        print(f"  agent asks for permission; options: {offered}")
-        print(f"  -> answering {choice.name if choice else 'cancelled'}")
-        return choice.option_id if choice else None
-
-    async def read_text_file(self, session_id: str, path: str, *, line: int | None, limit: int | None) -> str:
-        """Serve a file from the workspace (1-based ``line``, at most ``limit`` lines), off the event loop."""
-        return await asyncio.to_thread(self._read, path, line, limit)
-
-    def _read(self, path: str, line: int | None, limit: int | None) -> str:
-        target = Path(path).resolve()
-        if not target.is_relative_to(self.workspace):
-            raise InvalidParams(-32602, "Invalid params", {"reason": f"{path} is outside the workspace"})
-        lines = target.read_text(encoding="utf-8").splitlines(keepends=True)
-        start = max((line or 1) - 1, 0)
-        end = start + limit if limit is not None else None
-        return "".join(lines[start:end])
+async def dialog(request: PermissionRequest) -> str | None:
+    """The user's answer: "allow once" (a real plugin shows a dialog); ``None`` would answer *cancelled*."""
+    permission_requests.append(request)
+    choice = request.option("allow_once")
+    offered = ", ".join(f"{o.name} [{o.kind}]" for o in request.options)
+    print(f"  permission asked: {request.title or 'the agent wants to run a tool'}; options: {offered}")
+    print(f"  -> answering {choice.name if choice else 'cancelled'}")
+    return choice.option_id if choice else None
 
 
 async def main() -> int:
@@ -58,29 +43,44 @@ async def main() -> int:
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
     )
     with tempfile.TemporaryDirectory(prefix="acp-ide-") as tmp:
-        workspace = Path(tmp)
-        (workspace / "main.py").write_text('print("hello from the workspace")\n', encoding="utf-8")
-        handlers = IDEHandlers(workspace)
+        project = Path(tmp)
+        (project / "main.py").write_text('print("hello from the workspace")\n', encoding="utf-8")
         agent_command = [sys.executable, "-m", "acp_client.testing.reference_agent", "--stdio", "--protocol", "1"]
 
         print(f"spawning the agent over stdio: {' '.join(agent_command[1:])}")
-        async with connect(agent_command, handlers=handlers, protocol_version=1) as client:
-            caps = handlers.client_capabilities(client.protocol_version)
+        async with Workspace([project], permission=ask(dialog)) as workspace, connect(
+            agent_command, handlers=workspace, protocol_version=1
+        ) as client:
+            caps = workspace.client_capabilities(client.protocol_version)
             print(f"connected: protocol v{client.protocol_version}, agent {client.agent_info.get('name')}")
             print(f"client capabilities advertised: {caps}")
 
-            # the reference agent never reads files by itself: show what fs/read_text_file would answer
-            text = await handlers.read_text_file("-", str(workspace / "main.py"), line=1, limit=1)
-            print(f"fs/read_text_file main.py -> {text.strip()!r}")
-
-            session = await client.new_session(str(workspace))
-            print(f"session {session.id} in {workspace}")
-            print('prompt: "permission"')
-            result = await session.prompt("permission", timeout=30)
+            session = await client.new_session(str(project))
+            script = [
+                f"read {project}/main.py",
+                f"write {project}/notes.txt written by the agent",
+                f"read {project}/../outside.txt",
+                "permission",
+            ]
+            print(f"session {session.id}; prompt:")
+            for line in script:
+                print(f"  {line.replace(str(project), '<project>')}")
+            result = await session.prompt("\n".join(script), timeout=30)
             reply = session.transcript.messages[-1].text if session.transcript.messages else ""
-            print(f"outcome: stop reason {result.stop_reason}, agent said {reply!r}")
+            print(f"outcome: stop reason {result.stop_reason}; the agent said:")
+            for line in reply.replace(str(project), "<project>").splitlines():
+                print(f"  {line}")
+            written = (project / "notes.txt").read_text(encoding="utf-8")
+            print(f"notes.txt on disk: {written!r}")
 
-    ok = result.stop_reason == "end_turn" and reply == "permission granted" and len(handlers.permission_requests) == 1
+    ok = (
+        result.stop_reason == "end_turn"
+        and 'print("hello from the workspace")' in reply
+        and "refused (outside_roots)" in reply
+        and reply.endswith("permission granted")
+        and written == "written by the agent"
+        and len(permission_requests) == 2
+    )
     print("done" if ok else "unexpected outcome")
     return 0 if ok else 1
 

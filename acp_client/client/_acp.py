@@ -110,9 +110,15 @@ class ACPClient(InboundRouter):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the connection; sessions attached to it become detached."""
+        """Close the connection; sessions attached to it become detached.
+
+        A client on its own (not one connection of a ``ReconnectingClient``) then tells its handlers
+        (``handlers.client_closed()``), so they end what they still run for the agent.
+        """
         await self.connection.close()
         self._detach_all()
+        if self._session_owner is self:
+            await self.handlers.client_closed()
 
     close = aclose
 
@@ -438,12 +444,14 @@ class ACPClient(InboundRouter):
         self._require("session/close", "close")
         await self.connection.request("session/close", {"sessionId": session_id}, timeout=timeout)
         self._end_session(session_id)
+        await self.handlers.session_ended(session_id)
 
     async def delete_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
         """``session/delete``: remove the session from the agent's list; the handle becomes closed."""
         self._require("session/delete", "delete")
         await self.connection.request("session/delete", {"sessionId": session_id}, timeout=timeout)
         self._end_session(session_id)
+        await self.handlers.session_ended(session_id)
 
     def _end_session(self, session_id: str) -> None:
         session = self._registry.remove(session_id)

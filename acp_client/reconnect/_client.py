@@ -314,6 +314,7 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI, ConnectionLo
                 session._terminate(SessionLink.CLOSED, None)
         self._bus.close()
         await self._writer.aclose()
+        await self._handlers.client_closed()  # the handlers end what they still run for the agent
 
     close = aclose
 

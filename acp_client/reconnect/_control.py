@@ -17,6 +17,7 @@ from acp_client.sessions import RecoveryMarker, Session, SessionLink
 
 if TYPE_CHECKING:
     from acp_client.client import ACPClient
+    from acp_client.handlers import ClientHandlers
     from acp_client.reconnect._events import EventBus
     from acp_client.reconnect._recoverer import SessionRecoverer
     from acp_client.reconnect._store_writer import StoreWriter
@@ -38,6 +39,7 @@ class RecoveryControl:
     _generation: int
     _session_wait_timeout: float
     _client: ACPClient | None
+    _handlers: ClientHandlers
 
     def _notify_changed(self) -> None:
         raise NotImplementedError
@@ -85,6 +87,7 @@ class RecoveryControl:
         self._bus.emit(SessionForgotten(session.id, reason, via, self._generation))
         self._notify_changed()
         await self._writer.delete(session.id)
+        await self._handlers.session_ended(session.id)  # the handlers free what they hold for it (terminals)
 
     async def recover(self, session_id: str) -> Session:
         """Probe and recover one session now on the current connection; returns its handle.

@@ -176,8 +176,8 @@ async def test_fs_requests_of_the_agent_are_answered_by_the_editor(agent_v1: Ref
         await conn.prompt(session_id=sid, prompt=[text_block("write /work/todo.txt buy bread")])
         await conn.prompt(session_id=sid, prompt=[text_block("run ls")])  # no terminal advertised: refused
     said = editor.agent_chunks(sid)
-    assert said[0] == "read /work/notes.txt: remember the milk"
-    assert said[1] == "wrote /work/todo.txt"
+    assert said[0] == "read /work/notes.txt: remember the milk\n"  # each tool result is one line
+    assert said[1] == "wrote /work/todo.txt\n"
     assert editor.files["/work/todo.txt"] == "buy bread"
     assert said[2].startswith("run ls failed")  # the editor's capabilities were forwarded as they were
 

@@ -15,6 +15,9 @@ Python-SDK agent does. The agent itself only does what a test needs:
   the turn open after the echo until ``session/cancel`` (then ``cancelled``) or :data:`WAIT_LIMIT` seconds.
 * ``session/load`` replays the stored transcript (``user_message_chunk`` then the agent's chunks, per turn) as
   ``session/update`` notifications before it answers.
+* ``/read PATH``, ``/write PATH TEXT`` and ``/run COMMAND ARG...`` (after the echo) call the client through
+  the SDK (``read_text_file``, ``write_text_file``, the terminal calls) and add one chunk with the answer
+  (`` => read: ...``, `` => written``, `` => exit N: OUTPUT``) or `` => error CODE RULE``.
 * An unknown session gets the SDK's own ``RequestError.resource_not_found(session_id)``: ``-32002`` with
   ``data: {"uri": <sessionId>}`` (not ``data.sessionId``).
 
@@ -246,6 +249,10 @@ class InteropAgent:
                     break
                 await self.conn.session_update(session_id=session_id, update=update_agent_message_text(chunk))
                 sent.append(chunk)
+            tool = await self._tool(session_id, text)
+            if tool is not None:
+                await self.conn.session_update(session_id=session_id, update=update_agent_message_text(tool))
+                sent.append(tool)
             if text.split()[:1] == ["/wait"] and not cancelled.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(cancelled.wait(), WAIT_LIMIT)
@@ -254,6 +261,27 @@ class InteropAgent:
                 del self._cancels[session_id]
             self._store.add_turn(session_id, text, sent)
         return PromptResponse(stop_reason="cancelled" if cancelled.is_set() else "end_turn")
+
+    async def _tool(self, session_id: str, text: str) -> str | None:
+        """``/read PATH``, ``/write PATH TEXT``, ``/run COMMAND ARG...``: the SDK's own client calls."""
+        words = text.split()
+        if not words or words[0] not in ("/read", "/write", "/run") or len(words) < 2:
+            return None
+        try:
+            if words[0] == "/read":
+                read = await self.conn.read_text_file(session_id=session_id, path=words[1])
+                return f" => read: {read.content}"
+            if words[0] == "/write":
+                await self.conn.write_text_file(session_id=session_id, path=words[1], content=" ".join(words[2:]))
+                return " => written"
+            created = await self.conn.create_terminal(session_id=session_id, command=words[1], args=words[2:])
+            exited = await self.conn.wait_for_terminal_exit(session_id=session_id, terminal_id=created.terminal_id)
+            output = await self.conn.terminal_output(session_id=session_id, terminal_id=created.terminal_id)
+            await self.conn.release_terminal(session_id=session_id, terminal_id=created.terminal_id)
+            return f" => exit {exited.exit_code}: {output.output}"
+        except RequestError as exc:
+            rule = exc.data.get("rule") if isinstance(exc.data, dict) else None
+            return f" => error {exc.code} {rule}"
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         if (event := self._cancels.get(session_id)) is not None:

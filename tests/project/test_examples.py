@@ -30,8 +30,12 @@ def test_ide_plugin() -> None:
     out = run_example("ide_plugin.py")
     assert "connected: protocol v1" in out
     assert "'readTextFile': True" in out
-    assert "-> answering Allow once" in out
-    assert "outcome: stop reason end_turn, agent said 'permission granted'" in out
+    assert "permission asked: Write " in out and "-> answering Allow\n" in out  # the workspace asked first
+    assert "-> answering Allow once" in out  # the agent's own permission request
+    assert 'read <project>/main.py: print("hello from the workspace")' in out
+    assert "read <project>/../outside.txt failed: [-32602] refused (outside_roots)" in out
+    assert "notes.txt on disk: 'written by the agent'" in out
+    assert out.rstrip().endswith("done")
 
 
 def test_chat_frontend() -> None:

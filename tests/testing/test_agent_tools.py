@@ -88,8 +88,12 @@ async def test_without_the_capability_the_agent_says_why() -> None:
     )
 
 
-async def test_v2_has_no_client_file_system() -> None:
-    async with ReferenceAgent(2) as agent, acp_client.connect(agent.url) as client:
+async def test_v2_uses_the_extension_only_when_the_client_advertised_it() -> None:
+    # v2 removed fs/* and terminal/*: without the client's _acp-client extension the agent says so
+    async with ReferenceAgent(2) as agent, acp_client.connect(agent.url, handlers=Workspace()) as client:
         session = await client.new_session("/work")
         await session.prompt("run ls", timeout=bound(10))
-    assert "run ls failed: run needs protocol v1" in session.transcript.messages[-1].text
+    assert (
+        "run ls failed: the client did not advertise capabilities._meta.acp-client.terminal"
+        in session.transcript.messages[-1].text
+    )

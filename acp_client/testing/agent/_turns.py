@@ -19,9 +19,11 @@ the rest of their line verbatim (``;`` included). A prompt that is not a valid s
 ``drop [CODE]``            close the session's connection (WebSocket close ``CODE``, default 1011); the turn
                            runs on, its updates are dropped until a connection re-attaches the session
 ``abort``                  the same with a TCP reset
-``read PATH``              v1: ``fs/read_text_file`` → "read PATH: CONTENT" (see :mod:`._agent_tools`)
-``write PATH TEXT``        v1: ``fs/write_text_file`` with ``TEXT`` → "wrote PATH"
-``run COMMAND [ARG ...]``  v1: a client terminal runs it → "ran COMMAND: exit N" and its output
+``read PATH``              ``fs/read_text_file`` → "read PATH: CONTENT" (see :mod:`._tools`; in v2 the
+                           ``_acp-client/`` extension methods, when the client advertised them)
+``write PATH TEXT``        ``fs/write_text_file`` with ``TEXT`` → "wrote PATH"
+``run COMMAND [ARG ...]``  a client terminal runs it → "ran COMMAND: exit N" and its output
+``kill COMMAND [ARG…]``     a client terminal starts it, kills it at once → "killed COMMAND: signal S"
 =========================  ==================================================================================
 
 A turn ends with ``end_turn`` unless said otherwise, or ``cancelled`` once ``session/cancel`` arrived.

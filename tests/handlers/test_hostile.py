@@ -1,0 +1,338 @@
+"""The hostile table of issue 22: each request an agent could use to leave the workspace, and its answer."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from acp_client.handlers import PendingWrite, PermissionRequest, Workspace, WorkspaceRefusal
+from tests.conftest import bound
+
+S = "sess_1"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """The workspace root (resolved), beside an ``outside`` directory holding a secret."""
+    (tmp_path / "root").mkdir()
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "secret.txt").write_text("the secret\n", encoding="utf-8")
+    (tmp_path / "root" / "notes.txt").write_text("one\ntwo\nthree\n", encoding="utf-8")
+    return (tmp_path / "root").resolve()
+
+
+@pytest.fixture
+async def workspace(root: Path) -> AsyncIterator[Workspace]:
+    """A workspace over ``root`` that asks nobody (the permission gate has tests of its own)."""
+    async with Workspace([root], ask_before=(), max_read_bytes=10_000, max_terminals=8) as ws:
+        yield ws
+
+
+async def refused(rule: str, call: object) -> WorkspaceRefusal:
+    """Await ``call`` and require a refusal under ``rule`` (the JSON-RPC error an agent sees)."""
+    assert asyncio.iscoroutine(call)
+    with pytest.raises(WorkspaceRefusal) as caught:
+        async with asyncio.timeout(bound(10)):
+            await call
+    error = caught.value
+    assert (error.code, error.rule, error.data["rule"]) == (-32602, rule, rule)
+    assert error.message.startswith(f"refused ({rule}): ")
+    return error
+
+
+async def read(ws: Workspace, path: Path | str, line: int | None = None, limit: int | None = None) -> str:
+    return await ws.read_text_file(S, str(path), line=line, limit=limit)
+
+
+# ---------------------------------------------------------------------------------------------- paths
+
+
+async def test_dot_dot_traversal_is_refused(workspace: Workspace, root: Path) -> None:
+    error = await refused("outside_roots", read(workspace, f"{root}/../outside/secret.txt"))
+    assert error.data["path"] == f"{root}/../outside/secret.txt"
+    await refused("outside_roots", workspace.write_text_file(S, f"{root}/../outside/new.txt", "x"))
+    assert not (root.parent / "outside" / "new.txt").exists()
+
+
+async def test_absolute_path_outside_is_refused(workspace: Workspace, root: Path) -> None:
+    await refused("outside_roots", read(workspace, root.parent / "outside" / "secret.txt"))
+    await refused("outside_roots", read(workspace, "/etc/passwd"))
+
+
+async def test_relative_path_is_refused(workspace: Workspace) -> None:
+    await refused("not_absolute", read(workspace, "notes.txt"))
+
+
+async def test_lines_and_limit_are_honoured(workspace: Workspace, root: Path) -> None:
+    assert await read(workspace, root / "notes.txt", line=2, limit=1) == "two\n"
+    assert await read(workspace, root / "notes.txt", line=2) == "two\nthree\n"
+
+
+async def test_symlink_out_is_refused_for_reads_and_writes(workspace: Workspace, root: Path) -> None:
+    (root / "link.txt").symlink_to(root.parent / "outside" / "secret.txt")
+    (root / "linkdir").symlink_to(root.parent / "outside")
+    await refused("outside_roots", read(workspace, root / "link.txt"))
+    await refused("outside_roots", read(workspace, root / "linkdir" / "secret.txt"))
+    await refused("outside_roots", workspace.write_text_file(S, str(root / "link.txt"), "owned"))
+    await refused("outside_roots", workspace.write_text_file(S, str(root / "linkdir" / "x.txt"), "owned"))
+    assert (root.parent / "outside" / "secret.txt").read_text(encoding="utf-8") == "the secret\n"
+    assert not (root.parent / "outside" / "x.txt").exists()
+
+
+async def test_symlink_inside_the_roots_is_followed(workspace: Workspace, root: Path) -> None:
+    (root / "alias.txt").symlink_to(root / "notes.txt")
+    assert await read(workspace, root / "alias.txt", limit=1) == "one\n"
+
+
+async def test_symlink_swapped_in_before_a_read_is_refused(root: Path) -> None:
+    # the editor's buffer lookup runs between the check and the open: swap the file for a symlink there
+    victim = root / "notes.txt"
+
+    async def swap(path: str) -> None:
+        victim.unlink()
+        victim.symlink_to(root.parent / "outside" / "secret.txt")
+
+    async with Workspace([root], buffers=swap) as ws:
+        await refused("symlink_changed", read(ws, victim))
+
+
+async def test_directory_swapped_for_a_symlink_while_the_user_decides_is_refused(root: Path) -> None:
+    (root / "src").mkdir()
+
+    async def swap_then_allow(request: PermissionRequest) -> str | None:
+        (root / "src").rmdir()
+        (root / "src").symlink_to(root.parent / "outside")
+        option = request.option("allow_once")
+        return option.option_id if option else None
+
+    async with Workspace([root], permission=swap_then_allow) as ws:
+        await refused("symlink_changed", ws.write_text_file(S, str(root / "src" / "secret.txt"), "owned"))
+    assert (root.parent / "outside" / "secret.txt").read_text(encoding="utf-8") == "the secret\n"
+
+
+def replace_with_symlink(path: str, target: Path) -> None:
+    os.unlink(path)
+    os.symlink(target, path)
+
+
+async def test_file_swapped_for_a_symlink_before_a_write_is_refused(root: Path) -> None:
+    async def swap(write: PendingWrite) -> bool:
+        replace_with_symlink(write.real_path, root.parent / "outside" / "secret.txt")
+        return False
+
+    async with Workspace([root], ask_before=(), before_write=swap) as ws:
+        await refused("symlink_changed", ws.write_text_file(S, str(root / "notes.txt"), "owned"))
+    assert (root.parent / "outside" / "secret.txt").read_text(encoding="utf-8") == "the secret\n"
+
+
+async def test_hard_link_is_read_but_a_write_never_reaches_the_other_name(root: Path) -> None:
+    # a hard link cannot be told from the file itself: reads are allowed (documented), or refused on request
+    secret = root.parent / "outside" / "secret.txt"
+    os.link(secret, root / "hard.txt")
+    async with Workspace([root], ask_before=()) as ws:
+        assert await read(ws, root / "hard.txt") == "the secret\n"
+        await ws.write_text_file(S, str(root / "hard.txt"), "replaced")
+    assert (root / "hard.txt").read_text(encoding="utf-8") == "replaced"
+    assert secret.read_text(encoding="utf-8") == "the secret\n"  # the rename gave the name a new inode
+    os.link(secret, root / "hard2.txt")
+    async with Workspace([root], allow_hard_links=False) as strict:
+        await refused("hard_link", read(strict, root / "hard2.txt"))
+
+
+async def test_huge_file_is_refused_unless_read_in_parts(workspace: Workspace, root: Path) -> None:
+    (root / "huge.txt").write_text("x" * 99 + "\n" * 1 + "y" * 20_000 + "\n", encoding="utf-8")
+    error = await refused("too_large", read(workspace, root / "huge.txt"))
+    assert "line/limit" in error.data["reason"]
+    assert await read(workspace, root / "huge.txt", line=1, limit=1) == "x" * 99 + "\n"
+    await refused("too_large", read(workspace, root / "huge.txt", line=2, limit=1))
+
+
+async def test_binary_file_is_refused(workspace: Workspace, root: Path) -> None:
+    (root / "a.bin").write_bytes(b"\x7fELF\x00\x01\x02")
+    (root / "latin1.txt").write_bytes("café".encode("latin-1"))
+    await refused("binary", read(workspace, root / "a.bin"))
+    await refused("binary", read(workspace, root / "latin1.txt"))
+
+
+async def test_fifo_is_refused_without_blocking(workspace: Workspace, root: Path) -> None:
+    os.mkfifo(root / "pipe")
+    await refused("not_a_regular_file", read(workspace, root / "pipe"))
+    await refused("not_a_regular_file", workspace.write_text_file(S, str(root / "pipe"), "x"))
+    await refused("not_a_regular_file", read(workspace, root))
+
+
+async def test_proc_self_environ_is_refused(workspace: Workspace, root: Path) -> None:
+    await refused("outside_roots", read(workspace, "/proc/self/environ"))
+    (root / "env").symlink_to("/proc/self/environ")
+    await refused("outside_roots", read(workspace, root / "env"))
+    async with Workspace(["/"]) as everything:  # even a host that serves "/" never serves /proc
+        await refused("system_path", read(everything, "/proc/self/environ"))
+
+
+async def test_write_through_a_dangling_symlink_is_refused(workspace: Workspace, root: Path) -> None:
+    (root / "dangling.txt").symlink_to(root.parent / "outside" / "planted.txt")
+    await refused("outside_roots", workspace.write_text_file(S, str(root / "dangling.txt"), "owned"))
+    assert not (root.parent / "outside" / "planted.txt").exists()
+
+
+async def test_writes_are_atomic_keep_the_mode_and_create_parents(workspace: Workspace, root: Path) -> None:
+    script = root / "run.sh"
+    script.write_text("old\n", encoding="utf-8")
+    script.chmod(0o750)
+    await workspace.write_text_file(S, str(script), "new\n")
+    assert script.read_text(encoding="utf-8") == "new\n"
+    assert script.stat().st_mode & 0o777 == 0o750
+    await workspace.write_text_file(S, str(root / "a" / "b" / "c.txt"), "deep")
+    assert (root / "a" / "b" / "c.txt").read_text(encoding="utf-8") == "deep"
+    assert [name for name in os.listdir(root) if name.endswith(".acp-tmp")] == []
+
+
+# ---------------------------------------------------------------------------------------------- terminals
+
+DAEMONS = textwrap.dedent(
+    """
+    import os, sys, time
+    pids = []
+    for leave_group in (False, True):
+        pid = os.fork()
+        if pid == 0:
+            if leave_group:
+                os.setsid()  # a daemon: its own session, out of the terminal's process group
+            time.sleep(300)
+            os._exit(0)
+        pids.append(pid)
+    with open(sys.argv[1], "w") as fifo:
+        fifo.write(" ".join(map(str, pids)) + "\\n")
+    if sys.argv[2] == "stay":
+        time.sleep(300)
+    """
+)
+
+
+async def spawned_pids(fifo: Path) -> list[int]:
+    """Read the pids the command writes into ``fifo`` (opened first, so the command cannot miss it)."""
+    loop = asyncio.get_running_loop()
+    read_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    hold = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # no EOF before the command writes
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", 0)
+    )
+    try:
+        async with asyncio.timeout(bound(10)):
+            line = await reader.readline()
+    finally:
+        transport.close()
+        os.close(hold)
+    return [int(p) for p in line.split()]
+
+
+def gone(pid: int) -> bool:
+    """The process no longer runs (no entry, or a zombie waiting for its new parent to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("ending", ["kill", "release"])
+async def test_a_forked_daemon_is_gone_after_kill_and_after_release(
+    workspace: Workspace, root: Path, tmp_path: Path, ending: str
+) -> None:
+    fifo = tmp_path / "pids"
+    os.mkfifo(fifo)
+    stay = "stay" if ending == "kill" else "exit"
+    tid = await workspace.create_terminal(
+        S, sys.executable, args=["-c", DAEMONS, str(fifo), stay], env={}, cwd=None, output_byte_limit=None
+    )
+    leader = workspace.terminal_pid(tid)
+    pids = await spawned_pids(fifo)
+    assert len(pids) == 2 and not any(gone(p) for p in pids)
+    if ending == "kill":
+        await workspace.kill_terminal(S, tid)
+        assert (await workspace.terminal_output(S, tid)).signal == "SIGKILL"  # still readable after a kill
+        await workspace.release_terminal(S, tid)
+    else:
+        assert (await workspace.wait_for_terminal_exit(S, tid)).exit_code == 0  # the leader left its children
+        assert not any(gone(p) for p in pids)
+        await workspace.release_terminal(S, tid)
+    assert gone(leader)
+    assert [p for p in pids if not gone(p)] == []
+    await refused("unknown_terminal", workspace.terminal_output(S, tid))
+
+
+async def test_output_past_the_limit_is_cut_from_the_start_on_a_character_boundary(workspace: Workspace) -> None:
+    tid = await workspace.create_terminal(
+        S,
+        sys.executable,
+        args=["-c", "import sys; sys.stdout.buffer.write('é'.encode() * 100 + b'END')"],
+        env={},
+        cwd=None,
+        output_byte_limit=52,  # 52 bytes: 'END' plus 49 bytes, which cut the first 'é' in half
+    )
+    assert (await workspace.wait_for_terminal_exit(S, tid)).exit_code == 0
+    out = await workspace.terminal_output(S, tid)
+    assert out.truncated is True and out.exit_code == 0
+    assert out.output == "é" * 24 + "END"
+    await workspace.release_terminal(S, tid)
+
+
+async def test_a_thousand_terminals_meet_the_cap(workspace: Workspace) -> None:
+    async def one() -> str:
+        return await workspace.create_terminal(
+            S, "sleep", args=["300"], env={}, cwd=None, output_byte_limit=None
+        )
+
+    results = await asyncio.gather(*(one() for _ in range(1000)), return_exceptions=True)
+    started = [r for r in results if isinstance(r, str)]
+    refusals = [r for r in results if isinstance(r, WorkspaceRefusal)]
+    assert len(started) == 8 and len(refusals) == 992
+    assert {r.rule for r in refusals} == {"too_many_terminals"}
+    pids = [workspace.terminal_pid(t) for t in started]
+    await workspace.release_terminal(S, started[0])
+    assert len(workspace.terminal_ids()) == 7
+    await one()  # a released slot is free again
+    await workspace.aclose()
+    assert workspace.terminal_ids() == [] and all(gone(p) for p in pids)
+
+
+async def test_terminal_cwd_is_confined_and_env_merged(workspace: Workspace, root: Path) -> None:
+    await refused(
+        "outside_roots",
+        workspace.create_terminal(S, "pwd", args=[], env={}, cwd=str(root.parent), output_byte_limit=None),
+    )
+    (root / "sub").mkdir()
+    tid = await workspace.create_terminal(
+        S,
+        sys.executable,
+        args=["-c", "import os; print(os.getcwd(), os.environ['GREETING'], 'PATH' in os.environ)"],
+        env={"GREETING": "hi"},
+        cwd=str(root / "sub"),
+        output_byte_limit=None,
+    )
+    await workspace.wait_for_terminal_exit(S, tid)
+    assert (await workspace.terminal_output(S, tid)).output == f"{root / 'sub'} hi True\n"
+    await refused("unknown_terminal", workspace.terminal_output("another_session", tid))
+    await workspace.release_terminal(S, tid)
+    await refused(
+        "spawn_failed",
+        workspace.create_terminal(S, "/no/such/program", args=[], env={}, cwd=None, output_byte_limit=None),
+    )
+
+
+async def test_session_ended_kills_its_terminals_only(workspace: Workspace) -> None:
+    mine = await workspace.create_terminal(S, "sleep", args=["300"], env={}, cwd=None, output_byte_limit=None)
+    other = await workspace.create_terminal("sess_2", "sleep", args=["300"], env={}, cwd=None, output_byte_limit=None)
+    mine_pid, other_pid = workspace.terminal_pid(mine), workspace.terminal_pid(other)
+    await workspace.session_ended(S)
+    assert gone(mine_pid) and not gone(other_pid)
+    assert workspace.terminal_ids() == [other]
+    await workspace.client_closed()
+    assert gone(other_pid) and workspace.terminal_ids() == []
