@@ -2,25 +2,28 @@
 
 This module holds its lifecycle (``run``, stop, shutdown, giving up), the editor side (requests dispatched to
 the routes of :mod:`acp_client.bridge._routes`, which documents what each method does; notifications) and
-``initialize`` (connecting and describing the remote). The remote side and outage waits are in
-:mod:`acp_client.bridge._remote`, the options in :mod:`acp_client.bridge._options`.
+``initialize`` (reading the editor's hello, connecting and describing the remote). It holds three objects
+that own their state: the :class:`~acp_client.bridge._remote.RemoteSide` (the client, outage waits,
+re-authentication), the :class:`~acp_client.bridge._routes.SessionRoutes` (what each editor request does)
+and the :class:`~acp_client.bridge._forward.SessionPipes` (each session's stream to the editor); the options
+are in :mod:`acp_client.bridge._options`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from collections.abc import Awaitable
+from typing import Any
 
 from acp_client._logging import get_logger
 from acp_client._version import __version__
 from acp_client.bridge._editor import EditorLink
 from acp_client.bridge._forward import SessionPipes
 from acp_client.bridge._handlers import EditorHandlers
-from acp_client.bridge._options import BridgeOptions, BridgeStrategy, describe_url
+from acp_client.bridge._options import BridgeOptions, describe_url
 from acp_client.bridge._outage import META_KEY, to_rpc_error
-from acp_client.bridge._remote import _HookedStore
+from acp_client.bridge._remote import RemoteSide
 from acp_client.bridge._routes import SessionRoutes, _params
 from acp_client.bridge._tap import RawTap
 from acp_client.client import ACPClient
@@ -32,7 +35,6 @@ from acp_client.exceptions import (
     InvalidRequest,
     ReconnectFailed,
 )
-from acp_client.reconnect import Backoff, ReconnectingClient
 from acp_client.sessions import MemorySessionStore, SessionStore, SQLiteSessionStore
 
 __all__ = ["Bridge"]
@@ -40,7 +42,7 @@ __all__ = ["Bridge"]
 log = get_logger("acp_client.bridge")
 
 
-class Bridge(SessionRoutes):
+class Bridge:
     """One bridge process: the editor on stdio, the remote agent behind a :class:`ReconnectingClient`.
 
     ``run()`` serves until the editor closes its end (exit code 0) or the remote cannot be reached when the
@@ -53,16 +55,15 @@ class Bridge(SessionRoutes):
         self.fatal: str | None = None
         self._exit_code = 0
         self._editor: EditorLink | None = None
-        self._rc: ReconnectingClient | None = None
-        self._tap = RawTap()
-        self._pipes = SessionPipes(self._notify_editor, self._protocol_version)
-        self._auth_method: str | None = None
+        tap = RawTap()
+        self._remote = RemoteSide(options, tap)
+        self._pipes = SessionPipes(self._notify_editor, self._remote.protocol_version)
+        self._routes = SessionRoutes(self._remote, self._pipes, tap)
         self._stop: asyncio.Event | None = None
         self._aux: set[asyncio.Task[Any]] = set()
-        self._routes: dict[str, Callable[[str, Any], Awaitable[Any]]] = self._route_table()
 
     def __repr__(self) -> str:
-        return f"<Bridge {describe_url(self.options.url)} remote={self._rc!r}>"
+        return f"<Bridge {describe_url(self.options.url)} remote={self._remote!r}>"
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -101,8 +102,7 @@ class Bridge(SessionRoutes):
             await asyncio.wait(aux)
         await self._pipes.stop_all()
         try:
-            if self._rc is not None:
-                await self._rc.aclose()  # the sessions stay in the store
+            await self._remote.aclose()  # the sessions stay in the store
         except Exception:  # the editor's side must still be closed
             log.exception("bridge_close_failed", side="remote")
         if self._editor is not None:
@@ -136,7 +136,7 @@ class Bridge(SessionRoutes):
     async def _on_request(self, method: str, params: Any) -> Any:
         if method == "initialize":
             return await self._initialize(params)
-        route: Callable[[str, Any], Awaitable[Any]] = self._routes.get(method, self._forward)
+        route = self._routes.route(method)
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         try:
             try:
@@ -159,18 +159,18 @@ class Bridge(SessionRoutes):
             raise error from None
 
     def _on_notification(self, method: str, params: Any) -> None:
-        if self._rc is None:
+        if not self._remote.started:
             log.info("bridge_notification_before_initialize", method=method)
             return
         self._spawn(self._forward_notification(method, params), f"acp-bridge-notify-{method}")
 
     async def _forward_notification(self, method: str, params: Any) -> None:
-        rc = self._remote()
+        rc = self._remote.client()
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         session = rc.sessions.get(session_id) if isinstance(session_id, str) else None
         try:
             if method == "session/cancel" and session is not None:
-                await self._bounded(session.cancel())  # waits for the session to be back, at most the bound
+                await self._remote.bounded(session.cancel())  # waits for the session to be back, at most the bound
                 return
             client = rc.current
             if client is None or client.connection.closed:
@@ -183,44 +183,19 @@ class Bridge(SessionRoutes):
     # ------------------------------------------------------------------ initialize
 
     async def _initialize(self, params: Any) -> Any:
-        if self._rc is not None:
+        if self._remote.started:
             raise InvalidRequest(-32600, "Invalid request", {"reason": "initialize was already called"})
-        p = _params(params)
-        version = p.get("protocolVersion")
-        if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version <= 65535:
-            raise InvalidParams(-32602, "Invalid params", {"reason": "protocolVersion must be an integer 0-65535"})
-        v2 = version >= 2
-        caps = p.get("capabilities" if v2 else "clientCapabilities")
-        info = p.get("info" if v2 else "clientInfo")
-        client_info = None
-        if isinstance(info, dict) and isinstance(info.get("name"), str):
-            client_info = {k: str(v) for k, v in info.items() if k in ("name", "version", "title") and v is not None}
-            client_info.setdefault("version", "unknown")
+        version, caps, client_info = _editor_hello(_params(params))
         assert self._editor is not None
         options = self.options
         store: SessionStore = SQLiteSessionStore(options.store) if options.store else MemorySessionStore()
-        protocol: Literal[1, "auto"] = 1 if version <= 1 else "auto"
-        rc = ReconnectingClient(
-            self._transport_factory(),
-            handlers=EditorHandlers(self._editor, caps if isinstance(caps, dict) else {}),
-            store=_HookedStore(store, self._on_saved),
-            strategy=BridgeStrategy(),
-            backoff=Backoff(base=0.25, cap=options.max_backoff),
-            close_timeout=2.0,
-            protocol_version=protocol,
-            headers=list(options.headers) or None,
-            open_timeout=min(10.0, options.connect_timeout),
-            max_frame_bytes=options.max_frame_bytes,
-            request_timeout=None,
-            initialize_timeout=options.connect_timeout,
-            ping_interval=options.ping_interval,
-            ping_timeout=options.ping_timeout,
-            session_wait_timeout=options.outage_timeout,
-            wait_for_ready=True,
-            on_auth_required=self._reauthenticate,
+        rc = self._remote.make(
+            handlers=EditorHandlers(self._editor, caps),
+            store=store,
+            adopter=self._routes,
+            protocol=1 if version <= 1 else "auto",
             client_info=client_info,
         )
-        self._rc = rc
         try:
             await rc.start()
         except Exception as exc:  # e.g. a --store file that cannot be opened
@@ -230,7 +205,7 @@ class Bridge(SessionRoutes):
             raise InternalError(-32603, message, {META_KEY: {"reason": "start_failed"}}) from None
         for session in rc.sessions.values():  # kept in the store by an earlier bridge: tracked, not shown
             self._pipes.adopt(session, opened=False)
-        self._spawn(self._watch(rc), "acp-bridge-events")
+        self._spawn(self._remote.watch(rc), "acp-bridge-events")
         remote = describe_url(options.url)
         try:
             await rc.wait_ready(timeout=options.connect_timeout)
@@ -261,3 +236,18 @@ class Bridge(SessionRoutes):
         meta[META_KEY] = {"version": __version__, "reconnects": True}
         result["_meta"] = meta
         return result
+
+
+def _editor_hello(params: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str] | None]:
+    """The protocol version, capabilities and client info of the editor's ``initialize`` (v1 or v2 names)."""
+    version = params.get("protocolVersion")
+    if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version <= 65535:
+        raise InvalidParams(-32602, "Invalid params", {"reason": "protocolVersion must be an integer 0-65535"})
+    v2 = version >= 2
+    caps = params.get("capabilities" if v2 else "clientCapabilities")
+    info = params.get("info" if v2 else "clientInfo")
+    client_info = None
+    if isinstance(info, dict) and isinstance(info.get("name"), str):
+        client_info = {k: str(v) for k, v in info.items() if k in ("name", "version", "title") and v is not None}
+        client_info.setdefault("version", "unknown")
+    return version, caps if isinstance(caps, dict) else {}, client_info

@@ -100,6 +100,14 @@ class SessionPipe:
         self.view = EditorView(known=replay)
         self._editor_replays += 1
 
+    def editor_knows(self) -> None:
+        """The editor knows the session now (it created, loaded or resumed it): forward its updates."""
+        self.opened = True
+
+    def history_unseen(self) -> None:
+        """The editor attached without a replay: it keeps a history the bridge has not seen."""
+        self.view = EditorView(known=False)
+
     def end_editor_replay(self) -> None:
         """The editor's load/resume has been answered (and drained)."""
         self._editor_replays = max(0, self._editor_replays - 1)
@@ -237,7 +245,8 @@ class SessionPipes:
         """The pipe of ``session``, created and started if new (a forgotten one is replaced)."""
         pipe = self._pipes.get(session.id)
         if pipe is not None and pipe.session is session:
-            pipe.opened = pipe.opened or opened
+            if opened:
+                pipe.editor_knows()
             return pipe
         pipe = SessionPipe(session, self._notify, self._version, opened=opened)
         self._pipes[session.id] = pipe

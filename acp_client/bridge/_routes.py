@@ -23,13 +23,21 @@ everything else             ``client.request(method, params)`` after the named s
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
-from acp_client.bridge._forward import SessionPipe
-from acp_client.bridge._remote import RemoteSide
-from acp_client.bridge._view import EditorView
+from acp_client._logging import get_logger
+from acp_client.bridge._forward import SessionPipe, SessionPipes
+from acp_client.bridge._tap import RawTap
 from acp_client.exceptions import InvalidParams, SessionLost, SessionNotFound
 from acp_client.reconnect import ReconnectingClient
+from acp_client.sessions import Session, SessionRecord
+
+log = get_logger("acp_client.bridge")
+
+T = TypeVar("T")
+
+#: One route: ``(method, params) -> result``.
+Route = Callable[[str, Any], Awaitable[Any]]
 
 
 def _params(params: Any) -> dict[str, Any]:
@@ -63,12 +71,27 @@ def _directories(params: dict[str, Any]) -> list[str] | None:
     return value
 
 
-class SessionRoutes(RemoteSide):
-    """The routes of the table above (a base class of :class:`~acp_client.bridge.Bridge`)."""
+class Remote(Protocol):
+    """What the routes need of the bridge's remote side (:class:`~acp_client.bridge._remote.RemoteSide`)."""
 
-    def _route_table(self) -> dict[str, Callable[[str, Any], Awaitable[Any]]]:
-        """Method -> route, for every method but ``initialize`` (the rest go to :meth:`_forward`)."""
-        return {
+    def client(self) -> ReconnectingClient: ...
+
+    def known_session(self, session_id: str) -> Session | None: ...
+
+    def remember_auth(self, method_id: str | None) -> None: ...
+
+    async def bounded(self, call: Awaitable[T]) -> T: ...
+
+
+class SessionRoutes:
+    """The routes of the table above. Owns the table; works on the remote through :class:`Remote`, on the
+    bridge's session pipes and raw tap through their own methods."""
+
+    def __init__(self, remote: Remote, pipes: SessionPipes, tap: RawTap) -> None:
+        self._remote = remote
+        self._pipes = pipes
+        self._tap = tap
+        self._routes: dict[str, Route] = {
             "session/new": self._new,
             "session/load": self._attach,
             "session/resume": self._attach,
@@ -81,10 +104,23 @@ class SessionRoutes(RemoteSide):
             "auth/logout": self._logout,
         }
 
+    def route(self, method: str) -> Route:
+        """The route of ``method`` (any but ``initialize``; unlisted ones are forwarded as they are)."""
+        return self._routes.get(method, self._forward)
+
+    def adopt_saved(self, record: SessionRecord) -> None:
+        """The client saved ``record``: a session the editor just created or attached gets its pipe now,
+        before anything more is published (see :class:`~acp_client.bridge._remote._HookedStore`)."""
+        session = self._remote.known_session(record.session_id)
+        pipe = self._pipes.get(record.session_id)
+        if session is not None and (pipe is None or pipe.session is not session):
+            self._pipes.adopt(session, opened=True, preload=self._tap.release(record.session_id))
+            log.debug("bridge_session_adopted", session_id=record.session_id, via="store_save")
+
     async def _new(self, method: str, params: Any) -> Any:
         p = _params(params)
         cwd, servers, directories = _str(p, "cwd"), _servers(p), _directories(p)
-        rc = self._remote()
+        rc = self._remote.client()
         session = await rc.new_session(cwd, mcp_servers=servers, additional_directories=directories, timeout=None)
         pipe = self._pipes.adopt(session, opened=True)
         result = self._tap.take("session/new", session.id, {"sessionId": session.id})
@@ -100,7 +136,7 @@ class SessionRoutes(RemoteSide):
             if replay_from is not None and not (isinstance(replay_from, dict) and replay_from.get("type") == "start"):
                 raise InvalidParams(-32602, "Invalid params", {"reason": "the bridge only replays from the start"})
             replay = replay_from is not None
-        rc = self._remote()
+        rc = self._remote.client()
 
         async def call() -> Any:
             if method == "session/load":
@@ -114,7 +150,7 @@ class SessionRoutes(RemoteSide):
         known = rc.sessions.get(session_id)
         pipe = self._pipes.get(session_id)
         if known is not None and pipe is not None and pipe.session is known:
-            await self._bounded(rc.wait_ready())  # never race the automatic recovery of the same session
+            await self._remote.bounded(rc.wait_ready())  # never race the automatic recovery of the same session
             pipe.begin_editor_replay(replay=replay)
             try:
                 await call()
@@ -131,7 +167,7 @@ class SessionRoutes(RemoteSide):
             if pipe is None or pipe.session is not session:
                 pipe = self._pipes.adopt(session, opened=True, preload=captured)
             if not replay:
-                pipe.view = EditorView(known=False)
+                pipe.history_unseen()
             await pipe.drain()
         return self._tap.take(method, session_id, {})
 
@@ -154,7 +190,7 @@ class SessionRoutes(RemoteSide):
         prompt = p.get("prompt")
         if not isinstance(prompt, list):
             raise InvalidParams(-32602, "Invalid params", {"reason": "prompt must be an array of content blocks"})
-        rc = self._remote()
+        rc = self._remote.client()
         pipe = self._open_session(rc, session_id)
         if rc.protocol_version < 2:
             await pipe.drain()
@@ -162,7 +198,7 @@ class SessionRoutes(RemoteSide):
             result = await pipe.session.prompt(prompt, timeout=None)
             await pipe.drain()
             return result.raw
-        await self._bounded(rc.recover(session_id))
+        await self._remote.bounded(rc.recover(session_id))
         answer = await rc.request(method, p, timeout=None)
         await pipe.drain()
         return answer
@@ -170,7 +206,7 @@ class SessionRoutes(RemoteSide):
     async def _close(self, method: str, params: Any) -> Any:
         p = _params(params)
         session_id = _str(p, "sessionId")
-        rc = self._remote()
+        rc = self._remote.client()
         if session_id in rc.sessions:
             if method == "session/close":
                 await rc.close_session(session_id, timeout=None)
@@ -184,24 +220,24 @@ class SessionRoutes(RemoteSide):
 
     async def _login(self, method: str, params: Any) -> Any:
         p = _params(params)
-        answer = await self._remote().request(method, p, timeout=None)
+        answer = await self._remote.client().request(method, p, timeout=None)
         method_id = p.get("methodId")
-        self._auth_method = method_id if isinstance(method_id, str) else None
+        self._remote.remember_auth(method_id if isinstance(method_id, str) else None)
         return answer
 
     async def _logout(self, method: str, params: Any) -> Any:
-        answer = await self._remote().request(method, params, timeout=None)
-        self._auth_method = None
+        answer = await self._remote.client().request(method, params, timeout=None)
+        self._remote.remember_auth(None)
         return answer
 
     async def _forward(self, method: str, params: Any) -> Any:
-        rc = self._remote()
+        rc = self._remote.client()
         session_id = params.get("sessionId") if isinstance(params, dict) else None
         pipe: SessionPipe | None = None
         if isinstance(session_id, str):
             if session_id in rc.sessions:
                 pipe = self._pipes.adopt(rc.sessions[session_id], opened=True)
-                await self._bounded(rc.recover(session_id))
+                await self._remote.bounded(rc.recover(session_id))
             elif (reason := self._pipes.lost_reason(session_id)) is not None:
                 raise SessionLost(session_id, reason)
         answer = await rc.request(method, params, timeout=None)

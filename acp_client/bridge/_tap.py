@@ -51,7 +51,19 @@ class RawTap:
         """Stop capturing for ``session_id``; returns what was captured (in arrival order)."""
         return self._captures.pop(session_id, [])
 
-    def _result(self, method: str, session_id: str, result: Any) -> None:
+    @property
+    def capturing(self) -> bool:
+        """``True`` while some session's updates are being captured."""
+        return bool(self._captures)
+
+    def captured(self, session_id: str, params: dict[str, Any]) -> None:
+        """A ``session/update`` of ``session_id`` went by: keep it if that session is being captured."""
+        captures = self._captures.get(session_id)
+        if captures is not None:
+            captures.append(params)
+
+    def keep(self, method: str, session_id: str, result: Any) -> None:
+        """Keep the raw ``result`` of ``method`` for ``session_id`` (the latest few hundred are kept)."""
         self._results[(method, session_id)] = result
         while len(self._results) > _KEEP_RESULTS:
             self._results.popitem(last=False)
@@ -105,7 +117,7 @@ class TappedTransport:
         """See :class:`~acp_client.transports.Transport`."""
         frame = await self._inner.recv()
         answers = bool(self._watched) and ('"result"' in frame or '"error"' in frame)
-        updates = bool(self._tap._captures) and "session/update" in frame
+        updates = self._tap.capturing and "session/update" in frame
         if answers or updates:
             for message in _messages(frame):
                 if isinstance(message, dict):
@@ -116,9 +128,9 @@ class TappedTransport:
         if message.get("method") == "session/update":
             params = message.get("params")
             sid = params.get("sessionId") if isinstance(params, dict) else None
-            if isinstance(sid, str) and sid in self._tap._captures:
+            if isinstance(sid, str):
                 assert isinstance(params, dict)
-                self._tap._captures[sid].append(params)
+                self._tap.captured(sid, params)
             return
         id_ = message.get("id")
         watched = self._watched.pop(id_, None) if "method" not in message and isinstance(id_, int | str) else None
@@ -129,7 +141,7 @@ class TappedTransport:
         if method == "session/new" and isinstance(result, dict) and isinstance(result.get("sessionId"), str):
             sid = result["sessionId"]
         if sid is not None:
-            self._tap._result(method, sid, result)
+            self._tap.keep(method, sid, result)
 
     async def close(self) -> None:
         """See :class:`~acp_client.transports.Transport`."""

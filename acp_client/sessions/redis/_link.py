@@ -3,23 +3,27 @@
 A :class:`RedisLink` owns the redis-py client and its connection pool (made on first use, closed once), the
 key names of one namespace, the store's epoch (read or written before the first command, forgotten after a
 data loss), and the count of round trips. It bounds every round trip by ``socket_timeout``, retries lost
-links and "try again" replies with capped, jittered backoff, and sends scripted calls as pipelines of
-``batch_size`` (loading the scripts when a server lacks them). It knows nothing of leases or records: the
-store and its lease book (``_redis_leases.py``) decide what to send and read the answers.
+links and "try again" replies through tenacity (full-jitter waits under a cap, :mod:`._retry`), and sends
+scripted calls as pipelines of ``batch_size`` (loading the scripts when a server lacks them). It knows
+nothing of leases or records: the store and its lease book (``_leases.py``) decide what to send and read
+the answers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import random
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp_client._logging import get_logger
 from acp_client.exceptions import StoreError, StoreUnavailable, UsageError
+from acp_client.sessions.redis._retry import Deadline, FullJitter
 from acp_client.sessions.redis._scripts import _SCRIPTS, _SHAS
+
+if TYPE_CHECKING:
+    from tenacity import RetryCallState
 
 __all__ = ["RedisLink", "ScriptCall", "json_list"]
 
@@ -27,6 +31,10 @@ log = get_logger("acp_client.sessions.redis")
 
 #: server replies that mean "try again shortly" (loading, failover in progress, a long script)
 _RETRYABLE_REPLIES = ("LOADING", "READONLY", "BUSY", "MASTERDOWN", "TRYAGAIN")
+
+#: the first retry waits up to this long (seconds); each further one up to twice as long, at most _RETRY_CAP
+_RETRY_BASE = 0.05
+_RETRY_CAP = 1.0
 
 #: one scripted call: (script name, keys, args)
 ScriptCall = tuple[str, Sequence[str], Sequence[Any]]
@@ -36,6 +44,12 @@ def json_list(encoded: Any) -> list[Any]:
     """A JSON array written by a script's ``cjson.encode`` (which writes an empty table as ``{}``)."""
     value = json.loads(encoded)
     return value if isinstance(value, list) else []
+
+
+def _last_error(state: RetryCallState) -> str:
+    """The text of the error the attempt of ``state`` ended with."""
+    error = state.outcome.exception() if state.outcome is not None else None
+    return str(error)
 
 
 def _transient() -> tuple[type[BaseException], ...]:
@@ -168,36 +182,47 @@ class RedisLink:
 
     async def retrying(self, operation: str, fn: Callable[[Any], Any]) -> Any:
         """Await ``fn(client)``; on a lost link or a server that is loading, read-only after a failover or
-        busy, try again with capped jittered backoff for ``retry_for`` s, then raise StoreUnavailable. Any
-        other server error is a StoreError at once."""
+        busy, try again (tenacity: full-jitter waits from 50 ms up to 1 s) for ``retry_for`` s, then raise
+        StoreUnavailable. Any other server error is a StoreError at once."""
+        from tenacity import AsyncRetrying, retry_if_exception_type
+
         transient = _transient()
-        loop = asyncio.get_running_loop()
+        errors = self.errors()
         task = asyncio.current_task()
         cancels = task.cancelling() if task is not None else 0
-        deadline = loop.time() + self._retry_for
-        delay = 0.05
-        attempt = 0
-        while True:
-            attempt += 1
+
+        async def attempt() -> Any:
             try:
                 client = self._client()
                 await self._ensure_epoch(client)
                 result = await fn(client)
-                if task is not None and task.cancelling() > cancels:
-                    # something below swallowed a cancellation meant for us: raise it here instead
-                    raise asyncio.CancelledError
-                return result
-            except self.errors() as exc:
+            except errors as exc:
                 if not isinstance(exc, transient) and not str(exc).startswith(_RETRYABLE_REPLIES):
                     # a script error, a key of the wrong type...: the same command would fail again
                     raise StoreError(f"the session store refused {operation}: {exc}") from exc
-                wait = random.uniform(delay / 2, delay)
-                if loop.time() + wait >= deadline:
-                    log.warning("acp.store_unavailable", operation=operation, attempts=attempt, error=str(exc))
-                    raise StoreUnavailable(operation, exc) from exc
-                log.debug("acp.store_retry", operation=operation, attempt=attempt, error=str(exc))
-                await asyncio.sleep(wait)
-                delay = min(delay * 2, 1.0)
+                raise  # worth another try
+            if task is not None and task.cancelling() > cancels:
+                # something below swallowed a cancellation meant for us: raise it here instead
+                raise asyncio.CancelledError
+            return result
+
+        def retry_logged(state: RetryCallState) -> None:
+            log.debug("acp.store_retry", operation=operation, attempt=state.attempt_number, error=_last_error(state))
+
+        def give_up(state: RetryCallState) -> Any:
+            error = state.outcome.exception() if state.outcome is not None else None
+            log.warning("acp.store_unavailable", operation=operation, attempts=state.attempt_number, error=str(error))
+            raise StoreUnavailable(operation, error) from error
+
+        # a retrying object per call: tenacity keeps the state of an iteration on it
+        schedule = AsyncRetrying(
+            wait=FullJitter(base=_RETRY_BASE, cap=_RETRY_CAP, deadline=self._retry_for),
+            stop=Deadline(self._retry_for),
+            retry=retry_if_exception_type(errors),
+            before_sleep=retry_logged,
+            retry_error_callback=give_up,
+        )
+        return await schedule(attempt)
 
     def _has_epoch(self) -> bool:
         return self._epoch is not None

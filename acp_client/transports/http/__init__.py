@@ -1,10 +1,13 @@
 """The Streamable HTTP transport of the ACP remote-transport RFD, on ``httpx`` (HTTP/1.1 and HTTP/2).
 
-This module and its helpers beside it (``_http_base``: shared state and request plumbing; ``_http_streams``:
-SSE readers, resumption, watchdog; ``_http_order``: routing and ordering across streams; ``_http_posts``: the
-ordered POST pipeline and status mapping; the sans-I/O :mod:`acp_client.transports.http._sse`) are the only part of
-acp-client that imports ``httpx``. It maps the RFD's POST/SSE exchange onto the text frames of
-:class:`~acp_client.transports.Transport`:
+This package is the only part of acp-client that imports ``httpx``. The transport is composed of objects that
+each own their state: ``_base.LinkState`` (what the link shares: headers, cookies, httpx clients, the
+negotiated connection id and version, the counters) and ``_base.Inbox`` (the frames for ``recv``, the link's
+failure), ``_order.StreamRouter`` (routing and ordering across streams; it owns the ``_streams.StreamReader``:
+SSE readers, resumption, watchdog), and ``_posts.PostPipeline`` (the ordered POSTs, status mapping,
+liveness); the sans-I/O :mod:`acp_client.transports.http._sse` parses event streams.
+
+The transport maps the RFD's POST/SSE exchange onto the text frames of :class:`~acp_client.transports.Transport`:
 
 - The first frame sent must be ``initialize``: it is POSTed without ``Acp-Connection-Id`` and answered
   ``200`` with the JSON response as body and the new ``Acp-Connection-Id`` header. The body becomes the
@@ -89,21 +92,22 @@ from acp_client.exceptions import (
 from acp_client.transports._cookies import CookieJar
 from acp_client.transports.base import Transport
 from acp_client.transports.http._base import (
-    _ATTACH_METHODS,
     CONNECTION_ID_HEADER,
     PROTOCOL_VERSION_HEADER,
     SESSION_ID_HEADER,
     HTTPTransportStats,
+    Inbox,
+    LinkState,
     _connect_error,
-    _describe_error,
     _http_error,
     _loads,
     _log,
-    _session_id,
 )
 from acp_client.transports.http._order import REPLAY_HOLD_MAX as REPLAY_HOLD_MAX
 from acp_client.transports.http._order import REPLAY_QUIET as REPLAY_QUIET
-from acp_client.transports.http._posts import _PostPipeline
+from acp_client.transports.http._order import StreamRouter
+from acp_client.transports.http._posts import INITIALIZE_TIMEOUT as INITIALIZE_TIMEOUT
+from acp_client.transports.http._posts import PostPipeline
 from acp_client.transports.options import TransportOptions, resolve_headers
 
 __all__ = [
@@ -117,11 +121,7 @@ __all__ = [
 ]
 
 
-#: Bound on the agent's answer to the ``initialize`` POST (the answer is the response body).
-INITIALIZE_TIMEOUT = 30.0
-
-
-class StreamableHTTPTransport(_PostPipeline):
+class StreamableHTTPTransport:
     """An ACP Streamable HTTP link. Implements :class:`~acp_client.transports.Transport`.
 
     Made by :func:`open_http`; nothing touches the network before the first :meth:`send` (which must be the
@@ -138,201 +138,213 @@ class StreamableHTTPTransport(_PostPipeline):
         description: str,
     ) -> None:
         """Prepare the link; use :func:`open_http` instead."""
-        super().__init__(url, options, headers, description=description, versions=_http_versions(options))
-        self.connection_id: str | None = None
+        self._link = LinkState(url, options, headers, description=description, versions=_http_versions(options))
+        self._inbox = Inbox(on_lost=self._on_lost)
+        self._router = StreamRouter(self._link, self._inbox)
+        self._posts = PostPipeline(self._link, self._inbox)
+        self._close_task: asyncio.Task[None] | None = None
+        self._initialized = False
+
+    @property
+    def connection_id(self) -> str | None:
         """The server's ``Acp-Connection-Id`` (``None`` before ``initialize`` was answered)."""
-        self.protocol_version: int | None = None
+        return self._link.connection_id
+
+    @property
+    def protocol_version(self) -> int | None:
         """The protocol version of the ``initialize`` answer, sent as ``Acp-Protocol-Version``."""
-        self.http_version: str | None = None
+        return self._link.protocol_version
+
+    @property
+    def http_version(self) -> str | None:
         """The HTTP version of the last POST response (``"HTTP/1.1"``, ``"HTTP/2"``)."""
-        self.stats = HTTPTransportStats()
+        return self._posts.http_version
+
+    @property
+    def stats(self) -> HTTPTransportStats:
         """Live counters (see :class:`HTTPTransportStats`)."""
+        return self._link.stats
 
     @property
     def description(self) -> str:
         """``http(s)://host:port/path`` without user info or query."""
-        return self._description
+        return self._link.description
 
     @property
     def closed(self) -> bool:
         """``True`` once the link was closed or found dead."""
-        return self._failure is not None
+        return self._inbox.failed
 
     @property
     def cookies(self) -> CookieJar:
         """The jar every request of this link uses (the client's shared one)."""
-        return self._cookies
+        return self._link.cookies
 
     @property
     def session_streams(self) -> list[str]:
         """Ids of the sessions whose SSE stream is open on this link."""
-        return [k for k, s in self._streams.items() if k is not None and s.opened.done() and not s.opened.exception()]
+        return self._router.session_streams
 
     async def send(self, frame: str) -> None:
         """POST one frame (see the module docstring). Raises ``ConnectionLost`` once the link is gone,
         :class:`HTTPTransportError` for an answer the transport cannot use."""
         if not isinstance(frame, str):
             raise UsageError(f"a frame must be str, not {type(frame).__name__}")
-        if self._failure is not None:
-            raise self._lost()
+        if self._inbox.failed:
+            raise self._inbox.lost()
         message = _loads(frame)
         if not self._initialized:
             if not (isinstance(message, dict) and message.get("method") == "initialize" and "id" in message):
                 raise UsageError("the first frame sent over Streamable HTTP must be the initialize request")
             await self._initialize(frame)
             return
-        if isinstance(message, dict) and message.get("method") in _ATTACH_METHODS and "id" in message:
-            session_id = _session_id(message.get("params"))
-            if session_id is not None and session_id not in self._streams:
-                # open the session stream first, so the replay the agent sends is received
-                await self._open_stream(session_id, required=False)
-        session_header = self._route_outgoing(message)
-        await self._post(frame, session_header, message)
+        session_header = await self._router.outgoing(message)
+        await self._posts.post(frame, session_header, message)
 
     async def recv(self) -> str:
         """The next frame from any stream (or the ``initialize`` body). Raises ``ConnectionLost`` after the
         link is gone and every frame received before was delivered."""
-        item = await self._inbound.get()
-        if item is None:
-            self._inbound.put_nowait(None)  # every later recv fails too
-            raise self._lost()
-        self.stats.frames_in += 1
-        self.stats.bytes_in += len(item.encode())
+        item = await self._inbox.get()
+        self._link.stats.frames_in += 1
+        self._link.stats.bytes_in += len(item.encode())
         return item
+
+    async def ping(self, timeout: float | None = None) -> float:
+        """Check the request path now: an ``OPTIONS`` request to the endpoint, answered with any status, within
+        ``timeout`` (default ``ping_timeout``). Returns the round trip in seconds. When no answer comes the
+        link is failed (``ConnectionLost``), as a WebSocket whose Pong does not come. (The event streams
+        are watched by their read-idle watchdog; this covers the client-to-server direction.)"""
+        return await self._posts.ping(timeout)
 
     async def close(self) -> None:
         """Stop every stream, ``DELETE`` the connection (bounded by ``close_timeout``), release the
         sockets. Idempotent; concurrent callers wait for the same close."""
         if self._close_task is None:
             self._close_task = asyncio.get_running_loop().create_task(
-                self._close_impl(), name=f"acp-client close {self._description}"
+                self._close_impl(), name=f"acp-client close {self._link.description}"
             )
         await asyncio.shield(self._close_task)
 
     async def _initialize(self, frame: str) -> None:
-        client = self._client_for_posts()
-        headers = self._request_headers(content=True)
-        timeout = httpx.Timeout(
-            connect=self._options.open_timeout,
-            read=INITIALIZE_TIMEOUT,
-            write=self._options.open_timeout,
-            pool=self._options.open_timeout,
-        )
-        self.stats.posts += 1
+        description = self._link.description
         try:
-            response = await client.post(self._url, content=frame.encode(), headers=headers, timeout=timeout)
+            response = await self._posts.initialize(frame)
         except httpx.HTTPError as exc:
             await self._abandon()
-            raise _connect_error(exc, self._description, self._options.open_timeout) from exc
-        self._store_cookies(response)
-        self.http_version = response.http_version
-        self.stats.frames_out += 1
-        self.stats.bytes_out += len(frame.encode())
-        if response.status_code != 200:
-            await self._abandon()
-            raise _http_error(f"{self._description} answered initialize with HTTP {response.status_code}", response)
+            raise _connect_error(exc, description, self._link.options.open_timeout) from exc
+        message = await self._check_initialize_answer(response)
         body = response.text
-        content_type = response.headers.get("content-type", "")
-        message = _loads(body)
-        if "json" not in content_type.lower() or not isinstance(message, dict):
-            await self._abandon()
-            raise _http_error(
-                f"{self._description} answered initialize with a body that is not a JSON-RPC response "
-                f"({content_type or 'no content type'}): not an ACP Streamable HTTP endpoint",
-                response,
-            )
         connection_id = response.headers.get(CONNECTION_ID_HEADER)
         if not connection_id:
             if "error" in message:  # e.g. authentication required: let the client see the agent's error
                 self._initialized = True
-                self._inbound.put_nowait(body)
-                self._fail(ConnectionLost(f"{self._description} refused initialize", reason="initialize refused"))
+                self._inbox.put(body)
+                self._inbox.fail(ConnectionLost(f"{description} refused initialize", reason="initialize refused"))
                 return
             await self._abandon()
             raise _http_error(
-                f"{self._description} answered initialize without an {CONNECTION_ID_HEADER} header: "
+                f"{description} answered initialize without an {CONNECTION_ID_HEADER} header: "
                 "the server does not speak the ACP Streamable HTTP transport",
                 response,
             )
-        self.connection_id = connection_id
         result = message.get("result")
-        if isinstance(result, dict) and isinstance(result.get("protocolVersion"), int):
-            self.protocol_version = result["protocolVersion"]
+        version = result.get("protocolVersion") if isinstance(result, dict) else None
+        self._link.negotiated(connection_id, version if isinstance(version, int) else None)
         self._initialized = True
-        self._inbound.put_nowait(body)
+        self._inbox.put(body)
         if "error" in message:
             return
+        if not await self._open_connection_stream(connection_id):
+            return
+        self._posts.start_keepalive()
+        _log.info(
+            "http_connected",
+            transport=description,
+            connection_id=connection_id,
+            http_version=self._posts.http_version,
+        )
+
+    async def _check_initialize_answer(self, response: httpx.Response) -> dict[str, Any]:
+        """The JSON-RPC message of a ``200`` JSON answer to ``initialize``; otherwise abandon the link and
+        raise the typed error."""
+        description = self._link.description
+        if response.status_code != 200:
+            await self._abandon()
+            raise _http_error(f"{description} answered initialize with HTTP {response.status_code}", response)
+        content_type = response.headers.get("content-type", "")
+        message = _loads(response.text)
+        if "json" not in content_type.lower() or not isinstance(message, dict):
+            await self._abandon()
+            raise _http_error(
+                f"{description} answered initialize with a body that is not a JSON-RPC response "
+                f"({content_type or 'no content type'}): not an ACP Streamable HTTP endpoint",
+                response,
+            )
+        return message
+
+    async def _open_connection_stream(self, connection_id: str) -> bool:
+        """Open the connection's event stream; ``False`` when the server ended the connection meanwhile."""
         try:
-            await self._open_stream(None, required=True)
+            await self._router.open_connection_stream()
         except HTTPTransportError as exc:
             if exc.status_code not in (404, 410):
                 await self._abandon()
                 raise
             # the server forgot the connection right after answering initialize (it closed it): a link that
             # dropped, as a WebSocket closed after its initialize answer, not an endpoint that is missing
-            self._fail(
+            self._inbox.fail(
                 ConnectionLost(
-                    f"{self._description} ended connection {connection_id} right after initialize "
+                    f"{self._link.description} ended connection {connection_id} right after initialize "
                     f"(HTTP {exc.status_code} for its event stream)",
                     reason=f"http {exc.status_code}",
                 )
             )
-            return
+            return False
         except BaseException:
             await self._abandon()
             raise
-        self._last_answer = asyncio.get_running_loop().time()
-        if self._options.ping_interval is not None:
-            self._keepalive_task = asyncio.get_running_loop().create_task(
-                self._keepalive(self._options.ping_interval), name=f"acp-client keepalive {self._description}"
-            )
+        return True
+
+    def _on_lost(self, loss: ConnectionLost) -> None:
+        """The link failed (not by a local close): stop reading the streams and pinging."""
         _log.info(
-            "http_connected",
-            transport=self._description,
-            connection_id=connection_id,
-            http_version=self.http_version,
+            "http_link_lost",
+            transport=self._link.description,
+            connection_id=self._link.connection_id,
+            reason=loss.reason,
         )
+        self._router.cancel()
+        self._posts.cancel_keepalive()
 
     async def _abandon(self) -> None:
         """Opening failed: release everything (no DELETE: there is no connection to end). ``recv`` is woken
         only by ``close()``: the error raised from ``send`` is the one the caller must see."""
-        self._fail(ConnectionLost(f"opening {self._description} failed", reason="open failed"), wake=False)
+        self._inbox.fail(ConnectionLost(f"opening {self._link.description} failed", reason="open failed"), wake=False)
         await self._release()
 
     async def _release(self) -> None:
-        tasks: list[asyncio.Task[Any]] = [
-            s.task for s in self._streams.values() if s.task is not None and s.task is not asyncio.current_task()
-        ]
-        tasks.extend(self._post_tasks)
-        if self._keepalive_task is not None and self._keepalive_task is not asyncio.current_task():
-            tasks.append(self._keepalive_task)
+        tasks: list[asyncio.Task[None]] = [*self._router.tasks(), *self._posts.tasks()]
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
-        self._streams.clear()
-        if self._post_client is not None:
-            client, self._post_client = self._post_client, None
-            await client.aclose()
+        self._router.clear()
+        await self._posts.aclose()
 
     async def _close_impl(self) -> None:
-        lost_before = self._failure is not None
-        self._fail(ConnectionLost("the connection was closed by the client", reason="closed locally"), cancel=False)
-        if self.connection_id is not None and not lost_before:
-            client = self._client_for_posts()
-            try:
-                async with asyncio.timeout(self._options.close_timeout):
-                    response = await client.delete(self._url, headers=self._request_headers(content=False))
-                self._store_cookies(response)
-            except (httpx.HTTPError, TimeoutError) as exc:
-                _log.debug("http_delete_failed", transport=self._description, error=_describe_error(exc))
+        lost_before = self._inbox.failed
+        self._inbox.fail(
+            ConnectionLost("the connection was closed by the client", reason="closed locally"), cancel=False
+        )
+        if self._link.connection_id is not None and not lost_before:
+            await self._posts.delete()
         await self._release()
-        _log.debug("transport_closed", transport=self._description, stats=self.stats.as_dict())
+        _log.debug("transport_closed", transport=self._link.description, stats=self._link.stats.as_dict())
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         cid = f" connection_id={self.connection_id}" if self.connection_id else ""
-        return f"<StreamableHTTPTransport {self._description} {state}{cid}>"
+        return f"<StreamableHTTPTransport {self._link.description} {state}{cid}>"
 
 
 def _http_versions(options: TransportOptions) -> tuple[bool, bool]:

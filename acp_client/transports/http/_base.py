@@ -1,9 +1,9 @@
-"""What every part of the Streamable HTTP transport shares: its constants and counters, the state of one link
-and the request plumbing (headers, cookies, httpx clients, failing the link). The transport is
-:class:`acp_client.transports.http.StreamableHTTPTransport`; it is built in layers, each a module:
-this base, the SSE stream readers (:mod:`._http_streams`), the ordering across streams
-(:mod:`._http_order`) and the POST pipeline (:mod:`._http_posts`).
-"""
+"""What every part of the Streamable HTTP transport shares: its constants and counters, the link's state and
+request plumbing (:class:`LinkState`: headers, cookies, httpx clients, what ``initialize`` negotiated), and
+the inbound queue with the link's failure (:class:`Inbox`). The transport,
+:class:`acp_client.transports.http.StreamableHTTPTransport`, owns one of each and composes them with a
+stream reader (:mod:`._streams`), a router across the streams (:mod:`._order`) and a POST pipeline
+(:mod:`._posts`); the parts see each other only through the Protocols their modules define."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import asyncio
 import http.cookiejar
 import json
 import ssl as _ssl
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, Protocol, TypeGuard
 
 import httpx
 
@@ -74,34 +75,39 @@ class _RejectAllCookies(http.cookiejar.DefaultCookiePolicy):
         return False
 
 
-class _Stream:
-    """One SSE stream: its key (``None`` = the connection stream), task, and opening outcome."""
-
-    def __init__(self, session_id: str | None) -> None:
-        self.session_id = session_id
-        self.opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.opened.add_done_callback(_retrieve)  # an opening nobody awaits any more is not an error
-        self.task: asyncio.Task[None] | None = None
-        self.detached = False  # the client closed/deleted the session: its stream may end quietly
-        self.events = 0  # JSON-RPC messages delivered from this stream
-        #: loop time since which the reader waits for bytes (``None`` while it delivers what it read): the
-        #: read-idle watchdog's clock
-        self.waiting_since: float | None = None
-        self.state_updates = 0  # v2 ``state_update`` notifications among them
-        self.changed = asyncio.Event()  # set on every delivered message
+class LinkView(Protocol):
+    """What the stream reader, the router and the POST pipeline may read of a link's shared state."""
 
     @property
-    def label(self) -> str:
-        return "connection" if self.session_id is None else f"session {self.session_id}"
+    def url(self) -> httpx.URL: ...
+
+    @property
+    def options(self) -> TransportOptions: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def connection_id(self) -> str | None: ...
+
+    @property
+    def protocol_version(self) -> int | None: ...
+
+    @property
+    def stats(self) -> HTTPTransportStats: ...
+
+    def new_client(self, timeout: httpx.Timeout) -> httpx.AsyncClient: ...
+
+    def request_headers(self, *, content: bool, session_id: str | None = None) -> list[tuple[str, str]]: ...
+
+    def store_cookies(self, response: httpx.Response) -> None: ...
 
 
-class _HTTPLinkBase:
-    """The state of one link and the plumbing every layer of the transport uses."""
-
-    connection_id: str | None
-    protocol_version: int | None
-    http_version: str | None
-    stats: HTTPTransportStats
+class LinkState:
+    """The shared state of one link: where it goes, how its requests are made (headers, cookies, httpx
+    clients) and what ``initialize`` negotiated. The transport owns it and is the only writer of
+    :attr:`connection_id` and :attr:`protocol_version` (through :meth:`negotiated`); its parts read it as a
+    :class:`LinkView`. ``stats`` is the one live counter record; each counter has one writing part."""
 
     def __init__(
         self,
@@ -119,25 +125,46 @@ class _HTTPLinkBase:
         self._host = url.host
         self._secure = url.scheme == "https"
         self._cookies: CookieJar = options.cookies
-        self._http1, self._http2 = versions
+        self._http1, self._http2 = versions  # (HTTP/1.1 allowed, HTTP/2 allowed)
         self._verify: _ssl.SSLContext = options.ssl if options.ssl is not None else _default_ssl_context()
-        self._inbound: asyncio.Queue[str | None] = asyncio.Queue()
-        self._failure: ConnectionLost | None = None
-        self._reader_woken = False
-        self._post_lock = asyncio.Lock()
-        self._post_client: httpx.AsyncClient | None = None
-        self._post_tasks: set[asyncio.Task[None]] = set()
-        self._keepalive_task: asyncio.Task[None] | None = None
-        self._last_answer = 0.0
-        self._streams: dict[str | None, _Stream] = {}
-        self._attaching: dict[int | str, tuple[str, str | None, int]] = {}
-        self._inbound_routes: dict[int | str, str] = {}
-        self._detaching: dict[int | str, str] = {}  # close/delete request id -> session id
-        self._refusals: dict[str, int] = {}  # session id -> the status its stream was last refused with
-        self._close_task: asyncio.Task[None] | None = None
-        self._initialized = False
+        self._connection_id: str | None = None
+        self._protocol_version: int | None = None
+        self._stats = HTTPTransportStats()
 
-    def _new_client(self, timeout: httpx.Timeout) -> httpx.AsyncClient:
+    @property
+    def url(self) -> httpx.URL:
+        return self._url
+
+    @property
+    def options(self) -> TransportOptions:
+        return self._options
+
+    @property
+    def description(self) -> str:
+        return self._description
+
+    @property
+    def cookies(self) -> CookieJar:
+        return self._cookies
+
+    @property
+    def connection_id(self) -> str | None:
+        return self._connection_id
+
+    @property
+    def protocol_version(self) -> int | None:
+        return self._protocol_version
+
+    @property
+    def stats(self) -> HTTPTransportStats:
+        return self._stats
+
+    def negotiated(self, connection_id: str, protocol_version: int | None) -> None:
+        """Record what the ``initialize`` answer established (sent on every later request)."""
+        self._connection_id = connection_id
+        self._protocol_version = protocol_version
+
+    def new_client(self, timeout: httpx.Timeout) -> httpx.AsyncClient:
         return httpx.AsyncClient(
             http1=self._http1,
             http2=self._http2,
@@ -148,25 +175,15 @@ class _HTTPLinkBase:
             trust_env=True,
         )
 
-    def _client_for_posts(self) -> httpx.AsyncClient:
-        if self._post_client is None:
-            timeout = self._options.ping_timeout
-            self._post_client = self._new_client(
-                httpx.Timeout(
-                    connect=self._options.open_timeout, read=timeout, write=timeout, pool=self._options.open_timeout
-                )
-            )
-        return self._post_client
-
-    def _request_headers(self, *, content: bool, session_id: str | None = None) -> list[tuple[str, str]]:
+    def request_headers(self, *, content: bool, session_id: str | None = None) -> list[tuple[str, str]]:
         headers = [("User-Agent", _USER_AGENT), *self._headers]
         if content:
             headers.append(("Content-Type", "application/json"))
             headers.append(("Accept", "application/json, text/event-stream"))
-        if self.connection_id is not None:
-            headers.append((CONNECTION_ID_HEADER, self.connection_id))
-        if self.protocol_version is not None:
-            headers.append((PROTOCOL_VERSION_HEADER, str(self.protocol_version)))
+        if self._connection_id is not None:
+            headers.append((CONNECTION_ID_HEADER, self._connection_id))
+        if self._protocol_version is not None:
+            headers.append((PROTOCOL_VERSION_HEADER, str(self._protocol_version)))
         if session_id is not None:
             headers.append((SESSION_ID_HEADER, session_id))
         cookie = self._cookies.header_value(self._host, secure=self._secure)
@@ -174,34 +191,68 @@ class _HTTPLinkBase:
             headers.append(("Cookie", cookie))
         return headers
 
-    def _store_cookies(self, response: httpx.Response) -> None:
+    def store_cookies(self, response: httpx.Response) -> None:
         values = response.headers.get_list("set-cookie")
         if values:
             self._cookies.store(self._host, values)
 
-    def _fail(self, loss: ConnectionLost, *, cancel: bool = True, wake: bool = True) -> None:
+
+class Inbound(Protocol):
+    """What the parts of a link may do with its inbound queue and its failure."""
+
+    @property
+    def failed(self) -> bool: ...
+
+    def put(self, text: str) -> None: ...
+
+    def fail(self, loss: ConnectionLost) -> None: ...
+
+    def lost(self) -> ConnectionLost: ...
+
+
+class Inbox:
+    """The frames waiting for ``recv`` and the link's failure (set once). The first failure that is not a
+    local close calls ``on_lost`` (the transport stops its streams and keepalive there)."""
+
+    def __init__(self, on_lost: Callable[[ConnectionLost], None]) -> None:
+        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self._failure: ConnectionLost | None = None
+        self._woken = False
+        self._on_lost = on_lost
+
+    @property
+    def failed(self) -> bool:
+        return self._failure is not None
+
+    def put(self, text: str) -> None:
+        self._queue.put_nowait(text)
+
+    async def get(self) -> str:
+        """The next frame; ``ConnectionLost`` once the link failed and every frame before was taken."""
+        item = await self._queue.get()
+        if item is None:
+            self._queue.put_nowait(None)  # every later get fails too
+            raise self.lost()
+        return item
+
+    def fail(self, loss: ConnectionLost, *, cancel: bool = True, wake: bool = True) -> None:
+        """Record the link's failure (the first one counts). ``cancel=False``: a local close (the streams
+        end after the DELETE); ``wake=False``: ``get`` is not woken (an opening error is raised instead)."""
         if wake:
-            self._wake_reader()
+            self.wake()
         if self._failure is not None:
             return
         self._failure = loss
-        if not cancel:  # a local close: the streams end after the DELETE
-            return
-        _log.info("http_link_lost", transport=self._description, connection_id=self.connection_id, reason=loss.reason)
-        current = asyncio.current_task()
-        for stream in self._streams.values():
-            if stream.task is not None and stream.task is not current:
-                stream.task.cancel()
-        if self._keepalive_task is not None and self._keepalive_task is not current:
-            self._keepalive_task.cancel()
+        if cancel:
+            self._on_lost(loss)
 
-    def _wake_reader(self) -> None:
-        """Let ``recv`` raise (once every frame received before was delivered)."""
-        if not self._reader_woken:
-            self._reader_woken = True
-            self._inbound.put_nowait(None)
+    def wake(self) -> None:
+        """Let ``get`` raise (once every frame received before was taken)."""
+        if not self._woken:
+            self._woken = True
+            self._queue.put_nowait(None)
 
-    def _lost(self) -> ConnectionLost:
+    def lost(self) -> ConnectionLost:
         assert self._failure is not None
         return self._failure.with_request_sent(False)
 

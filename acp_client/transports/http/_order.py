@@ -1,7 +1,10 @@
 """Ordering across the streams of a Streamable HTTP link: which session an outgoing message belongs to,
 where an agent request's answer goes back, and the barrier that holds a ``session/load``/``session/resume``
 result (connection stream) until its replay (session stream) is in, so what the layers above see follows
-the agent's order. A session stream is opened before the result of a new/load/resume is handed on."""
+the agent's order. A session stream is opened before the result of a new/load/resume is handed on.
+
+The :class:`StreamRouter` owns the link's :class:`~._streams.StreamReader` (it is the reader's
+:class:`~._streams.MessageSink`) and the routing tables; the transport asks it for the streams it needs."""
 
 from __future__ import annotations
 
@@ -13,12 +16,13 @@ from acp_client.transports.http._base import (
     _ATTACH_METHODS,
     _CREATE_METHODS,
     _DETACH_METHODS,
+    Inbound,
+    LinkView,
     _is_id,
     _log,
     _session_id,
-    _Stream,
 )
-from acp_client.transports.http._streams import _StreamReader
+from acp_client.transports.http._streams import StreamReader, StreamView
 
 #: A load/resume result waits until its session stream was quiet this long (seconds; see ``_replay_barrier``).
 REPLAY_QUIET = 0.05
@@ -26,10 +30,50 @@ REPLAY_QUIET = 0.05
 REPLAY_HOLD_MAX = 2.0
 
 
-class _StreamRouter(_StreamReader):
-    """Routes messages between the streams and holds load/resume results behind their replay."""
+class StreamRouter:
+    """Routes messages between the streams of a link and holds load/resume results behind their replay.
+    Owns the stream reader and three tables: the attaching requests (load/resume/new/fork, by id), the
+    agent requests whose answer goes back to a session, and the close/delete requests in flight."""
 
-    def _route_outgoing(self, message: Any) -> str | None:
+    def __init__(self, link: LinkView, inbox: Inbound) -> None:
+        self._link = link
+        self._inbox = inbox
+        self._streams = StreamReader(link, inbox, sink=self)
+        self._attaching: dict[int | str, tuple[str, str | None, int]] = {}  # id -> (method, session, updates)
+        self._inbound_routes: dict[int | str, str] = {}  # agent request id -> its session
+        self._detaching: dict[int | str, str] = {}  # close/delete request id -> session id
+
+    @property
+    def session_streams(self) -> list[str]:
+        """Ids of the sessions whose SSE stream is open."""
+        return self._streams.session_ids
+
+    async def open_connection_stream(self) -> None:
+        """Open the connection's SSE stream (the typed error when the server refuses it)."""
+        await self._streams.open(None, required=True)
+
+    def cancel(self) -> None:
+        """The link failed: stop reading every stream."""
+        self._streams.cancel()
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        """The stream tasks a release must stop."""
+        return self._streams.tasks()
+
+    def clear(self) -> None:
+        """Forget every stream (after :meth:`tasks` ended)."""
+        self._streams.clear()
+
+    async def outgoing(self, message: object) -> str | None:
+        """Prepare to send ``message``: open the session stream a load/resume needs first (so the replay the
+        agent sends is received), note what it means for routing, and return its ``Acp-Session-Id``."""
+        if isinstance(message, dict) and message.get("method") in _ATTACH_METHODS and "id" in message:
+            session_id = _session_id(message.get("params"))
+            if session_id is not None and not self._streams.has(session_id):
+                await self._streams.open(session_id, required=False)
+        return self._route_outgoing(message)
+
+    def _route_outgoing(self, message: object) -> str | None:
         """Note what an outgoing message means for routing; return its ``Acp-Session-Id`` (or ``None``)."""
         if not isinstance(message, dict):
             return None
@@ -38,18 +82,23 @@ class _StreamRouter(_StreamReader):
             session_id = _session_id(message.get("params"))
             request_id = message.get("id")
             if _is_id(request_id) and (method in _ATTACH_METHODS or method in _CREATE_METHODS):
-                attached = self._streams.get(session_id) if method in _ATTACH_METHODS else None
+                attached = (
+                    self._streams.get(session_id) if method in _ATTACH_METHODS and session_id is not None else None
+                )
                 self._attaching[request_id] = (
                     method,
                     session_id if method in _ATTACH_METHODS else None,
                     attached.state_updates if attached is not None else 0,
                 )
-            if method in _DETACH_METHODS and session_id is not None and session_id in self._streams:
-                self._streams[session_id].detached = True
-                if _is_id(request_id):
-                    self._detaching[request_id] = session_id
+            if (
+                method in _DETACH_METHODS
+                and session_id is not None
+                and self._streams.detaching(session_id)
+                and _is_id(request_id)
+            ):
+                self._detaching[request_id] = session_id
             stream = self._streams.get(session_id) if session_id is not None else None
-            if stream is not None and stream.opened.done() and not stream.opened.exception():
+            if stream is not None and stream.is_open:
                 return session_id
             return None
         request_id = message.get("id")
@@ -57,14 +106,8 @@ class _StreamRouter(_StreamReader):
             return self._inbound_routes.pop(request_id, None)
         return None
 
-    async def _deliver(self, stream: _Stream, text: str, message: Any) -> None:
-        stream.events += 1
-        if stream.session_id is not None and isinstance(message, dict) and message.get("method") == "session/update":
-            params = message.get("params")
-            update = params.get("update") if isinstance(params, dict) else None
-            if isinstance(update, dict) and update.get("sessionUpdate") == "state_update":
-                stream.state_updates += 1
-        stream.changed.set()
+    async def deliver(self, stream: StreamView, text: str, message: dict[str, Any] | list[Any]) -> None:
+        """Route one message the reader read from ``stream`` and queue it for ``recv``."""
         if isinstance(message, dict):
             request_id = message.get("id")
             if "method" in message:
@@ -75,20 +118,8 @@ class _StreamRouter(_StreamReader):
             elif _is_id(request_id) and request_id in self._attaching:
                 text = await self._settle_attach(request_id, message, text)
             elif _is_id(request_id) and request_id in self._detaching:
-                self._end_session_stream(self._detaching.pop(request_id), closed="error" not in message)
-        self._inbound.put_nowait(text)
-
-    def _end_session_stream(self, session_id: str, *, closed: bool) -> None:
-        """The session was closed or deleted: its stream is no longer needed (on failure it stays)."""
-        stream = self._streams.get(session_id)
-        if stream is None:
-            return
-        if not closed:
-            stream.detached = False
-            return
-        del self._streams[session_id]
-        if stream.task is not None and stream.task is not asyncio.current_task():
-            stream.task.cancel()
+                self._streams.end(self._detaching.pop(request_id), closed="error" not in message)
+        self._inbox.put(text)
 
     async def _settle_attach(self, request_id: int | str, message: dict[str, Any], text: str) -> str:
         """A load/resume/new answer: make sure the session's stream is open before the result is seen."""
@@ -102,38 +133,19 @@ class _StreamRouter(_StreamReader):
             return text
         stream = self._streams.get(session_id)
         if stream is not None:
-            replays = method == "session/load" or self.protocol_version == 2  # v1 resume replays nothing
-            if method in _ATTACH_METHODS and replays and stream.opened.done() and not stream.opened.exception():
+            replays = method == "session/load" or self._link.protocol_version == 2  # v1 resume replays nothing
+            if method in _ATTACH_METHODS and replays and stream.is_open:
                 await self._replay_barrier(stream, method, state_updates)
             return text
-        if await self._open_stream(session_id, required=False):
+        if await self._streams.open(session_id, required=False):
             return text
         if method not in _ATTACH_METHODS:
-            _log.warning("http_new_session_stream_refused", transport=self._description, session_id=session_id)
+            _log.warning("http_new_session_stream_refused", transport=self._link.description, session_id=session_id)
             return text
         # the agent accepted the load/resume but its HTTP server will not route the session here
-        status = self._refusals.get(session_id)
-        return json.dumps(
-            {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "error": {
-                    "code": -32002,
-                    "message": (
-                        f"session {session_id} cannot be attached over this HTTP connection: the server "
-                        f"refused its session stream (HTTP {status})"
-                    ),
-                    "data": {
-                        "sessionId": session_id,
-                        "transport": "streamable-http",
-                        "reason": "session stream refused",
-                        "httpStatus": status,
-                    },
-                },
-            }
-        )
+        return _refused_attach(request_id, session_id, self._streams.refusal(session_id))
 
-    async def _replay_barrier(self, stream: _Stream, method: str, state_updates: int) -> None:
+    async def _replay_barrier(self, stream: StreamView, method: str, state_updates: int) -> None:
         """Hold a load/resume result (connection stream) until its replay (session stream) is in.
 
         The two streams are separate HTTP requests, so the result can overtake the replay sent before it.
@@ -143,19 +155,41 @@ class _StreamRouter(_StreamReader):
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + REPLAY_HOLD_MAX
-        snapshot = method == "session/resume" and self.protocol_version == 2
-        while self._failure is None:
+        snapshot = method == "session/resume" and self._link.protocol_version == 2
+        while not self._inbox.failed:
             if snapshot and stream.state_updates > state_updates:
                 return
             remaining = deadline - loop.time()
             if remaining <= 0:
                 if snapshot:
-                    _log.debug("http_replay_snapshot_not_seen", transport=self._description, session=stream.label)
+                    _log.debug("http_replay_snapshot_not_seen", transport=self._link.description, session=stream.label)
                 return
-            stream.changed.clear()
             try:
                 async with asyncio.timeout(remaining if snapshot else min(remaining, REPLAY_QUIET)):
-                    await stream.changed.wait()
+                    await stream.next_message()
             except TimeoutError:
                 if not snapshot:
                     return  # quiet long enough
+
+
+def _refused_attach(request_id: int | str, session_id: str, status: int | None) -> str:
+    """The JSON-RPC error that replaces a load/resume result whose session stream the server refused."""
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {
+                "code": -32002,
+                "message": (
+                    f"session {session_id} cannot be attached over this HTTP connection: the server "
+                    f"refused its session stream (HTTP {status})"
+                ),
+                "data": {
+                    "sessionId": session_id,
+                    "transport": "streamable-http",
+                    "reason": "session stream refused",
+                    "httpStatus": status,
+                },
+            },
+        }
+    )

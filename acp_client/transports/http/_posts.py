@@ -1,6 +1,7 @@
 """The POST side of a Streamable HTTP link: the ordered POST pipeline (a POST starts once the previous one's
 body is written), the mapping of POST answers to frames, lost links and JSON-RPC errors, and the liveness
-check of the client-to-server direction (``OPTIONS``)."""
+check of the client-to-server direction (``OPTIONS``). The :class:`PostPipeline` owns the httpx client that
+carries every request but the SSE GETs (``initialize``, the POSTs, ``OPTIONS``, the closing ``DELETE``)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,14 @@ from acp_client.exceptions import (
     ConnectionLost,
 )
 from acp_client.transports.http._base import (
+    Inbound,
+    LinkView,
     _describe_error,
     _http_error,
     _is_id,
     _loads,
     _log,
 )
-from acp_client.transports.http._order import _StreamRouter
 from acp_client.transports.http._sse import SSEParser
 
 _LOST_STATUSES = frozenset({401, 403, 404, 408, 409, 410, 429, 500, 502, 503, 504})
@@ -32,7 +34,7 @@ class _Exchange:
     """One POST in flight: the frame, its parsed message, and the release of the POST order lock (once the
     body is on the wire, or when the exchange ends, whichever comes first)."""
 
-    def __init__(self, frame: str, message: Any, lock: asyncio.Lock) -> None:
+    def __init__(self, frame: str, message: object, lock: asyncio.Lock) -> None:
         self.frame = frame
         self.message = message
         self._lock: asyncio.Lock | None = lock
@@ -43,10 +45,55 @@ class _Exchange:
             lock.release()
 
 
-class _PostPipeline(_StreamRouter):
-    """Sends frames as ordered POSTs and checks that the server still answers."""
+#: Bound on the agent's answer to the ``initialize`` POST (the answer is the response body).
+INITIALIZE_TIMEOUT = 30.0
 
-    async def _post(self, frame: str, session_id: str | None, message: Any) -> None:
+
+class PostPipeline:
+    """Sends frames as ordered POSTs and checks that the server still answers. Owns the POST client, the
+    order lock, the exchanges in flight, the keepalive task and the time of the last answer."""
+
+    def __init__(self, link: LinkView, inbox: Inbound) -> None:
+        self._link = link
+        self._inbox = inbox
+        self._lock = asyncio.Lock()
+        self._client: httpx.AsyncClient | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._keepalive_task: asyncio.Task[None] | None = None
+        self._last_answer = 0.0
+        self._http_version: str | None = None
+
+    @property
+    def http_version(self) -> str | None:
+        """The HTTP version of the last POST response (``None`` before the first)."""
+        return self._http_version
+
+    def _client_for_posts(self) -> httpx.AsyncClient:
+        if self._client is None:
+            options = self._link.options
+            timeout = options.ping_timeout
+            self._client = self._link.new_client(
+                httpx.Timeout(connect=options.open_timeout, read=timeout, write=timeout, pool=options.open_timeout)
+            )
+        return self._client
+
+    async def initialize(self, frame: str) -> httpx.Response:
+        """POST the ``initialize`` frame (the answer is the body, within ``INITIALIZE_TIMEOUT``). Raises
+        ``httpx.HTTPError`` when no answer came."""
+        open_timeout = self._link.options.open_timeout
+        timeout = httpx.Timeout(connect=open_timeout, read=INITIALIZE_TIMEOUT, write=open_timeout, pool=open_timeout)
+        stats = self._link.stats
+        stats.posts += 1
+        response = await self._client_for_posts().post(
+            self._link.url, content=frame.encode(), headers=self._link.request_headers(content=True), timeout=timeout
+        )
+        self._link.store_cookies(response)
+        self._http_version = response.http_version
+        stats.frames_out += 1
+        stats.bytes_out += len(frame.encode())
+        return response
+
+    async def post(self, frame: str, session_id: str | None, message: object) -> None:
         """Hand one frame to the POST sequence and return (as a WebSocket send returns once the frame is in
         the socket's buffer). POSTs stay strictly ordered: a POST starts only after the previous one was
         answered, so ``send`` waits while the previous POST is unanswered, never for its own. A caller
@@ -54,20 +101,20 @@ class _PostPipeline(_StreamRouter):
         ``$/cancel_request``). The answer is handled by the exchange: a lost link fails the transport;
         another rejection of a request becomes a JSON-RPC error response (``-32603``, ``data.httpStatus``)
         so the caller is not left waiting."""
-        await self._post_lock.acquire()
-        if self._failure is not None:
-            self._post_lock.release()
-            raise self._lost()
-        headers = self._request_headers(content=True, session_id=session_id)
-        exchange = _Exchange(frame, message, self._post_lock)
+        await self._lock.acquire()
+        if self._inbox.failed:
+            self._lock.release()
+            raise self._inbox.lost()
+        headers = self._link.request_headers(content=True, session_id=session_id)
+        exchange = _Exchange(frame, message, self._lock)
         task = asyncio.get_running_loop().create_task(
-            self._post_exchange(exchange, headers), name=f"acp-client post {self._description}"
+            self._post_exchange(exchange, headers), name=f"acp-client post {self._link.description}"
         )
-        self._post_tasks.add(task)
+        self._tasks.add(task)
         task.add_done_callback(lambda done: self._post_done(done, exchange))
 
     def _post_done(self, task: asyncio.Task[None], exchange: _Exchange) -> None:
-        self._post_tasks.discard(task)
+        self._tasks.discard(task)
         exchange.release()
         if not task.cancelled():
             task.exception()  # a bug in the exchange would show in the log, not as "never retrieved"
@@ -80,60 +127,56 @@ class _PostPipeline(_StreamRouter):
 
         client = self._client_for_posts()
         frame = exchange.frame
-        self.stats.posts += 1
+        self._link.stats.posts += 1
         try:
             response = await client.post(
-                self._url, content=frame.encode(), headers=headers, extensions={"trace": trace}
+                self._link.url, content=frame.encode(), headers=headers, extensions={"trace": trace}
             )
         except httpx.HTTPError as exc:
-            self._fail(
-                ConnectionLost(f"POST to {self._description} failed: {_describe_error(exc)}", reason="post failed")
+            self._inbox.fail(
+                ConnectionLost(f"POST to {self._link.description} failed: {_describe_error(exc)}", reason="post failed")
             )
             return
         self._last_answer = asyncio.get_running_loop().time()
-        self._store_cookies(response)
-        self.http_version = response.http_version
+        self._link.store_cookies(response)
+        self._http_version = response.http_version
         status = response.status_code
         body = response.text.strip() if status == 200 else ""
         inline = self._inline_frames(response, body)
         if status in (202, 204) or (status == 200 and inline is not None):
-            self.stats.frames_out += 1
-            self.stats.bytes_out += len(frame.encode())
+            self._link.stats.frames_out += 1
+            self._link.stats.bytes_out += len(frame.encode())
             for text in inline or ():  # a server may answer inline (JSON, or an event stream as body)
-                self._inbound.put_nowait(text)
+                self._inbox.put(text)
             return
         if status in _LOST_STATUSES:
             what = "no longer knows connection" if status == 404 else "refused a request on connection"
-            self._fail(
+            self._inbox.fail(
                 ConnectionLost(
-                    f"{self._description} {what} {self.connection_id} (HTTP {status})",
+                    f"{self._link.description} {what} {self._link.connection_id} (HTTP {status})",
                     reason=f"http {status}",
                 )
             )
             return
-        error = _http_error(f"{self._description} rejected a POST with HTTP {status}", response)
-        self.stats.posts_rejected += 1
+        self._reject(exchange, response)
+
+    def _reject(self, exchange: _Exchange, response: httpx.Response) -> None:
+        """A POST answered with a status that neither carries its answer nor ends the link (400, 415 ...): a
+        request gets a JSON-RPC error response instead, so its caller is not left waiting."""
+        status = response.status_code
+        error = _http_error(f"{self._link.description} rejected a POST with HTTP {status}", response)
+        self._link.stats.posts_rejected += 1
         message = exchange.message
         request_id = message.get("id") if isinstance(message, dict) and "method" in message else None
-        _log.warning("http_post_rejected", transport=self._description, status_code=status, request_id=request_id)
-        if _is_id(request_id):
-            self._inbound.put_nowait(
-                json.dumps(
-                    {
-                        "jsonrpc": "2.0",
-                        "id": request_id,
-                        "error": {
-                            "code": -32603,
-                            "message": str(error),
-                            "data": {
-                                "httpStatus": status,
-                                "contentType": error.content_type,
-                                "bodyExcerpt": error.body_excerpt,
-                            },
-                        },
-                    }
-                )
+        _log.warning("http_post_rejected", transport=self._link.description, status_code=status, request_id=request_id)
+        if not _is_id(request_id):
+            return
+        data = {"httpStatus": status, "contentType": error.content_type, "bodyExcerpt": error.body_excerpt}
+        self._inbox.put(
+            json.dumps(
+                {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32603, "message": str(error), "data": data}}
             )
+        )
 
     def _inline_frames(self, response: httpx.Response, body: str) -> list[str] | None:
         """The frames of a ``200`` POST answer: none for an empty body, the body when it is JSON, the events
@@ -146,7 +189,7 @@ class _PostPipeline(_StreamRouter):
                 if event.event == "message" and isinstance(_loads(event.data), dict | list):
                     frames.append(event.data)
                 else:
-                    self.stats.sse_discarded += 1
+                    self._link.stats.sse_discarded += 1
             return frames
         return [body] if isinstance(_loads(body), dict | list) else None
 
@@ -155,34 +198,72 @@ class _PostPipeline(_StreamRouter):
         ``timeout`` (default ``ping_timeout``). Returns the round trip in seconds. When no answer comes the
         link is failed (``ConnectionLost``), as a WebSocket whose Pong does not come. (The event streams
         are watched by their read-idle watchdog; this covers the client-to-server direction.)"""
-        if self._failure is not None:
-            raise self._lost()
+        if self._inbox.failed:
+            raise self._inbox.lost()
         if timeout is None:
-            timeout = self._options.ping_timeout
+            timeout = self._link.options.ping_timeout
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
             async with asyncio.timeout(timeout):
                 response = await self._client_for_posts().request(
-                    "OPTIONS", self._url, headers=self._request_headers(content=False)
+                    "OPTIONS", self._link.url, headers=self._link.request_headers(content=False)
                 )
         except (httpx.HTTPError, TimeoutError) as exc:
-            self._fail(
+            self._inbox.fail(
                 ConnectionLost(
-                    f"{self._description} did not answer a liveness check: {_describe_error(exc)}",
+                    f"{self._link.description} did not answer a liveness check: {_describe_error(exc)}",
                     reason="liveness check failed",
                 )
             )
-            raise self._lost() from None
-        self._store_cookies(response)
+            raise self._inbox.lost() from None
+        self._link.store_cookies(response)
         self._last_answer = loop.time()
         return self._last_answer - started
 
     async def _keepalive(self, interval: float) -> None:
         """Every ``interval`` without an answered POST, :meth:`ping` (a link silent towards the server)."""
         loop = asyncio.get_running_loop()
-        while self._failure is None:
+        while not self._inbox.failed:
             await asyncio.sleep(max(0.0, self._last_answer + interval - loop.time()))
-            if loop.time() - self._last_answer >= interval and self._failure is None:
+            if loop.time() - self._last_answer >= interval and not self._inbox.failed:
                 with contextlib.suppress(ConnectionLost):
                     await self.ping()
+
+    def start_keepalive(self) -> None:
+        """The link is open: count its quiet time from now and, with ``ping_interval`` set, ping when it
+        passes (see :meth:`ping`)."""
+        self._last_answer = asyncio.get_running_loop().time()
+        interval = self._link.options.ping_interval
+        if interval is not None:
+            self._keepalive_task = asyncio.get_running_loop().create_task(
+                self._keepalive(interval), name=f"acp-client keepalive {self._link.description}"
+            )
+
+    def cancel_keepalive(self) -> None:
+        """The link failed: stop pinging (unless the keepalive is the caller)."""
+        if self._keepalive_task is not None and self._keepalive_task is not asyncio.current_task():
+            self._keepalive_task.cancel()
+
+    async def delete(self) -> None:
+        """End the connection on the server (``DELETE``, bounded by ``close_timeout``; failures are logged)."""
+        client = self._client_for_posts()
+        try:
+            async with asyncio.timeout(self._link.options.close_timeout):
+                response = await client.delete(self._link.url, headers=self._link.request_headers(content=False))
+            self._link.store_cookies(response)
+        except (httpx.HTTPError, TimeoutError) as exc:
+            _log.debug("http_delete_failed", transport=self._link.description, error=_describe_error(exc))
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        """The exchanges in flight and the keepalive (unless it is the caller): what a release stops."""
+        tasks = list(self._tasks)
+        if self._keepalive_task is not None and self._keepalive_task is not asyncio.current_task():
+            tasks.append(self._keepalive_task)
+        return tasks
+
+    async def aclose(self) -> None:
+        """Release the POST client (after :meth:`tasks` ended)."""
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()

@@ -1,14 +1,14 @@
 """The SSE stream readers of the Streamable HTTP transport: opening a stream (its own httpx client, hence
 its own TCP connection), reading and parsing its events, resuming it with ``Last-Event-ID`` when it ends,
-and the read-idle watchdog. What a delivered message means is the ordering layer's business
-(:mod:`._http_order`)."""
+and the read-idle watchdog. The :class:`StreamReader` owns the streams of a link; what a delivered message
+means is the business of its :class:`MessageSink` (the router, :mod:`._order`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -19,11 +19,12 @@ from acp_client.exceptions import (
 )
 from acp_client.transports.http._base import (
     _EXCERPT,
+    Inbound,
+    LinkView,
     _describe_error,
-    _HTTPLinkBase,
     _loads,
     _log,
-    _Stream,
+    _retrieve,
 )
 from acp_client.transports.http._sse import SSEParser
 
@@ -41,43 +42,201 @@ class _StreamRefused(Exception):
         self.excerpt = excerpt
 
 
-class _StreamReader(_HTTPLinkBase):
-    """Opens, reads, resumes and watches the SSE streams of a link."""
+class StreamView(Protocol):
+    """What the router may read of one stream."""
 
-    async def _open_stream(self, session_id: str | None, *, required: bool) -> bool:
+    @property
+    def session_id(self) -> str | None: ...
+
+    @property
+    def label(self) -> str: ...
+
+    @property
+    def is_open(self) -> bool: ...
+
+    @property
+    def state_updates(self) -> int: ...
+
+    async def next_message(self) -> None: ...
+
+
+class MessageSink(Protocol):
+    """Where the reader hands each JSON-RPC message it read (the router)."""
+
+    async def deliver(self, stream: StreamView, text: str, message: dict[str, Any] | list[Any]) -> None: ...
+
+
+class _Stream:
+    """One SSE stream: its key (``None`` = the connection stream), task, and opening outcome."""
+
+    def __init__(self, session_id: str | None) -> None:
+        self._session_id = session_id
+        self.opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.opened.add_done_callback(_retrieve)  # an opening nobody awaits any more is not an error
+        self._task: asyncio.Task[None] | None = None
+        self._detached = False  # the client closed/deleted the session: its stream may end quietly
+        #: loop time since which the reader waits for bytes (``None`` while it delivers what it read): the
+        #: read-idle watchdog's clock
+        self._waiting_since: float | None = None
+        self._state_updates = 0  # v2 ``state_update`` notifications among the delivered messages
+        self._changed = asyncio.Event()  # set on every delivered message
+
+    @property
+    def session_id(self) -> str | None:
+        return self._session_id
+
+    @property
+    def label(self) -> str:
+        return "connection" if self._session_id is None else f"session {self._session_id}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.opened.done() and not self.opened.cancelled() and self.opened.exception() is None
+
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        return self._task
+
+    @property
+    def detached(self) -> bool:
+        return self._detached
+
+    @property
+    def waiting_since(self) -> float | None:
+        return self._waiting_since
+
+    @property
+    def state_updates(self) -> int:
+        return self._state_updates
+
+    def start(self, task: asyncio.Task[None]) -> None:
+        self._task = task
+
+    def set_detached(self, detached: bool) -> None:
+        self._detached = detached
+
+    def waiting(self, since: float | None) -> None:
+        self._waiting_since = since
+
+    def note(self, message: dict[str, Any] | list[Any]) -> None:
+        """Count a delivered message (and whether it is a v2 ``state_update``); wake :meth:`next_message`."""
+        if self._session_id is not None and isinstance(message, dict) and message.get("method") == "session/update":
+            params = message.get("params")
+            update = params.get("update") if isinstance(params, dict) else None
+            if isinstance(update, dict) and update.get("sessionUpdate") == "state_update":
+                self._state_updates += 1
+        self._changed.set()
+
+    async def next_message(self) -> None:
+        """Wait until the stream delivers another message."""
+        self._changed.clear()
+        await self._changed.wait()
+
+    def cancel(self) -> None:
+        """Stop the reading task (unless it is the caller)."""
+        if self._task is not None and self._task is not asyncio.current_task():
+            self._task.cancel()
+
+
+class StreamReader:
+    """Opens, reads, resumes and watches the SSE streams of a link, and owns them: each stream is keyed by its
+    session id (``None`` for the connection stream). Every message read goes to the ``sink``; a stream that
+    cannot be resumed fails the link through ``inbox``."""
+
+    def __init__(self, link: LinkView, inbox: Inbound, sink: MessageSink) -> None:
+        self._link = link
+        self._inbox = inbox
+        self._sink = sink
+        self._streams: dict[str | None, _Stream] = {}
+        self._refusals: dict[str, int] = {}  # session id -> the status its stream was last refused with
+
+    def get(self, session_id: str) -> StreamView | None:
+        """The stream of ``session_id`` (opening, open or detaching), if there is one."""
+        return self._streams.get(session_id)
+
+    def has(self, session_id: str) -> bool:
+        return session_id in self._streams
+
+    @property
+    def session_ids(self) -> list[str]:
+        """The sessions whose stream is open."""
+        return [k for k, s in self._streams.items() if k is not None and s.is_open]
+
+    def refusal(self, session_id: str) -> int | None:
+        """The HTTP status the stream of ``session_id`` was last refused with."""
+        return self._refusals.get(session_id)
+
+    def detaching(self, session_id: str) -> bool:
+        """A close/delete of ``session_id`` is on its way: its stream may end quietly. ``False`` when the
+        session has no stream here."""
+        stream = self._streams.get(session_id)
+        if stream is None:
+            return False
+        stream.set_detached(True)
+        return True
+
+    def end(self, session_id: str, *, closed: bool) -> None:
+        """The close/delete of ``session_id`` was answered: stop its stream (``closed``), or keep it (the
+        request failed)."""
+        stream = self._streams.get(session_id)
+        if stream is None:
+            return
+        if not closed:
+            stream.set_detached(False)
+            return
+        del self._streams[session_id]
+        stream.cancel()
+
+    def cancel(self) -> None:
+        """The link failed: stop every reading task (but the caller's)."""
+        for stream in self._streams.values():
+            stream.cancel()
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        """The reading tasks still to be stopped (not the caller's)."""
+        current = asyncio.current_task()
+        return [s.task for s in self._streams.values() if s.task is not None and s.task is not current]
+
+    def clear(self) -> None:
+        self._streams.clear()
+
+    async def open(self, session_id: str | None, *, required: bool) -> bool:
         """Open an SSE stream and wait until the server answered it. ``False`` (or, when ``required``, the
         typed error) when it was refused."""
         stream = _Stream(session_id)
         self._streams[session_id] = stream
-        stream.task = asyncio.get_running_loop().create_task(
-            self._run_stream(stream), name=f"acp-client sse {stream.label} {self._description}"
+        description = self._link.description
+        stream.start(
+            asyncio.get_running_loop().create_task(
+                self._run_stream(stream), name=f"acp-client sse {stream.label} {description}"
+            )
         )
         try:
-            async with asyncio.timeout(self._options.open_timeout):
+            async with asyncio.timeout(self._link.options.open_timeout):
                 await asyncio.shield(stream.opened)
         except TimeoutError:
-            stream.task.cancel()
+            stream.cancel()
             self._streams.pop(session_id, None)
-            error = ConnectError(f"opening the {stream.label} stream of {self._description} timed out")
+            error = ConnectError(f"opening the {stream.label} stream of {description} timed out")
             if required:
                 raise error from None
-            _log.warning("http_stream_open_timeout", transport=self._description, stream=stream.label)
+            _log.warning("http_stream_open_timeout", transport=description, stream=stream.label)
             return False
         except _StreamRefused as refused:
             self._streams.pop(session_id, None)
             if session_id is not None:
-                self.stats.session_streams_refused += 1
+                self._link.stats.session_streams_refused += 1
                 self._refusals[session_id] = refused.status
             if required:
                 raise HTTPTransportError(
-                    f"{self._description} refused the {stream.label} stream with HTTP {refused.status}",
+                    f"{description} refused the {stream.label} stream with HTTP {refused.status}",
                     status_code=refused.status,
                     content_type=refused.content_type,
                     body_excerpt=refused.excerpt,
                 ) from None
             _log.info(
                 "http_session_stream_refused",
-                transport=self._description,
+                transport=description,
                 session_id=session_id,
                 status_code=refused.status,
             )
@@ -90,7 +249,7 @@ class _StreamReader(_HTTPLinkBase):
         return True
 
     async def _run_stream(self, stream: _Stream) -> None:
-        parser = SSEParser(max_event_bytes=self._options.max_frame_bytes)
+        parser = SSEParser(max_event_bytes=self._link.options.max_frame_bytes)
         resuming = False
         try:
             while True:
@@ -98,12 +257,12 @@ class _StreamReader(_HTTPLinkBase):
                     async with self._open_sse(stream.session_id, parser.last_event_id if resuming else None) as resp:
                         if not stream.opened.done():
                             stream.opened.set_result(None)
-                        self.stats.streams_opened += 1
+                        self._link.stats.streams_opened += 1
                         if resuming:
-                            self.stats.streams_resumed += 1
+                            self._link.stats.streams_resumed += 1
                             _log.info(
                                 "http_stream_resumed",
-                                transport=self._description,
+                                transport=self._link.description,
                                 stream=stream.label,
                                 last_event_id=parser.last_event_id,
                             )
@@ -123,7 +282,7 @@ class _StreamReader(_HTTPLinkBase):
                         return
                     self._lose_stream(stream, str(exc))
                     return
-                if self._failure is not None:
+                if self._inbox.failed:
                     return
                 if stream.detached and stream.session_id is not None:
                     self._streams.pop(stream.session_id, None)
@@ -133,47 +292,47 @@ class _StreamReader(_HTTPLinkBase):
                     self._lose_stream(stream, ended)
                     return
                 # the server labels its events: reopen with Last-Event-ID, no re-initialize, no replay
-                _log.info("http_stream_resuming", transport=self._description, stream=stream.label, reason=ended)
+                _log.info("http_stream_resuming", transport=self._link.description, stream=stream.label, reason=ended)
                 resuming = True
         except asyncio.CancelledError:
             if not stream.opened.done():
                 stream.opened.cancel()
             raise
         except Exception as exc:  # a bug must not leave recv waiting forever
-            _log.exception("http_stream_failed", transport=self._description, stream=stream.label)
+            _log.exception("http_stream_failed", transport=self._link.description, stream=stream.label)
             if not stream.opened.done():
                 stream.opened.set_exception(ConnectionLost(f"the {stream.label} stream failed: {exc!r}"))
             self._lose_stream(stream, f"the stream reader failed: {exc!r}")
 
     @contextlib.asynccontextmanager
     async def _open_sse(self, session_id: str | None, last_event_id: str | None) -> AsyncIterator[httpx.Response]:
-        headers = self._request_headers(content=False, session_id=session_id)
+        headers = self._link.request_headers(content=False, session_id=session_id)
         headers.append(("Accept", "text/event-stream"))
         headers.append(("Cache-Control", "no-cache"))
         headers.append(("Accept-Encoding", "identity"))
         if last_event_id is not None:
             headers.append(("Last-Event-ID", last_event_id))
         # a client (hence a TCP connection) per long-lived stream: see the module docstring
-        client = self._new_client(httpx.Timeout(self._options.open_timeout, read=None))
+        client = self._link.new_client(httpx.Timeout(self._link.options.open_timeout, read=None))
         try:
-            request = client.build_request("GET", self._url, headers=headers)
+            request = client.build_request("GET", self._link.url, headers=headers)
             try:
-                async with asyncio.timeout(self._options.open_timeout):
+                async with asyncio.timeout(self._link.options.open_timeout):
                     response = await client.send(request, stream=True)
             except TimeoutError as exc:
-                raise ConnectError(f"opening an event stream of {self._description} timed out") from exc
+                raise ConnectError(f"opening an event stream of {self._link.description} timed out") from exc
             except httpx.HTTPError as exc:
                 raise ConnectionLost(
-                    f"opening an event stream of {self._description} failed: {_describe_error(exc)}",
+                    f"opening an event stream of {self._link.description} failed: {_describe_error(exc)}",
                     reason="stream open failed",
                 ) from exc
             try:
-                self._store_cookies(response)
+                self._link.store_cookies(response)
                 content_type = response.headers.get("content-type", "")
                 if response.status_code != 200 or "text/event-stream" not in content_type.lower():
                     excerpt = ""
                     with contextlib.suppress(httpx.HTTPError, TimeoutError):
-                        async with asyncio.timeout(self._options.close_timeout):
+                        async with asyncio.timeout(self._link.options.close_timeout):
                             excerpt = (await response.aread()).decode("utf-8", "replace")[:_EXCERPT]
                     raise _StreamRefused(response.status_code, content_type or None, excerpt)
                 yield response
@@ -186,8 +345,8 @@ class _StreamReader(_HTTPLinkBase):
         """Read events until the stream ends; return why it ended. With liveness on, a watchdog ends the read
         after ``ping_interval + ping_timeout`` without a byte."""
         idle = None
-        if self._options.ping_interval is not None and self._options.ping_timeout is not None:
-            idle = self._options.ping_interval + self._options.ping_timeout
+        if self._link.options.ping_interval is not None and self._link.options.ping_timeout is not None:
+            idle = self._link.options.ping_interval + self._link.options.ping_timeout
         if idle is None:
             return await self._read_chunks(stream, response, parser)
         loop = asyncio.get_running_loop()
@@ -208,7 +367,9 @@ class _StreamReader(_HTTPLinkBase):
                 if waiting_since is None or now - waiting_since < idle:  # busy delivering, or read recently
                     planned = (now if waiting_since is None else waiting_since) + idle
                     continue
-                _log.warning("http_stream_idle_timeout", transport=self._description, stream=stream.label, idle=idle)
+                _log.warning(
+                    "http_stream_idle_timeout", transport=self._link.description, stream=stream.label, idle=idle
+                )
                 return f"no data or keepalive for {idle:g} s"
         finally:
             if not reader.done():
@@ -219,55 +380,55 @@ class _StreamReader(_HTTPLinkBase):
 
     async def _read_chunks(self, stream: _Stream, response: httpx.Response, parser: SSEParser) -> str:
         loop = asyncio.get_running_loop()
-        stream.waiting_since = loop.time()
+        stream.waiting(loop.time())
         try:
             async for chunk in response.aiter_raw():
-                stream.waiting_since = None
+                stream.waiting(None)
                 comments = parser.comments
                 try:
                     events = parser.feed(chunk)
                 except ValueError:
-                    return f"an event exceeded max_frame_bytes ({self._options.max_frame_bytes})"
-                self.stats.sse_comments += parser.comments - comments
+                    return f"an event exceeded max_frame_bytes ({self._link.options.max_frame_bytes})"
+                self._link.stats.sse_comments += parser.comments - comments
                 for event in events:
                     if event.event != "message":
-                        self.stats.sse_discarded += 1
-                        _log.debug("http_sse_event_discarded", transport=self._description, sse_event=event.event)
+                        self._link.stats.sse_discarded += 1
+                        _log.debug("http_sse_event_discarded", transport=self._link.description, sse_event=event.event)
                         continue
                     message = _loads(event.data)
                     if not isinstance(message, dict | list):
-                        self.stats.sse_discarded += 1
-                        _log.warning("http_sse_data_not_json", transport=self._description, stream=stream.label)
+                        self._link.stats.sse_discarded += 1
+                        _log.warning("http_sse_data_not_json", transport=self._link.description, stream=stream.label)
                         continue
                     await self._deliver(stream, event.data, message)
-                stream.waiting_since = loop.time()
+                stream.waiting(loop.time())
         except httpx.HTTPError as exc:
             return f"the stream broke: {_describe_error(exc)}"
         return "the server ended the stream"
 
     def _report_resumed(self, stream: _Stream) -> None:
         """Tell ``options.on_stream_resumed`` that ``stream`` was resumed (a failing callback is logged)."""
-        callback = self._options.on_stream_resumed
+        callback = self._link.options.on_stream_resumed
         if callback is None:
             return
         try:
             callback(stream.session_id)
         except Exception:
-            _log.exception("http_stream_resumed_callback_failed", transport=self._description, stream=stream.label)
+            _log.exception("http_stream_resumed_callback_failed", transport=self._link.description, stream=stream.label)
 
-    async def _deliver(self, stream: _Stream, text: str, message: Any) -> None:
-        """Hand one JSON-RPC message read from ``stream`` on (implemented by the ordering layer)."""
-        raise NotImplementedError
+    async def _deliver(self, stream: _Stream, text: str, message: dict[str, Any] | list[Any]) -> None:
+        stream.note(message)
+        await self._sink.deliver(stream, text, message)
 
     def _lose_stream(self, stream: _Stream, why: str) -> None:
-        if self._failure is not None:
+        if self._inbox.failed:
             return
         if stream.detached:
             self._streams.pop(stream.session_id, None)
             return
-        self._fail(
+        self._inbox.fail(
             ConnectionLost(
-                f"the {stream.label} event stream of {self._description} was lost: {why}",
+                f"the {stream.label} event stream of {self._link.description} was lost: {why}",
                 reason=why,
             )
         )
