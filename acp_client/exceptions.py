@@ -163,7 +163,8 @@ class HTTPTransportError(HandshakeRejected):
 
     ``status_code`` is the HTTP status (``200`` for a success answer of the wrong shape: an HTML page, a
     body that is not JSON, no ``Acp-Connection-Id``); ``content_type`` and ``body_excerpt`` (the first
-    few hundred characters of the body) show what came instead. As a :class:`HandshakeRejected` it is
+    few hundred characters of the body, of which at most a few KiB were read) show what came instead. The
+    message quotes a short excerpt, and for an HTML page only says so. As a :class:`HandshakeRejected` it is
     classified by its status: 401/403 are authentication failures, 408/429/5xx are retried, other 4xx and a
     wrong-shaped 200 stop the reconnect manager (the endpoint does not speak the ACP HTTP transport).
     """
@@ -181,8 +182,12 @@ class HTTPTransportError(HandshakeRejected):
         super().__init__(status_code, retry_after=retry_after, headers=headers)
         self.content_type = content_type
         self.body_excerpt = body_excerpt
-        excerpt = f": {body_excerpt!r}" if body_excerpt else ""
-        self.args = (f"{message}{excerpt}",)
+        if "html" in (content_type or "").lower() or body_excerpt.lstrip()[:1] == "<":
+            shown = " (the body is an HTML page: not an ACP endpoint)" if "not an ACP" not in message else ""
+        else:
+            short = body_excerpt if len(body_excerpt) <= 120 else body_excerpt[:117] + "..."
+            shown = f": {short!r}" if short else ""
+        self.args = (f"{message}{shown}",)
 
 
 class TLSError(ConnectError):

@@ -95,6 +95,7 @@ from acp_client.transports.http._base import (
     CONNECTION_ID_HEADER,
     PROTOCOL_VERSION_HEADER,
     SESSION_ID_HEADER,
+    BoundedResponse,
     HTTPTransportStats,
     Inbox,
     LinkState,
@@ -264,13 +265,21 @@ class StreamableHTTPTransport:
             http_version=self._posts.http_version,
         )
 
-    async def _check_initialize_answer(self, response: httpx.Response) -> dict[str, Any]:
+    async def _check_initialize_answer(self, response: BoundedResponse) -> dict[str, Any]:
         """The JSON-RPC message of a ``200`` JSON answer to ``initialize``; otherwise abandon the link and
         raise the typed error."""
         description = self._link.description
         if response.status_code != 200:
             await self._abandon()
             raise _http_error(f"{description} answered initialize with HTTP {response.status_code}", response)
+        if response.truncated:
+            await self._abandon()
+            limit = self._link.options.max_frame_bytes
+            raise _http_error(
+                f"{description} answered initialize with a body over {limit} bytes (max_frame_bytes); "
+                "the rest was not read",
+                response,
+            )
         content_type = response.headers.get("content-type", "")
         message = _loads(response.text)
         if "json" not in content_type.lower() or not isinstance(message, dict):

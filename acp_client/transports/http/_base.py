@@ -43,6 +43,58 @@ _ATTACH_METHODS = frozenset({"session/load", "session/resume"})
 _CREATE_METHODS = frozenset({"session/new", "session/fork"})
 _DETACH_METHODS = frozenset({"session/close", "session/delete"})
 _EXCERPT = 300
+#: Bytes of an error body read at most (for its excerpt); the rest is never read.
+ERROR_BODY_LIMIT = 4096
+
+
+class BoundedResponse:
+    """A response whose body was read with a bound: ``body`` holds at most the limit, and ``truncated``
+    says the server sent more (which was not read). ``response`` is httpx's (headers, cookies, version;
+    its body is not loaded)."""
+
+    __slots__ = ("body", "response", "truncated")
+
+    def __init__(self, response: httpx.Response, body: bytes, truncated: bool) -> None:
+        self.response = response
+        self.body = body
+        self.truncated = truncated
+
+    @property
+    def status_code(self) -> int:
+        return self.response.status_code
+
+    @property
+    def headers(self) -> httpx.Headers:
+        return self.response.headers
+
+    @property
+    def http_version(self) -> str:
+        return self.response.http_version
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+
+async def read_bounded(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """Up to ``limit`` bytes of an open streamed ``response`` (decoded), and whether there was more."""
+    data = bytearray()
+    async for chunk in response.aiter_bytes():
+        data += chunk
+        if len(data) > limit:
+            del data[limit:]
+            return bytes(data), True
+    return bytes(data), False
+
+
+async def send_bounded(
+    client: httpx.AsyncClient, method: str, url: httpx.URL | str, *, limit: int, **options: Any
+) -> BoundedResponse:
+    """Send a request and read at most ``limit`` bytes of a ``200`` answer's body, and at most
+    :data:`ERROR_BODY_LIMIT` of any other (its excerpt): a hostile server's 200 MB body is never held."""
+    async with client.stream(method, url, **options) as response:
+        body, truncated = await read_bounded(response, limit if response.status_code == 200 else ERROR_BODY_LIMIT)
+    return BoundedResponse(response, body, truncated)
 
 
 @dataclass
@@ -298,11 +350,8 @@ def _describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _http_error(message: str, response: httpx.Response) -> HTTPTransportError:
-    try:
-        excerpt = response.text[:_EXCERPT]
-    except (httpx.HTTPError, UnicodeDecodeError):
-        excerpt = ""
+def _http_error(message: str, response: BoundedResponse) -> HTTPTransportError:
+    excerpt = response.text[:_EXCERPT]
     safe = redact_headers(response.headers.multi_items())
     return HTTPTransportError(
         message,

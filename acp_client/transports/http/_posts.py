@@ -17,6 +17,7 @@ from acp_client.exceptions import (
     ConnectionLost,
 )
 from acp_client.transports.http._base import (
+    BoundedResponse,
     Inbound,
     LinkView,
     _describe_error,
@@ -24,6 +25,7 @@ from acp_client.transports.http._base import (
     _is_id,
     _loads,
     _log,
+    send_bounded,
 )
 from acp_client.transports.http._sse import SSEParser
 
@@ -77,17 +79,23 @@ class PostPipeline:
             )
         return self._client
 
-    async def initialize(self, frame: str) -> httpx.Response:
-        """POST the ``initialize`` frame (the answer is the body, within ``INITIALIZE_TIMEOUT``). Raises
-        ``httpx.HTTPError`` when no answer came."""
+    async def initialize(self, frame: str) -> BoundedResponse:
+        """POST the ``initialize`` frame (the answer is the body, within ``INITIALIZE_TIMEOUT``; at most
+        ``max_frame_bytes`` of it are read). Raises ``httpx.HTTPError`` when no answer came."""
         open_timeout = self._link.options.open_timeout
         timeout = httpx.Timeout(connect=open_timeout, read=INITIALIZE_TIMEOUT, write=open_timeout, pool=open_timeout)
         stats = self._link.stats
         stats.posts += 1
-        response = await self._client_for_posts().post(
-            self._link.url, content=frame.encode(), headers=self._link.request_headers(content=True), timeout=timeout
+        response = await send_bounded(
+            self._client_for_posts(),
+            "POST",
+            self._link.url,
+            limit=self._link.options.max_frame_bytes,
+            content=frame.encode(),
+            headers=self._link.request_headers(content=True),
+            timeout=timeout,
         )
-        self._link.store_cookies(response)
+        self._link.store_cookies(response.response)
         self._http_version = response.http_version
         stats.frames_out += 1
         stats.bytes_out += len(frame.encode())
@@ -129,8 +137,14 @@ class PostPipeline:
         frame = exchange.frame
         self._link.stats.posts += 1
         try:
-            response = await client.post(
-                self._link.url, content=frame.encode(), headers=headers, extensions={"trace": trace}
+            response = await send_bounded(
+                client,
+                "POST",
+                self._link.url,
+                limit=self._link.options.max_frame_bytes,
+                content=frame.encode(),
+                headers=headers,
+                extensions={"trace": trace},
             )
         except httpx.HTTPError as exc:
             self._inbox.fail(
@@ -138,9 +152,18 @@ class PostPipeline:
             )
             return
         self._last_answer = asyncio.get_running_loop().time()
-        self._link.store_cookies(response)
+        self._link.store_cookies(response.response)
         self._http_version = response.http_version
         status = response.status_code
+        if status == 200 and response.truncated:
+            limit = self._link.options.max_frame_bytes
+            self._inbox.fail(
+                ConnectionLost(
+                    f"{self._link.description} answered a POST with a body over {limit} bytes (max_frame_bytes)",
+                    reason="frame too large",
+                )
+            )
+            return
         body = response.text.strip() if status == 200 else ""
         inline = self._inline_frames(response, body)
         if status in (202, 204) or (status == 200 and inline is not None):
@@ -160,7 +183,7 @@ class PostPipeline:
             return
         self._reject(exchange, response)
 
-    def _reject(self, exchange: _Exchange, response: httpx.Response) -> None:
+    def _reject(self, exchange: _Exchange, response: BoundedResponse) -> None:
         """A POST answered with a status that neither carries its answer nor ends the link (400, 415 ...): a
         request gets a JSON-RPC error response instead, so its caller is not left waiting."""
         status = response.status_code
@@ -178,7 +201,7 @@ class PostPipeline:
             )
         )
 
-    def _inline_frames(self, response: httpx.Response, body: str) -> list[str] | None:
+    def _inline_frames(self, response: BoundedResponse, body: str) -> list[str] | None:
         """The frames of a ``200`` POST answer: none for an empty body, the body when it is JSON, the events
         of an event-stream body; ``None`` when the body is something else (an HTML page: a rejection)."""
         if not body:
@@ -206,8 +229,12 @@ class PostPipeline:
         started = loop.time()
         try:
             async with asyncio.timeout(timeout):
-                response = await self._client_for_posts().request(
-                    "OPTIONS", self._link.url, headers=self._link.request_headers(content=False)
+                response = await send_bounded(
+                    self._client_for_posts(),
+                    "OPTIONS",
+                    self._link.url,
+                    limit=0,  # any answer will do; its body is not wanted
+                    headers=self._link.request_headers(content=False),
                 )
         except (httpx.HTTPError, TimeoutError) as exc:
             self._inbox.fail(
@@ -217,7 +244,7 @@ class PostPipeline:
                 )
             )
             raise self._inbox.lost() from None
-        self._link.store_cookies(response)
+        self._link.store_cookies(response.response)
         self._last_answer = loop.time()
         return self._last_answer - started
 
@@ -250,8 +277,10 @@ class PostPipeline:
         client = self._client_for_posts()
         try:
             async with asyncio.timeout(self._link.options.close_timeout):
-                response = await client.delete(self._link.url, headers=self._link.request_headers(content=False))
-            self._link.store_cookies(response)
+                response = await send_bounded(
+                    client, "DELETE", self._link.url, limit=0, headers=self._link.request_headers(content=False)
+                )
+            self._link.store_cookies(response.response)
         except (httpx.HTTPError, TimeoutError) as exc:
             _log.debug("http_delete_failed", transport=self._link.description, error=_describe_error(exc))
 

@@ -19,12 +19,14 @@ from acp_client.exceptions import (
 )
 from acp_client.transports.http._base import (
     _EXCERPT,
+    ERROR_BODY_LIMIT,
     Inbound,
     LinkView,
     _describe_error,
     _loads,
     _log,
     _retrieve,
+    read_bounded,
 )
 from acp_client.transports.http._sse import SSEParser
 
@@ -333,7 +335,8 @@ class StreamReader:
                     excerpt = ""
                     with contextlib.suppress(httpx.HTTPError, TimeoutError):
                         async with asyncio.timeout(self._link.options.close_timeout):
-                            excerpt = (await response.aread()).decode("utf-8", "replace")[:_EXCERPT]
+                            body, _more = await read_bounded(response, ERROR_BODY_LIMIT)  # never the whole body
+                            excerpt = body.decode("utf-8", "replace")[:_EXCERPT]
                     raise _StreamRefused(response.status_code, content_type or None, excerpt)
                 yield response
             finally:
