@@ -257,20 +257,34 @@ class Inbound(Protocol):
 
     def put(self, text: str) -> None: ...
 
+    async def put_waiting(self, text: str) -> None: ...
+
     def fail(self, loss: ConnectionLost) -> None: ...
 
     def lost(self) -> ConnectionLost: ...
 
 
+#: Frames an event stream may queue for ``recv`` before its reader stops reading the socket (backpressure,
+#: as a WebSocket stops reading past its ``max_queue`` of 16 messages).
+INBOX_FRAMES = 16
+
+
 class Inbox:
     """The frames waiting for ``recv`` and the link's failure (set once). The first failure that is not a
-    local close calls ``on_lost`` (the transport stops its streams and keepalive there)."""
+    local close calls ``on_lost`` (the transport stops its streams and keepalive there).
 
-    def __init__(self, on_lost: Callable[[ConnectionLost], None]) -> None:
+    The event-stream readers put with :meth:`put_waiting`, which waits while :data:`INBOX_FRAMES` frames are
+    queued: a reader that waits stops reading its socket, so a flooding server is held back by TCP instead
+    of filling memory. The few frames that come in POST answers are put at once."""
+
+    def __init__(self, on_lost: Callable[[ConnectionLost], None], *, limit: int = INBOX_FRAMES) -> None:
         self._queue: asyncio.Queue[str | None] = asyncio.Queue()
         self._failure: ConnectionLost | None = None
         self._woken = False
         self._on_lost = on_lost
+        self._limit = limit
+        self._room = asyncio.Event()
+        self._room.set()
 
     @property
     def failed(self) -> bool:
@@ -279,9 +293,18 @@ class Inbox:
     def put(self, text: str) -> None:
         self._queue.put_nowait(text)
 
+    async def put_waiting(self, text: str) -> None:
+        """Queue ``text`` once fewer than the limit are waiting (or at once, when the link failed)."""
+        while self._queue.qsize() >= self._limit and self._failure is None:
+            self._room.clear()
+            await self._room.wait()
+        self._queue.put_nowait(text)
+
     async def get(self) -> str:
         """The next frame; ``ConnectionLost`` once the link failed and every frame before was taken."""
         item = await self._queue.get()
+        if not self._room.is_set() and self._queue.qsize() < self._limit:
+            self._room.set()
         if item is None:
             self._queue.put_nowait(None)  # every later get fails too
             raise self.lost()
@@ -295,6 +318,7 @@ class Inbox:
         if self._failure is not None:
             return
         self._failure = loss
+        self._room.set()  # a reader waiting for room goes on (and finds the link failed)
         if cancel:
             self._on_lost(loss)
 

@@ -119,7 +119,7 @@ class StreamRouter:
                 text = await self._settle_attach(request_id, message, text)
             elif _is_id(request_id) and request_id in self._detaching:
                 self._streams.end(self._detaching.pop(request_id), closed="error" not in message)
-        self._inbox.put(text)
+        await self._inbox.put_waiting(text)  # waits while the inbox is full: the stream stops being read
 
     async def _settle_attach(self, request_id: int | str, message: dict[str, Any], text: str) -> str:
         """A load/resume/new answer: make sure the session's stream is open before the result is seen."""
