@@ -14,9 +14,10 @@ from structlog.testing import capture_logs
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.http11 import Request
 
-from acp_client import ReconnectingClient
+from acp_client import ReconnectingClient, connect
 from acp_client._logging import get_logger, loggable_headers, scrub_urls
 from acp_client.exceptions import ReconnectFailed, UsageError
+from acp_client.testing import ReferenceAgent
 from acp_client.transports.options import resolve_headers
 from acp_client.transports.websocket import connect_websocket
 from tests.conftest import bound
@@ -114,3 +115,17 @@ def test_log_values_holding_urls_are_scrubbed_in_both_routes(caplog: pytest.LogC
     with capture_logs() as logs:
         log.info("probe", url="ws://me:pw123@h/acp?api_key=k123")
     assert "pw123" not in repr(logs) and "k123" not in repr(logs)
+
+
+async def test_httpx_own_request_log_shows_no_password_or_token(caplog: pytest.LogCaptureFixture) -> None:
+    async with ReferenceAgent(2) as agent:
+        base = agent.url.replace("ws://", "http://")
+        url = base.replace("http://", "http://me:pw-secret@") + "?token=tok-secret"
+        caplog.set_level(logging.INFO, logger="httpx")
+        async with connect(url) as client:
+            await client.new_session("/w")
+        lines = [r.getMessage() for r in caplog.records if r.name == "httpx"]
+    assert lines, "httpx logs every request at INFO"
+    assert not any("pw-secret" in line or "tok-secret" in line for line in lines), lines
+    assert any("token=<redacted>" in line for line in lines)
+    assert not logging.getLogger("httpx").filters  # gone with the last link that needed it

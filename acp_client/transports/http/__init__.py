@@ -93,6 +93,7 @@ from acp_client.transports._cookies import CookieJar
 from acp_client.transports.base import Transport
 from acp_client.transports.http._base import (
     CONNECTION_ID_HEADER,
+    HTTPX_LOG_SCRUBBER,
     PROTOCOL_VERSION_HEADER,
     SESSION_ID_HEADER,
     BoundedResponse,
@@ -145,6 +146,8 @@ class StreamableHTTPTransport:
         self._posts = PostPipeline(self._link, self._inbox)
         self._close_task: asyncio.Task[None] | None = None
         self._initialized = False
+        # httpx logs every request URL at INFO: a URL with a password or a token is scrubbed there
+        self._scrubbed_url = str(url) if HTTPX_LOG_SCRUBBER.hide(str(url)) else None
 
     @property
     def connection_id(self) -> str | None:
@@ -339,6 +342,9 @@ class StreamableHTTPTransport:
             await asyncio.wait(tasks)
         self._router.clear()
         await self._posts.aclose()
+        if self._scrubbed_url is not None:
+            url, self._scrubbed_url = self._scrubbed_url, None
+            HTTPX_LOG_SCRUBBER.show(url)
 
     async def _close_impl(self) -> None:
         lost_before = self._inbox.failed

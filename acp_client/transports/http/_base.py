@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import http.cookiejar
 import json
+import logging
 import ssl as _ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any, Protocol, TypeGuard
 
 import httpx
 
-from acp_client._logging import get_logger, redact_headers
+from acp_client._logging import get_logger, redact_headers, redact_url
 from acp_client._version import __version__
 from acp_client.exceptions import (
     ConnectError,
@@ -332,6 +333,48 @@ class Inbox:
         assert self._failure is not None
         return self._failure.with_request_sent(False)
 
+
+class HttpxLogScrubber(logging.Filter):
+    """httpx logs every request at INFO with its full URL (``HTTP Request: POST http://me:pw@host/acp?token=...``).
+    While a link of ours uses a URL with userinfo or a token-like query value, this filter sits on the
+    ``httpx`` logger and redacts exactly those URLs in its records (see :func:`~acp_client._logging.redact_url`);
+    the application's own httpx requests are left alone, and the filter goes when the last such link closes."""
+
+    def __init__(self) -> None:
+        super().__init__("acp_client")
+        self._urls: dict[str, int] = {}
+
+    def hide(self, url: str) -> bool:
+        """Scrub ``url`` from httpx's records until :meth:`show`; ``False`` (nothing to do) when it holds no secret."""
+        if redact_url(url) == url:
+            return False
+        if not self._urls:
+            logging.getLogger("httpx").addFilter(self)
+        self._urls[url] = self._urls.get(url, 0) + 1
+        return True
+
+    def show(self, url: str) -> None:
+        """One link of ``url`` closed."""
+        count = self._urls.get(url, 0) - 1
+        if count > 0:
+            self._urls[url] = count
+            return
+        self._urls.pop(url, None)
+        if not self._urls:
+            logging.getLogger("httpx").removeFilter(self)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and any(str(arg) in self._urls for arg in args if isinstance(arg, httpx.URL | str)):
+            record.args = tuple(
+                redact_url(str(arg)) if isinstance(arg, httpx.URL | str) and str(arg) in self._urls else arg
+                for arg in args
+            )
+        return True
+
+
+#: The one scrubber of the process (links of several clients share it).
+HTTPX_LOG_SCRUBBER = HttpxLogScrubber()
 
 _SSL_CONTEXT: _ssl.SSLContext | None = None
 
