@@ -8,13 +8,19 @@ other part reads these through :class:`~acp_client.reconnect._roles.ConnectionVi
 One pass of the loop opens a transport and initializes (a new generation), hands the sessions it should
 serve to the recoverer, is ``READY`` until the connection drops, then classifies the loss: ``FAILED`` for
 a fatal verdict, ``SUSPENDED`` when the crash-loop breaker trips, else ``BACKOFF`` and again.
-``reconnect_now()`` and network hints wake its waits early.
+``reconnect_now()`` and network hints wake its waits early. Tenacity's ``AsyncRetrying`` drives the
+attempts: our ``retry`` classifies, our ``wait`` is the :class:`~acp_client.reconnect.Backoff` (full
+jitter, server hints) or the suspension interval, ``before_sleep`` reports the state, and ``sleep`` is a
+wait that ``reconnect_now()`` cuts short.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from tenacity import AsyncRetrying, RetryCallState, stop_never
 
 from acp_client._logging import get_logger
 from acp_client.client import ACPClient, ProtocolVersionOption
@@ -59,6 +65,27 @@ class BackgroundTasks:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+
+
+@dataclass(frozen=True, slots=True)
+class _Ended:
+    """How one attempt ended: the error that stopped the connect (``lived`` is ``None``), or the loss of
+    the connection and how long it lived after it became ready."""
+
+    error: BaseException
+    lived: float | None
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What follows an attempt: a pause in ``BACKOFF`` or ``SUSPENDED`` for ``delay`` seconds, or ``FAILED``."""
+
+    state: ClientState
+    delay: float
+    reason: str
+    attempt: int
+    failure: ReconnectFailed | None
 
 
 class ChangeSignal:
@@ -143,6 +170,9 @@ class ConnectionSupervisor:
         self._ever_ready = False
         self._skip_pause_of: int | None = None  # reconnect_now() during this attempt: no backoff after it
         self._manual_cut_of: int | None = None  # reconnect_now() dropped this connection: not a crash
+        self._attempts = 0  # failed attempts since the last stable connection (the backoff's exponent)
+        self._auth_retry_used = False  # the header provider had its one chance since the last open
+        self._plan: _Plan | None = None  # what follows the attempt that just ended
 
     def __repr__(self) -> str:
         return f"<ConnectionSupervisor {self._state.value} generation={self._generation}>"
@@ -303,51 +333,99 @@ class ConnectionSupervisor:
             self._fail(ReconnectFailed("internal_error", exc))
 
     async def _loop(self) -> None:
-        attempt = 0
-        auth_retry_used = False
-        while True:
-            self._generation += 1
-            generation = self._generation
-            self._set_state(ClientState.CONNECTING, attempt=attempt)
-            try:
-                client = await self._open(generation)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                verdict = self._classify(exc)
-                retry = verdict.retry
-                if not retry and verdict.auth and self._options.refreshes_headers and not auth_retry_used:
-                    auth_retry_used, retry = True, True  # the header provider gets one chance to refresh
-                log.warning("acp.connect_failed", error=str(exc), reason=verdict.reason, generation=generation)
-                if not retry:
-                    self._fail(ReconnectFailed(verdict.reason, exc))
-                    return
-                # an agent that dies before initialize completes is a crash, not a slow network
-                if isinstance(exc, ConnectionLost) and self._breaker.record(0.0):
-                    if not await self._suspend(ReconnectFailed("agent_keeps_dying", exc)):
-                        return
-                    attempt = 0
-                    continue
-                attempt += 1
-                delay = self._backoff.delay(attempt, verdict.retry_after)
-                await self._pause(delay, verdict.reason, attempt, generation)
-                continue
-            auth_retry_used = False
-            loss, lived = await self._serve(client, generation)
+        """Tenacity runs the attempts: :meth:`_attempt` connects and serves until the connection ends,
+        :meth:`_decide` classifies the end and plans the pause, ``before_sleep`` enters ``BACKOFF`` or
+        ``SUSPENDED``, and :meth:`_wait` sleeps until the pause is over or ``reconnect_now()`` wakes it.
+        The loop only returns when a plan says ``FAILED``."""
+        self._attempts = 0
+        self._auth_retry_used = False
+        retrying = AsyncRetrying(
+            sleep=self._wait,
+            stop=stop_never,
+            wait=self._planned_delay,
+            retry=self._decide,
+            before_sleep=self._enter_pause,
+        )
+        await retrying(self._attempt)
+        plan = self._plan
+        assert plan is not None and plan.failure is not None
+        self._fail(plan.failure)
+
+    async def _attempt(self) -> _Ended:
+        """One connection: open it (a new generation) and serve it until it ends."""
+        self._failure = None  # a suspension is over once the next attempt starts
+        self._generation += 1
+        generation = self._generation
+        self._set_state(ClientState.CONNECTING, attempt=self._attempts)
+        try:
+            client = await self._open(generation)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return _Ended(exc, None, generation)
+        self._auth_retry_used = False
+        loss, lived = await self._serve(client, generation)
+        return _Ended(loss, lived, generation)
+
+    def _decide(self, retry_state: RetryCallState) -> bool:
+        """Tenacity's ``retry``: classify how the attempt ended and plan what follows (``True``: pause and
+        try again; ``False``: stop, as ``FAILED``, or re-raise a bug or a cancellation)."""
+        outcome = retry_state.outcome
+        if outcome is None or outcome.failed:
+            return False
+        ended = outcome.result()
+        assert isinstance(ended, _Ended)
+        self._plan = plan = self._plan_after(ended)
+        return plan.state is not ClientState.FAILED
+
+    def _plan_after(self, ended: _Ended) -> _Plan:
+        error, generation = ended.error, ended.generation
+        verdict = self._classify(error)
+        if ended.lived is None:  # the connection never opened
+            retry = verdict.retry
+            if not retry and verdict.auth and self._options.refreshes_headers and not self._auth_retry_used:
+                self._auth_retry_used = retry = True  # the header provider gets one chance to refresh
+            log.warning("acp.connect_failed", error=str(error), reason=verdict.reason, generation=generation)
+            # an agent that dies before initialize completes is a crash, not a slow network
+            crash = retry and isinstance(error, ConnectionLost) and self._breaker.record(0.0)
+            crash_reason = "agent_keeps_dying"
+        else:
             manual = self._manual_cut_of == generation  # reconnect_now() dropped it: not a crash of the agent
-            verdict = self._classify(loss)
-            if not verdict.retry and not manual:
-                self._fail(ReconnectFailed(verdict.reason, loss))
-                return
-            if not manual and self._breaker.record(lived):
-                if not await self._suspend(ReconnectFailed("flapping", loss)):
-                    return
-                attempt = 0
-                continue
-            if lived >= self._stable_after:
-                attempt = 0
-            attempt += 1
-            await self._pause(self._backoff.delay(attempt, verdict.retry_after), verdict.reason, attempt, generation)
+            retry = verdict.retry or manual
+            crash = retry and not manual and self._breaker.record(ended.lived)
+            crash_reason = "flapping"
+            if ended.lived >= self._stable_after:
+                self._attempts = 0
+        if not retry:
+            failed = ReconnectFailed(verdict.reason, error)
+            return _Plan(ClientState.FAILED, 0.0, verdict.reason, self._attempts, failed)
+        if crash:
+            # the breaker tripped: FAILED if never ready (``async with`` raises it), else a slow retry
+            self._attempts = 0
+            failure = ReconnectFailed(crash_reason, error)
+            state = ClientState.SUSPENDED if self._ever_ready else ClientState.FAILED
+            return _Plan(state, self._suspended_interval, crash_reason, 0, failure)
+        self._attempts += 1
+        delay = self._backoff.delay(self._attempts, verdict.retry_after)
+        if self._skip_pause_of == generation:
+            delay = 0.0  # reconnect_now() during this attempt
+        return _Plan(ClientState.BACKOFF, delay, verdict.reason, self._attempts, None)
+
+    def _planned_delay(self, retry_state: RetryCallState) -> float:
+        """Tenacity's ``wait``: the planned pause (full-jitter backoff honouring server hints, or the
+        suspension interval)."""
+        assert self._plan is not None
+        return self._plan.delay
+
+    def _enter_pause(self, retry_state: RetryCallState) -> None:
+        """Tenacity's ``before_sleep``: report the pause as ``BACKOFF`` or ``SUSPENDED``."""
+        plan = self._plan
+        assert plan is not None
+        if plan.state is ClientState.SUSPENDED:
+            self._failure = plan.failure
+            self._set_state(plan.state, reason=plan.reason, delay=plan.delay, error=plan.failure)
+        else:
+            self._set_state(plan.state, reason=plan.reason, attempt=plan.attempt, delay=plan.delay)
 
     async def _serve(self, client: ACPClient, generation: int) -> tuple[ConnectionLost, float]:
         """Recover the sessions on a new connection and be ``READY`` until it drops; returns the loss and
@@ -383,26 +461,9 @@ class ConnectionSupervisor:
         self._task = None
         self._set_state(ClientState.FAILED, reason=error.reason, error=error)
 
-    async def _suspend(self, error: ReconnectFailed) -> bool:
-        """The breaker tripped: ``FAILED`` if never ready (``async with`` raises it), else ``SUSPENDED``
-        with a slow retry. Returns ``False`` when the loop must stop."""
-        if not self._ever_ready:
-            self._fail(error)
-            return False
-        self._failure = error
-        self._set_state(ClientState.SUSPENDED, reason=error.reason, delay=self._suspended_interval, error=error)
-        await self._wait(self._suspended_interval)
-        self._failure = None
-        return True
-
-    async def _pause(self, delay: float, reason: str, attempt: int, generation: int) -> None:
-        if self._skip_pause_of == generation:
-            delay = 0.0
-        self._set_state(ClientState.BACKOFF, reason=reason, attempt=attempt, delay=delay)
-        await self._wait(delay)
-
     async def _wait(self, delay: float) -> None:
-        """Sleep ``delay`` seconds, or less if ``reconnect_now()`` / a network hint wakes the loop."""
+        """Tenacity's ``sleep``: ``delay`` seconds, or less if ``reconnect_now()`` / a network hint wakes
+        the loop."""
         wake = self._wake
         assert wake is not None
         wake.clear()
