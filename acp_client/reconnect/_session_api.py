@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from acp_client._logging import get_logger
 from acp_client.client import ACPClient, SessionInfo
@@ -26,6 +26,8 @@ from acp_client.sessions import Session, SessionLink
 __all__ = ["SessionCalls"]
 
 log = get_logger("acp_client.reconnect")
+
+_T = TypeVar("_T")
 
 
 class SessionCalls:
@@ -164,7 +166,7 @@ class SessionCalls:
         await self._keeper.persist(session)
         return session
 
-    async def _idempotent(self, call: Callable[[ACPClient], Awaitable[Any]]) -> Any:
+    async def _idempotent(self, call: Callable[[ACPClient], Awaitable[_T]]) -> _T:
         """Run a read-only call; if the link drops under it, run it once more on the next connection."""
         try:
             return await call(await self._gate.require())
@@ -177,8 +179,7 @@ class SessionCalls:
         self, session_id: str, *, timeout: float | None = 10.0
     ) -> SessionStatusResponse:
         """``session/status`` on the current connection (side-effect free, so retried once after a drop)."""
-        result: SessionStatusResponse = await self._idempotent(lambda c: c.session_status(session_id, timeout=timeout))
-        return result
+        return await self._idempotent(lambda c: c.session_status(session_id, timeout=timeout))
 
     def list_sessions(
         self, cwd: str | None = None, *, timeout: float | None = 30.0
