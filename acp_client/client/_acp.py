@@ -31,7 +31,7 @@ from acp_client.schema import (
     models_for,
     parse_status_response,
 )
-from acp_client.sessions import Session, SessionLink, SessionRecord, SessionRegistry
+from acp_client.sessions import Session, SessionLink, SessionOwner, SessionRecord, SessionRegistry
 from acp_client.transports.base import Transport
 
 __all__ = ["SUPPORTED_PROTOCOL_VERSIONS", "ACPClient", "ProtocolVersionOption", "SessionInfo", "shape_mcp_servers"]
@@ -64,7 +64,7 @@ class ACPClient(InboundRouter):
         handlers: ClientHandlers | None = None,
         registry: SessionRegistry | None = None,
         client_info: Mapping[str, str] | None = None,
-        session_owner: Any = None,
+        session_owner: SessionOwner | None = None,
         request_timeout: float | None = 30.0,
         generation: int | None = None,
     ) -> None:
@@ -87,7 +87,7 @@ class ACPClient(InboundRouter):
         self.auth_methods: list[dict[str, Any]] = []
         self.initialize_result: dict[str, Any] = {}
         # sessions made here answer to this client, or to the reconnecting client that owns it
-        self._session_owner: Any = session_owner if session_owner is not None else self
+        self._session_owner: SessionOwner = session_owner if session_owner is not None else self
         self._permission_waiters: dict[str, set[asyncio.Event]] = {}
         # sessions with a resume/load outstanding on this connection: their updates are routed here
         self._attaching: set[str] = set()
@@ -271,7 +271,7 @@ class ACPClient(InboundRouter):
         session = Session(self._owner(), record)
         if self.protocol_version >= 2:
             session._apply_snapshot("idle")  # "a new session defaults to idle"
-        session._attached(self.connection.id)
+        session._move_link(SessionLink.ATTACHED, connection_id=self.connection.id)
         self._registry.add(session)
         early = [update for sid, update in self._early if sid == session_id]
         if early:  # updates the agent sent right behind its answer, before the session was registered
@@ -281,7 +281,7 @@ class ACPClient(InboundRouter):
                 self._on_notification("session/update", update)
         return session
 
-    def _owner(self) -> Any:
+    def _owner(self) -> SessionOwner:
         return self._session_owner
 
     def _existing(
@@ -404,7 +404,7 @@ class ACPClient(InboundRouter):
             self._attaching.discard(record.session_id)
             session._end_replay(success=ok)
         record.mcp_servers = servers
-        session._attached(self.connection.id)
+        session._move_link(SessionLink.ATTACHED, connection_id=self.connection.id)
 
     def list_sessions(
         self, cwd: str | None = None, *, timeout: float | None = 30.0, max_pages: int = DEFAULT_MAX_LIST_PAGES
@@ -456,7 +456,7 @@ class ACPClient(InboundRouter):
     def _end_session(self, session_id: str) -> None:
         session = self._registry.remove(session_id)
         if session is not None:
-            session._terminate(SessionLink.CLOSED, None)
+            session._move_link(SessionLink.CLOSED)
 
     async def session_status(self, session_id: str, *, timeout: float | None = 10.0) -> SessionStatusResponse:
         """``session/status``: is the session ``active``, ``inactive`` (or a newer value)? Side-effect free.
@@ -506,6 +506,10 @@ class ACPClient(InboundRouter):
         if session.link is not SessionLink.ATTACHED:
             raise UsageError(f"session {session.id} is not attached to this connection ({session.link.value})")
         return await self.connection.request(method, params, timeout=timeout)
+
+    async def _wait_attached(self, session: Session, method: str, timeout: float) -> float:
+        """One connection: nothing to wait for (``_session_request`` refuses a session not attached)."""
+        return timeout
 
     async def _session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
         if method == "session/cancel":

@@ -17,7 +17,7 @@ from acp_client._logging import get_logger
 from acp_client.client import ACPClient, ProtocolVersionOption
 from acp_client.exceptions import UnsupportedProtocolVersion, UsageError
 from acp_client.handlers import ClientHandlers
-from acp_client.sessions import SessionRegistry
+from acp_client.sessions import SessionOwner, SessionRegistry
 from acp_client.transports import CookieJar, Transport, TransportKind, TransportOptions
 from acp_client.transports.options import HeadersLike, HeadersProvider
 
@@ -83,7 +83,7 @@ class Connector:
         initialize_timeout: float | None = 10.0,
         client_info: Mapping[str, str] | None = None,
         registry: SessionRegistry | None = None,
-        session_owner: Any = None,
+        session_owner: SessionOwner | None = None,
         generation: int | None = None,
     ) -> None:
         self._target = target

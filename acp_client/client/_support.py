@@ -188,4 +188,4 @@ class InboundRouter:
     def _on_connection_lost(self, loss: ConnectionLost) -> None:
         for session in self._registry:
             if session.link is SessionLink.ATTACHED and session._connection_id in (None, self.connection.id):
-                session._detach(loss)
+                session._move_link(SessionLink.DETACHED, loss=loss)

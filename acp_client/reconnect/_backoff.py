@@ -30,8 +30,8 @@ class Backoff:
 
     The draw uses the injectable ``rng`` so tests can seed it. A server hint (``Retry-After``, close 1013)
     raises the delay to at least the hint, plus jitter of up to ``hint_jitter`` of the hint so a herd told
-    the same number still spreads out. The same policy paces the reconnect loop, the per-session recovery
-    retries and the store's write retries (see docs/design.md for why this is not tenacity).
+    the same number still spreads out. The same policy paces the reconnect loop (as the ``wait`` of its
+    tenacity ``AsyncRetrying``), the per-session recovery retries and the store's write retries.
     """
 
     base: float = 0.5

@@ -1,51 +1,48 @@
 """ReconnectingClient: one connection at a time, recovered sessions, stable handles.
 
-This module is the constructor, the state and the lifecycle. The connection loop is the ``ConnectionLoop``
-mixin (``_connection_loop.py``). Per-session recovery belongs to
-:class:`~acp_client.reconnect._recoverer.SessionRecoverer`, events to
-:class:`~acp_client.reconnect._events.EventBus`, the sessions to one
-:class:`~acp_client.sessions.SessionRegistry`, store writes to
-:class:`~acp_client.reconnect._store_writer.StoreWriter`, and the ACP calls to the ``SessionAPI`` mixin.
+The client is composed of parts that each own their state; this module builds them and delegates its
+public methods to them:
+
+- :class:`~acp_client.reconnect._supervisor.ConnectionSupervisor`: the connection loop and all of its state
+  (lifecycle state, generation, current connection, failure, ``reconnect_now()``);
+- :class:`~acp_client.reconnect._session_api.SessionCalls`: the ACP calls and the sessions' calls, gated by
+  :class:`~acp_client.reconnect._gate.ClientGate`;
+- :class:`~acp_client.reconnect._control.SessionKeeper` (the registry, strategies and store writes) and
+  :class:`~acp_client.reconnect._control.RecoveryControl` (``recover()``, ``forget()``);
+- :class:`~acp_client.reconnect._recoverer.SessionRecoverer`: the per-session recovery jobs;
+- :class:`~acp_client.reconnect._ownership_client.OwnershipControl` and
+  :class:`~acp_client.reconnect._ownership_client.ClientHost`: several workers on one shared store;
+- :class:`~acp_client.reconnect._events.EventBus` (events) and
+  :class:`~acp_client.reconnect._store_writer.StoreWriter` (the store).
 """
 
 from __future__ import annotations
 
-import asyncio
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from acp_client._logging import get_logger
-from acp_client.client import ACPClient, ProtocolVersionOption
+from acp_client.client import ACPClient, ProtocolVersionOption, SessionInfo
 from acp_client.client._connect import Target
-from acp_client.exceptions import (
-    ClientClosed,
-    ConnectionLost,
-    ReconnectFailed,
-    UsageError,
-)
+from acp_client.exceptions import ClientClosed, ReconnectFailed, UsageError
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
 from acp_client.reconnect._classify import Classifier, classify_error
-from acp_client.reconnect._connection_loop import ConnectionLoop
-from acp_client.reconnect._control import RecoveryControl
-from acp_client.reconnect._events import (
-    LEGAL_TRANSITIONS,
-    ClientState,
-    Event,
-    EventBus,
-    StateChanged,
-)
+from acp_client.reconnect._control import RecoveryControl, SessionKeeper
+from acp_client.reconnect._events import ClientState, Event, EventBus
+from acp_client.reconnect._gate import ClientGate
+from acp_client.reconnect._links import SessionLinks
 from acp_client.reconnect._ownership import FencedWrites, SessionOwnership
-from acp_client.reconnect._ownership_client import ClientHost, OwnershipAPI
+from acp_client.reconnect._ownership_client import ClientHost, OwnershipControl
 from acp_client.reconnect._recoverer import SessionRecoverer
-from acp_client.reconnect._session_api import SessionAPI
+from acp_client.reconnect._session_api import SessionCalls
 from acp_client.reconnect._store_writer import StoreWriter
+from acp_client.reconnect._supervisor import BackgroundTasks, ChangeSignal, ConnectionSupervisor
 from acp_client.reconnect.strategy import DefaultStrategy, RecoveryStrategy
+from acp_client.schema import SessionStatusResponse
 from acp_client.sessions import (
     MemorySessionStore,
     Session,
-    SessionLink,
     SessionRegistry,
     SessionStore,
     SharedSessionStore,
@@ -55,12 +52,12 @@ from acp_client.transports.options import HeadersLike, HeadersProvider
 
 __all__ = ["ReconnectingClient"]
 
-log = get_logger("acp_client.reconnect")
 
-_PAUSED = (ClientState.BACKOFF, ClientState.SUSPENDED)
+def _serves_all(session_id: str) -> bool:
+    return True
 
 
-class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI, ConnectionLoop):
+class ReconnectingClient:
     """An ACP client that survives dropped links and recovers every session it knows.
 
     Use it as ``async with ReconnectingClient(url) as client:`` (entering waits until the first connection
@@ -137,11 +134,8 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI, ConnectionLo
     ) -> None:
         if isinstance(target, Transport):
             raise UsageError("a ReconnectingClient needs something it can reopen: a URL, a command or a factory")
-        self._target = target
-        self._handlers = handlers or ClientHandlers()
-        self._strategy: RecoveryStrategy = strategy or DefaultStrategy()
-        self._strategies: dict[str, RecoveryStrategy] = {}
-        self._protocol_option = protocol_version
+        if isinstance(target, Transport):
+            raise UsageError("a ReconnectingClient needs something it can reopen: a URL, a command or a factory")
         self._options = TransportOptions(
             headers=headers,
             cookies=cookies if cookies is not None else CookieJar(),
@@ -158,94 +152,145 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI, ConnectionLo
             stdio_cwd=stdio_cwd,
             on_stream_resumed=self._stream_resumed,
         )
-        self._request_timeout = request_timeout
-        self._initialize_timeout = initialize_timeout
-        self._client_info = client_info
-        self._rng = rng or random.Random()
-        self._clock = clock or Clock()
-        self._backoff = backoff or Backoff(rng=self._rng)
-        self._breaker = breaker or CrashLoopBreaker(clock=self._clock.monotonic)
-        self._classify = classifier
-        self._stable_after = stable_after
-        self._suspended_interval = suspended_interval
-        self._session_wait_timeout = session_wait_timeout
-        self._wait_for_ready = wait_for_ready
         self._ready_timeout = ready_timeout
-        self._on_auth_required = on_auth_required
+        rng = rng or random.Random()
+        clock = clock or Clock()
+        backoff = backoff or Backoff(rng=rng)
 
-        self._state = ClientState.IDLE
-        self._registry = SessionRegistry()
+        # the parts, each owning its state (see the module docstring)
+        self._handlers = handlers or ClientHandlers()
         self._bus = EventBus(buffer=event_buffer)
+        self._tasks = BackgroundTasks()
+        self._changes = ChangeSignal()
+        registry = SessionRegistry()
         # several workers on one shared store: leases, adoption and hand-over (see _ownership.py)
         writes: SessionStore = store if store is not None else MemorySessionStore()
         self._ownership: SessionOwnership | None = None
         if isinstance(writes, SharedSessionStore):
-            self._ownership = SessionOwnership(writes, should_own=should_own, generation=lambda: self._generation)
+            self._ownership = SessionOwnership(writes, should_own=should_own, generation=lambda: self.generation)
             writes = FencedWrites(writes, self._ownership)
         elif should_own is not None:
             raise UsageError("should_own needs a store shared by several workers (RedisSessionStore)")
         self._writer = StoreWriter(
-            writes,
-            emit=self._bus.emit,
-            generation=lambda: self._generation,
-            backoff=self._backoff,
-            clock=self._clock,
+            writes, emit=self._bus.emit, generation=lambda: self.generation, backoff=backoff, clock=clock
+        )
+        links = SessionLinks(emit=self._bus.emit, changed=self._changes.notify)
+        self._keeper = SessionKeeper(
+            registry,
+            writer=self._writer,
+            links=links,
+            strategy=strategy or DefaultStrategy(),
+            owner=self,
+            handlers=self._handlers,
         )
         self._recoverer = SessionRecoverer.build(
-            self,
+            self._keeper,
             concurrency=recovery_concurrency,
             timeout=recovery_timeout,
             deadline=recovery_deadline,
             tries=recovery_tries,
             start_jitter=recovery_start_jitter,
             unknown_session_codes=unknown_session_codes,
-            backoff=self._backoff,
-            clock=self._clock,
-            rng=self._rng,
+            backoff=backoff,
+            clock=clock,
+            rng=rng,
             on_auth_required=on_auth_required,
         )
-        self._client: ACPClient | None = None
-        self._last_version = 2 if protocol_version != 1 else 1
-        self._generation = 0
-        self._task: asyncio.Task[None] | None = None
-        self._wake: asyncio.Event | None = None
-        self._changed: asyncio.Event | None = None
-        self._failure: ReconnectFailed | None = None
-        self._ever_ready = False
-        self._skip_pause_of: int | None = None  # reconnect_now() during this attempt: no backoff after it
-        self._manual_cut_of: int | None = None  # reconnect_now() dropped this connection: not a crash
+        self._supervisor = ConnectionSupervisor(
+            target,
+            transport_options=self._options,
+            handlers=self._handlers,
+            protocol_version=protocol_version,
+            request_timeout=request_timeout,
+            initialize_timeout=initialize_timeout,
+            client_info=client_info,
+            clock=clock,
+            backoff=backoff,
+            breaker=breaker or CrashLoopBreaker(clock=clock.monotonic),
+            classifier=classifier,
+            stable_after=stable_after,
+            suspended_interval=suspended_interval,
+            registry=registry,
+            session_owner=self,
+            recovery=self._recoverer,
+            serving=self._ownership.serving if self._ownership is not None else _serves_all,
+            emit=self._bus.emit,
+            tasks=self._tasks,
+            changes=self._changes,
+        )
+        self._gate = ClientGate(
+            self._supervisor,
+            recovery=self._recoverer,
+            ownership=self._ownership,
+            wait_for_ready=wait_for_ready,
+            session_wait_timeout=session_wait_timeout,
+        )
+        self._control = RecoveryControl(
+            self._keeper,
+            recovery=self._recoverer,
+            connection=self._supervisor,
+            gate=self._gate,
+            session_wait_timeout=session_wait_timeout,
+        )
+        self._calls = SessionCalls(
+            self._gate,
+            connection=self._supervisor,
+            keeper=self._keeper,
+            recovery=self._recoverer,
+            links=links,
+            ownership=self._ownership,
+            recover=self._control.recover,
+            tasks=self._tasks,
+            session_wait_timeout=session_wait_timeout,
+        )
+        self._owners = OwnershipControl(self._ownership, keeper=self._keeper, recover=self._control.recover)
+        self._host = ClientHost(
+            self._keeper,
+            control=self._control,
+            recovery=self._recoverer,
+            connection=self._supervisor,
+            links=links,
+            emit=self._bus.emit,
+            tasks=self._tasks,
+        )
         self._loaded_store = False
-        self._aux: set[asyncio.Task[Any]] = set()
 
     def __repr__(self) -> str:
-        return f"<ReconnectingClient {self._state.value} sessions={len(self._registry)} generation={self._generation}>"
+        return (
+            f"<ReconnectingClient {self.state.value} sessions={len(self._keeper)} generation={self.generation}>"
+        )
 
     # ------------------------------------------------------------------ properties
 
     @property
+    def state(self) -> ClientState:
+        """The current lifecycle state."""
+        return self._supervisor.state
+
+    @property
     def sessions(self) -> Mapping[str, Session]:
         """Known sessions by id (read-only view; handles stay valid across reconnects)."""
-        return self._registry.view
+        return self._keeper.view
 
     @property
     def protocol_version(self) -> int:
         """The protocol version of the current (or last) connection."""
-        return self._client.protocol_version if self._client is not None else self._last_version
+        return self._supervisor.protocol_version
 
     @property
     def current(self) -> ACPClient | None:
         """The per-connection :class:`ACPClient` while connected, else ``None``."""
-        return self._client
+        return self._supervisor.current
 
     @property
     def generation(self) -> int:
         """How many connection attempts were made (each connection is tagged with its generation)."""
-        return self._generation
+        return self._supervisor.generation
 
     @property
     def failure(self) -> ReconnectFailed | None:
         """Why the client is ``FAILED`` or ``SUSPENDED`` (``None`` otherwise)."""
-        return self._failure if self._state in (ClientState.FAILED, ClientState.SUSPENDED) else None
+        return self._supervisor.failure
 
     @property
     def transport_options(self) -> TransportOptions:
@@ -256,6 +301,11 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI, ConnectionLo
     def recovery_limit(self) -> int:
         """How many recovery requests may be in flight right now (adapts unless fixed)."""
         return self._recoverer.limit.limit
+
+    @property
+    def owner_id(self) -> str | None:
+        """This worker's id in a shared store (``None`` with a store of one process)."""
+        return self._owners.owner_id
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -273,45 +323,29 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI, ConnectionLo
 
     async def start(self) -> None:
         """Start connecting in the background (``async with`` does this and waits for ready)."""
-        if self._state is ClientState.CLOSED:
+        if self.state is ClientState.CLOSED:
             raise ClientClosed("this ReconnectingClient was closed; create a new one")
-        if self._task is not None:
+        if self._supervisor.running:
             return
-        self._wake = asyncio.Event()
         if not self._loaded_store:
             self._loaded_store = True
             ownership = self._ownership
-            records = await (ownership.load() if ownership is not None else self._writer.store.load_all())
-            for record in records:
-                if record.session_id not in self._registry:
-                    self._registry.add(Session(self, record))
+            self._keeper.load(await (ownership.load() if ownership is not None else self._writer.store.load_all()))
             if ownership is not None:
-                ownership.start(ClientHost(self))  # lease renewal and adoption run while the client lives
-        self._task = asyncio.create_task(self._run(), name="acp-reconnect")
+                ownership.start(self._host)  # lease renewal and adoption run while the client lives
+        self._supervisor.start()
 
     async def aclose(self) -> None:
         """Close the connection and stop reconnecting. Session records stay in the store."""
-        if self._state is ClientState.CLOSED:
+        if self.state is ClientState.CLOSED:
             return
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            await asyncio.wait({task})
+        await self._supervisor.stop()
         if self._ownership is not None:
             await self._ownership.stop()  # the store's close (below) releases the leases
         await self._recoverer.stop_all()
-        aux = list(self._aux)
-        for helper in aux:
-            helper.cancel()
-        if aux:
-            await asyncio.wait(aux)
-        client, self._client = self._client, None
-        if client is not None:
-            await client.aclose()
-        self._set_state(ClientState.CLOSED, reason="closed by the application")
-        for session in self._registry:
-            if session.link not in (SessionLink.LOST, SessionLink.CLOSED):
-                session._terminate(SessionLink.CLOSED, None)
+        await self._tasks.aclose()
+        await self._supervisor.aclose()
+        self._keeper.close_all()
         self._bus.close()
         await self._writer.aclose()
         await self._handlers.client_closed()  # the handlers end what they still run for the agent
@@ -322,37 +356,12 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI, ConnectionLo
         """Wait until the state is ``READY``. Raises the ``ReconnectFailed`` if it becomes ``FAILED`` (with
         ``first=True`` also if it is ``SUSPENDED`` before it was ever ready), ``ClientClosed`` if closed,
         ``TimeoutError`` after ``timeout`` seconds."""
-        async with asyncio.timeout(timeout):
-            while True:
-                changed = self._changed_event()
-                if self._state is ClientState.READY and self._live_client() is not None:
-                    return
-                if self._state is ClientState.FAILED and self._failure is not None:
-                    raise self._failure
-                if first and self._state is ClientState.SUSPENDED and self._failure and not self._ever_ready:
-                    raise self._failure
-                if self._state is ClientState.CLOSED:
-                    raise ClientClosed("the client was closed")
-                await changed.wait()
+        await self._supervisor.wait_ready(timeout, first=first)
 
     def reconnect_now(self) -> None:
         """Reconnect without waiting: cut a backoff or suspension short, drop a live connection, or re-arm
         after ``FAILED``. During connecting/initializing it only spares that attempt its backoff."""
-        if self._state is ClientState.FAILED:
-            self._breaker.reset()
-            self._failure = None
-            self._skip_pause_of = self._generation + 1
-            self._task = asyncio.create_task(self._run(), name="acp-reconnect")
-        elif self._state in _PAUSED and self._wake is not None:
-            if self._state is ClientState.SUSPENDED:
-                self._breaker.reset()
-            self._wake.set()
-        elif self._state in (ClientState.CONNECTING, ClientState.INITIALIZING):
-            self._skip_pause_of = self._generation
-        elif self._client is not None:
-            log.info("acp.reconnect_requested", generation=self._generation)
-            self._manual_cut_of = self._generation
-            self._spawn(self._client.connection.close(), "acp-reconnect-now")
+        self._supervisor.reconnect_now()
 
     def notify_network_changed(self) -> None:
         """A hint that the network changed or the machine woke up (Python has no such events of its own).
@@ -360,34 +369,9 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI, ConnectionLo
         While waiting to reconnect, reconnect now. While connected, check liveness now with a ping instead
         of waiting for the next scheduled one, so nothing is written into a dead socket for long.
         """
-        if self._state is ClientState.BACKOFF and self._wake is not None:
-            self._wake.set()
-            return
-        client = self._client
-        ping = getattr(client.connection.transport, "ping", None) if client is not None else None
-        if client is None or ping is None:
-            return
-
-        async def check() -> None:
-            try:
-                await ping()
-            except ConnectionLost:
-                pass  # the transport failed the link; the reader and the loop take it from here
-            except Exception:
-                log.exception("acp.liveness_check_failed")
-                await client.connection.close()
-
-        self._spawn(check(), "acp-liveness-check")
+        self._supervisor.network_changed()
 
     notify_resumed_from_sleep = notify_network_changed
-
-    def _spawn(self, coro: Awaitable[Any], name: str) -> None:
-        task = asyncio.ensure_future(coro)
-        task.set_name(name)
-        self._aux.add(task)
-        task.add_done_callback(self._aux.discard)
-
-    # ------------------------------------------------------------------ events and state
 
     def events(self) -> AsyncIterator[Event]:
         """Typed events from now on. Bounded per reader: one that falls behind loses the oldest and then
@@ -395,32 +379,140 @@ class ReconnectingClient(SessionAPI, RecoveryControl, OwnershipAPI, ConnectionLo
         or dropping it unsubscribes; it ends when the client closes."""
         return self._bus.subscribe()
 
-    def _notify_changed(self) -> None:
-        """Wake everything waiting on a change of state or of a session's link."""
-        old = self._changed_event()
-        self._changed = asyncio.Event()
-        old.set()
+    # ------------------------------------------------------------------ the ACP API
 
-    def _changed_event(self) -> asyncio.Event:
-        if self._changed is None:
-            self._changed = asyncio.Event()
-        return self._changed
+    async def new_session(
+        self,
+        cwd: str,
+        *,
+        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
+        additional_directories: Sequence[str] | None = None,
+        timeout: float | None = 30.0,
+        meta: Mapping[str, Any] | None = None,
+    ) -> Session:
+        """Create a session on the current connection; it is stored and recovered after every drop.
 
-    def _set_state(self, new: ClientState, *, reason: str | None = None, attempt: int = 0, delay: float | None = None,
-                   error: BaseException | None = None) -> None:
-        old = self._state
-        if old is new:
-            return
-        if new not in LEGAL_TRANSITIONS[old]:
-            raise RuntimeError(f"illegal state transition {old.value} -> {new.value}")
-        self._state = new
-        cause = error.cause if isinstance(error, ReconnectFailed) else error
-        self._bus.emit(
-            StateChanged(
-                old, new, reason, attempt, delay, self._generation,
-                error=str(cause) if cause is not None else None,
-                exit_code=getattr(cause, "exit_code", None),
-                stderr_tail=tuple(getattr(cause, "stderr_tail", None) or ()),
-            )
+        ``meta`` is stored with the session record (JSON-serialisable application data, e.g. a title or the
+        user it belongs to); strategies can read it as ``record.meta``.
+        """
+        return await self._calls.new_session(
+            cwd, mcp_servers=mcp_servers, additional_directories=additional_directories, timeout=timeout, meta=meta
         )
-        self._notify_changed()
+
+    async def resume_session(
+        self,
+        session_id: str,
+        cwd: str,
+        *,
+        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
+        additional_directories: Sequence[str] | None = None,
+        replay: bool = False,
+        timeout: float | None = 60.0,
+    ) -> Session:
+        """Attach an existing session (``session/resume``) and keep it recovered from now on."""
+        return await self._calls.resume_session(
+            session_id,
+            cwd,
+            mcp_servers=mcp_servers,
+            additional_directories=additional_directories,
+            replay=replay,
+            timeout=timeout,
+        )
+
+    async def load_session(
+        self,
+        session_id: str,
+        cwd: str,
+        *,
+        mcp_servers: Sequence[Mapping[str, Any]] | None = None,
+        additional_directories: Sequence[str] | None = None,
+        timeout: float | None = 60.0,
+    ) -> Session:
+        """v1 ``session/load`` an existing session and keep it recovered from now on."""
+        return await self._calls.load_session(
+            session_id, cwd, mcp_servers=mcp_servers, additional_directories=additional_directories, timeout=timeout
+        )
+
+    async def session_status(self, session_id: str, *, timeout: float | None = 10.0) -> SessionStatusResponse:
+        """``session/status`` on the current connection (side-effect free, so retried once after a drop)."""
+        return await self._calls.session_status(session_id, timeout=timeout)
+
+    def list_sessions(self, cwd: str | None = None, *, timeout: float | None = 30.0) -> AsyncIterator[SessionInfo]:
+        """``session/list`` over every page, on the current connection."""
+        return self._calls.list_sessions(cwd, timeout=timeout)
+
+    async def close_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
+        """``session/close`` and forget the session locally (it leaves the store)."""
+        await self._calls.close_session(session_id, timeout=timeout)
+
+    async def delete_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
+        """``session/delete`` and forget the session locally (it leaves the store)."""
+        await self._calls.delete_session(session_id, timeout=timeout)
+
+    async def save_session(self, session: Session) -> None:
+        """Persist the session's record now (after changing ``session.record.meta``, for example)."""
+        await self._calls.save_session(session)
+
+    async def authenticate(self, method_id: str, *, timeout: float | None = 30.0) -> None:
+        """Authenticate on the current connection (``authenticate`` / ``auth/login``)."""
+        await self._calls.authenticate(method_id, timeout=timeout)
+
+    async def request(self, method: str, params: Any = None, *, timeout: float | None = 30.0) -> Any:
+        """Send any request on the current connection (escape hatch); never re-sent after a drop."""
+        return await self._calls.request(method, params, timeout=timeout)
+
+    # ------------------------------------------------------------------ recovery control
+
+    def strategy_for(self, session_id: str) -> RecoveryStrategy:
+        """The strategy that decides for ``session_id`` (its own, or the client's)."""
+        return self._keeper.strategy_for(session_id)
+
+    def set_strategy(self, session_id: str, strategy: RecoveryStrategy | None) -> None:
+        """Use ``strategy`` for one session (``None`` returns it to the client's strategy)."""
+        self._keeper.set_strategy(session_id, strategy)
+
+    async def recover(self, session_id: str) -> Session:
+        """Probe and recover one session now on the current connection; returns its handle.
+
+        Joins a recovery already running for it (cutting its backoff short) rather than starting a second
+        one. Raises ``SessionLost`` if it was forgotten, ``RecoveryFailed`` if it could not be attached.
+        """
+        return await self._control.recover(session_id)
+
+    async def forget(self, session_id: str) -> None:
+        """Forget a session locally (client and store) for good; the agent is not told (use close/delete).
+
+        Whatever its recovery is doing, nothing more is sent for it and a late answer is discarded.
+        """
+        await self._control.forget(session_id)
+
+    # ------------------------------------------------------------------ several workers
+
+    async def release(self, session_id: str) -> bool:
+        """Hand a session over on purpose: give up its lease (other workers may adopt it at once) and stop
+        serving it here: the handle turns detached, ``SessionTakenOver(reason="released")`` is reported,
+        and calls on it raise ``LeaseLost``. The agent is not told. ``False`` if this worker did not hold
+        the lease. Needs a shared store (:class:`~acp_client.sessions.RedisSessionStore`)."""
+        return await self._owners.release(session_id)
+
+    async def adopt(self, session_id: str) -> Session:
+        """Take a session over on purpose: claim its lease (``LeaseLost`` while another worker holds it)
+        and recover it on this worker's connection; returns its handle. Needs a shared store."""
+        return await self._owners.adopt(session_id)
+
+    # ------------------------------------------------------------------ SessionOwner (its sessions call these)
+
+    async def _session_request(
+        self, session: Session, method: str, params: dict[str, Any], *, timeout: float | None
+    ) -> Any:
+        return await self._calls.session_request(session, method, params, timeout=timeout)
+
+    async def _session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
+        await self._calls.session_notify(session, method, params)
+
+    async def _wait_attached(self, session: Session, method: str, timeout: float) -> float:
+        return await self._calls.wait_attached(session, method, timeout)
+
+    def _stream_resumed(self, session_id: str | None) -> None:
+        """The transport resumed an event stream (see :meth:`SessionKeeper.stream_resumed`)."""
+        self._keeper.stream_resumed(self._supervisor.current, session_id, self._supervisor.generation)

@@ -1,63 +1,72 @@
-"""Manual control of sessions and the recovery host of a :class:`~acp_client.ReconnectingClient`.
+"""The sessions a :class:`~acp_client.ReconnectingClient` keeps, and the manual control of their recovery.
 
-A mixin: strategies per session, ``recover()`` (which joins the running recovery job rather than starting
-a second one), ``forget()`` (final: the job is cancelled, a tombstone keeps the session from coming back),
-and the hooks the :class:`~acp_client.reconnect._recoverer.SessionRecoverer` reports through.
+:class:`SessionKeeper` is the reconnect layer's one writer of the client's
+:class:`~acp_client.sessions.SessionRegistry` (the per-connection :class:`~acp_client.ACPClient` the
+client lends it to registers the sessions it creates or attaches), of the per-session strategies, and of
+the store (through the :class:`~acp_client.reconnect._store_writer.StoreWriter`). It is the host the
+:class:`~acp_client.reconnect._recoverer.SessionRecoverer` reports outcomes to.
+
+:class:`RecoveryControl` is ``recover()`` (which joins the running recovery job rather than starting a
+second one) and ``forget()`` (final: the job is cancelled, a tombstone keeps the session from coming back).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator, Mapping
 
+from acp_client.client import ACPClient
 from acp_client.exceptions import RecoveryFailed, SessionLost
-from acp_client.reconnect._events import SessionForgotten, SessionRecovered
+from acp_client.handlers import ClientHandlers
+from acp_client.reconnect._gate import ClientGate
+from acp_client.reconnect._links import Forgotten, Outcome, Reattached, SessionLinks
+from acp_client.reconnect._roles import ConnectionView, Recovery
+from acp_client.reconnect._store_writer import StoreWriter
 from acp_client.reconnect.strategy import RecoveryStrategy
-from acp_client.sessions import RecoveryMarker, Session, SessionLink
+from acp_client.sessions import Session, SessionLink, SessionOwner, SessionRecord, SessionRegistry
 
-if TYPE_CHECKING:
-    from acp_client.client import ACPClient
-    from acp_client.handlers import ClientHandlers
-    from acp_client.reconnect._events import EventBus
-    from acp_client.reconnect._recoverer import SessionRecoverer
-    from acp_client.reconnect._store_writer import StoreWriter
-    from acp_client.sessions import SessionRegistry
+__all__ = ["RecoveryControl", "SessionKeeper"]
 
-__all__ = ["RecoveryControl"]
+_GONE = (SessionLink.LOST, SessionLink.CLOSED)
 
 
-class RecoveryControl:
-    """Per-session control and the recovery host (see the module docstring)."""
+class SessionKeeper:
+    """The registry, the strategies and the store writes of one client (see the module docstring)."""
 
-    # provided by ReconnectingClient
-    _registry: SessionRegistry
-    _recoverer: SessionRecoverer
-    _writer: StoreWriter
-    _bus: EventBus
-    _strategy: RecoveryStrategy
-    _strategies: dict[str, RecoveryStrategy]
-    _generation: int
-    _session_wait_timeout: float
-    _client: ACPClient | None
-    _handlers: ClientHandlers
+    def __init__(
+        self,
+        registry: SessionRegistry,
+        *,
+        writer: StoreWriter,
+        links: SessionLinks,
+        strategy: RecoveryStrategy,
+        owner: SessionOwner,
+        handlers: ClientHandlers,
+    ) -> None:
+        self._registry = registry
+        self._handlers = handlers
+        self._writer = writer
+        self._links = links
+        self._strategy = strategy
+        self._strategies: dict[str, RecoveryStrategy] = {}
+        self._owner = owner
 
-    def _notify_changed(self) -> None:
-        raise NotImplementedError
+    def __len__(self) -> int:
+        return len(self._registry)
 
-    async def wait_ready(self, timeout: float | None = None, *, first: bool = False) -> None:
-        raise NotImplementedError
+    def __iter__(self) -> Iterator[Session]:
+        return iter(self._registry)
 
-    async def _require_client(self) -> ACPClient:
-        raise NotImplementedError
+    @property
+    def view(self) -> Mapping[str, Session]:
+        """The sessions by id (read-only live view)."""
+        return self._registry.view
 
-    if TYPE_CHECKING:  # provided by OwnershipAPI (a stub here would shadow it in the MRO)
+    def get(self, session_id: str) -> Session | None:
+        """The handle of ``session_id``, or ``None``."""
+        return self._registry.get(session_id)
 
-        def _check_serving(self, session: Session) -> None: ...
-
-    def _emit(self, event: Any) -> None:
-        """Deliver an event (the recoverer and the store writer report through here)."""
-        self._bus.emit(event)
-
+    # ------------------------------------------------------------------ strategies
 
     def strategy_for(self, session_id: str) -> RecoveryStrategy:
         """The strategy that decides for ``session_id`` (its own, or the client's)."""
@@ -70,63 +79,82 @@ class RecoveryControl:
         else:
             self._strategies[session_id] = strategy
 
-    async def _save_session_record(self, session: Session) -> None:
-        """Store a recovered session's record (never raises: a store fault is reported and retried)."""
-        if self._registry.get(session.id) is session:
-            await self._writer.save(session.record)
+    # ------------------------------------------------------------------ registry writes
 
-    async def _forget_session(self, session: Session, reason: str, via: str | None) -> None:
-        """Forget ``session`` for good (registry tombstone, store, handle); exactly one event."""
-        await self._recoverer.cancel(session.id)
+    def load(self, records: Iterable[SessionRecord]) -> None:
+        """Make handles for the stored records this client does not know yet."""
+        for record in records:
+            if record.session_id not in self._registry:
+                self._registry.add(Session(self._owner, record))
+
+    def adopt(self, records: Iterable[SessionRecord]) -> list[Session]:
+        """Handles for records adopted from another worker: a detached handle is re-used (it takes the last
+        owner's view of the record), a final one replaced; ids forgotten here on purpose are skipped."""
+        sessions: list[Session] = []
+        for record in records:
+            session = self._registry.get(record.session_id)
+            if session is None or session.link in _GONE:
+                session = Session(self._owner, record)
+                if not self._registry.add(session):
+                    continue  # forgotten here on purpose
+            else:
+                session.record = record
+            sessions.append(session)
+        return sessions
+
+    async def drop(self, session_id: str) -> None:
+        """The application closed or deleted the session: no tombstone, the handle turns closed."""
+        session = self._registry.remove(session_id)
+        if session is not None:
+            self._links.move(session, SessionLink.CLOSED)
+        self._strategies.pop(session_id, None)
+        await self._writer.delete(session_id)
+
+    async def forget_session(self, session: Session, reason: str, via: str | None, generation: int) -> None:
+        """Forget ``session`` for good (registry tombstone, store, handle); exactly one event. The caller
+        has stopped its recovery job (or is that job)."""
         if self._registry.get(session.id) is not session:
             return  # already forgotten, closed, or replaced
         self._registry.forget(session.id)
         self._strategies.pop(session.id, None)
-        session._mark(RecoveryMarker(session.id, "lost", reason=reason))
-        session._terminate(SessionLink.LOST, SessionLost(session.id, reason))
-        self._bus.emit(SessionForgotten(session.id, reason, via, self._generation))
-        self._notify_changed()
+        self._links.apply(session, Forgotten(reason, via, generation))
         await self._writer.delete(session.id)
         await self._handlers.session_ended(session.id)  # the handlers free what they hold for it (terminals)
 
-    async def recover(self, session_id: str) -> Session:
-        """Probe and recover one session now on the current connection; returns its handle.
+    async def forget_id(self, session_id: str) -> None:
+        """Forget an id this client holds no handle for (a tombstone, and out of the store)."""
+        self._registry.forget(session_id)
+        await self._writer.delete(session_id)
 
-        Joins a recovery already running for it (cutting its backoff short) rather than starting a second
-        one. Raises ``SessionLost`` if it was forgotten, ``RecoveryFailed`` if it could not be attached.
-        """
-        session = self._registry.get(session_id)
-        if session is None:
-            raise SessionLost(session_id, "not known to this client")
-        self._check_serving(session)  # another worker serves it: LeaseLost, never re-attached from here
-        await self.wait_ready(timeout=self._session_wait_timeout)
-        client = await self._require_client()
-        if not session._attached_to(client.connection.id):
-            async with asyncio.timeout(self._session_wait_timeout):
-                await self._recoverer.recover_now(client, session, self._generation)
-        session._check_usable()
-        if not session._attached_to(client.connection.id):
-            raise RecoveryFailed(session_id)
-        return session
+    def close_all(self) -> None:
+        """The client closes: every handle not already final turns closed."""
+        for session in self._registry:
+            self._links.move(session, SessionLink.CLOSED)
 
-    async def forget(self, session_id: str) -> None:
-        """Forget a session locally (client and store) for good; the agent is not told (use close/delete).
+    async def persist(self, session: Session) -> None:
+        """Store the record of a session this client created, attached or changed (never raises)."""
+        await self._writer.save(session.record)
 
-        Whatever its recovery is doing, nothing more is sent for it and a late answer is discarded.
-        """
-        session = self._registry.get(session_id)
-        if session is not None:
-            await self._forget_session(session, "application", None)
-        else:
-            await self._recoverer.cancel(session_id)
-            self._registry.forget(session_id)
-            await self._writer.delete(session_id)
+    # ------------------------------------------------------------------ the recovery host
 
-    def _stream_resumed(self, session_id: str | None) -> None:
+    def report(self, session: Session, outcome: Outcome) -> None:
+        """A recovery outcome for ``session`` (its link, marker and event, see :class:`SessionLinks`)."""
+        self._links.apply(session, outcome)
+
+    def move(self, session: Session, link: SessionLink) -> None:
+        """Move a session's link outside of an outcome (a recovery starts or loses its connection)."""
+        self._links.move(session, link)
+
+    async def save_record(self, session: Session) -> None:
+        """Store a session's record if this client still keeps it (never raises: a store fault is
+        reported and retried)."""
+        if self._registry.get(session.id) is session:
+            await self._writer.save(session.record)
+
+    def stream_resumed(self, client: ACPClient | None, session_id: str | None, generation: int) -> None:
         """A Streamable HTTP event stream was resumed with ``Last-Event-ID``: nothing was re-initialized or
         missed. Reported for its session, or (the connection-scoped stream) for every session attached on
-        the current connection, as ``SessionRecovered(path="stream_resumed")`` plus a marker in the stream."""
-        client = self._client
+        ``client``'s connection, as ``SessionRecovered(path="stream_resumed")`` plus a marker."""
         if client is None:
             return
         connection_id = client.connection.id
@@ -136,10 +164,54 @@ class RecoveryControl:
             one = self._registry.get(session_id)
             sessions = [one] if one is not None and one._attached_to(connection_id) else []
         for session in sessions:
-            self._bus.emit(
-                SessionRecovered(
-                    session.id, "reattached", "resume", False, False, None, session.state, self._generation,
-                    path="stream_resumed",
-                )
-            )
-            session._mark(RecoveryMarker(session.id, "reattached", "resume", path="stream_resumed"))
+            resumed = Reattached("reattached", "resume", False, False, None, generation, "stream_resumed")
+            self._links.apply(session, resumed)
+
+
+class RecoveryControl:
+    """``recover()`` and ``forget()`` of one client (see the module docstring)."""
+
+    def __init__(
+        self,
+        keeper: SessionKeeper,
+        *,
+        recovery: Recovery,
+        connection: ConnectionView,
+        gate: ClientGate,
+        session_wait_timeout: float,
+    ) -> None:
+        self._keeper = keeper
+        self._recovery = recovery
+        self._connection = connection
+        self._gate = gate
+        self._session_wait_timeout = session_wait_timeout
+
+    async def recover(self, session_id: str) -> Session:
+        """Probe and recover one session now; see :meth:`~acp_client.ReconnectingClient.recover`."""
+        session = self._keeper.get(session_id)
+        if session is None:
+            raise SessionLost(session_id, "not known to this client")
+        self._gate.check_serving(session)  # another worker serves it: LeaseLost, never re-attached from here
+        await self._connection.wait_ready(timeout=self._session_wait_timeout)
+        client = await self._gate.require()
+        if not session._attached_to(client.connection.id):
+            async with asyncio.timeout(self._session_wait_timeout):
+                await self._recovery.recover_now(client, session, self._connection.generation)
+        session._check_usable()
+        if not session._attached_to(client.connection.id):
+            raise RecoveryFailed(session_id)
+        return session
+
+    async def forget(self, session_id: str) -> None:
+        """Forget a session for good; see :meth:`~acp_client.ReconnectingClient.forget`."""
+        await self._recovery.cancel(session_id)
+        session = self._keeper.get(session_id)
+        if session is not None:
+            await self._keeper.forget_session(session, "application", None, self._connection.generation)
+        else:
+            await self._keeper.forget_id(session_id)
+
+    async def forget_session(self, session: Session, reason: str, via: str | None) -> None:
+        """Stop ``session``'s recovery job and forget it (the ownership host's reconcile uses this)."""
+        await self._recovery.cancel(session.id)
+        await self._keeper.forget_session(session, reason, via, self._connection.generation)

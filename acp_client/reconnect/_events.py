@@ -253,11 +253,11 @@ def event_name(event: object) -> str:
 @dataclass(eq=False)
 class _Subscriber:
     maxsize: int
-    buffer: collections.deque[Any] = field(default_factory=collections.deque)
+    buffer: collections.deque[Event] = field(default_factory=collections.deque)
     dropped: int = 0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def push(self, event: Any) -> None:
+    def push(self, event: Event) -> None:
         if len(self.buffer) >= self.maxsize:
             self.buffer.popleft()
             self.dropped += 1
@@ -279,7 +279,7 @@ class _Subscription:
     def __aiter__(self) -> _Subscription:
         return self
 
-    async def __anext__(self) -> Any:
+    async def __anext__(self) -> Event:
         sub = self._sub
         if self._done or sub is None:
             raise StopAsyncIteration
@@ -320,7 +320,7 @@ class EventBus:
         """How many iterators are registered right now."""
         return len(self._strong)
 
-    def subscribe(self, *, maxsize: int | None = None) -> AsyncIterator[Any]:
+    def subscribe(self, *, maxsize: int | None = None) -> AsyncIterator[Event]:
         """An iterator over the events emitted from now on (bounded: see the module)."""
         return _Subscription(self, maxsize if maxsize is not None else self._buffer)
 
@@ -330,7 +330,7 @@ class EventBus:
     def _unregister(self, sub: _Subscriber) -> None:
         self._strong.discard(sub)
 
-    def emit(self, event: Any) -> None:
+    def emit(self, event: Event) -> None:
         """Deliver ``event`` to every subscriber and log it as ``acp.<name>``."""
         values: dict[str, Any] = {}
         for f in fields(event):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from acp_client._logging import get_logger
 from acp_client.exceptions import (
@@ -29,7 +29,7 @@ from acp_client.exceptions import (
     StoreError,
     UsageError,
 )
-from acp_client.reconnect._events import SessionStoreReset, SessionTakenOver
+from acp_client.reconnect._events import Event, SessionStoreReset, SessionTakenOver
 from acp_client.sessions import Session, SessionLink, SessionRecord, SharedSessionStore
 
 __all__ = ["FencedWrites", "OwnershipHost", "SessionOwnership"]
@@ -47,7 +47,7 @@ class OwnershipHost(Protocol):
         """The client's session handles by id."""
         ...
 
-    def emit(self, event: Any) -> None:
+    def emit(self, event: Event) -> None:
         """Report an event."""
         ...
 

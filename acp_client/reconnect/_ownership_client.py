@@ -1,6 +1,6 @@
 """The client side of session ownership: :class:`ClientHost` (a ReconnectingClient as the ownership
-manager sees it) and :class:`OwnershipAPI` (``owner_id``, ``release()``, ``adopt()`` and the hooks its
-session calls use), plus reading an agent's "attached elsewhere" answer. The manager itself is in
+manager sees it) and :class:`OwnershipControl` (``owner_id``, ``release()``, ``adopt()``), plus reading an
+agent's "attached elsewhere" answer. The manager itself is in
 :mod:`acp_client.reconnect._ownership`.
 """
 
@@ -8,15 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
 
 from acp_client._logging import get_logger
-from acp_client.exceptions import ConnectionLost, LeaseLost, RPCError, SessionLost, SessionNotFound, UsageError
-from acp_client.reconnect._ownership import _GONE, SessionOwnership
-from acp_client.sessions import RecoveryMarker, Session, SessionLink, SessionRecord
+from acp_client.client import ACPClient
+from acp_client.exceptions import RPCError, SessionLost, SessionNotFound, UsageError
+from acp_client.reconnect._events import ClientState, Event
+from acp_client.reconnect._links import SessionLinks, TakenOver
+from acp_client.reconnect._ownership import SessionOwnership
+from acp_client.reconnect._roles import ConnectionView, Recovery, TaskSpawner
+from acp_client.sessions import Session, SessionLink, SessionRecord
 
-__all__ = ["ClientHost", "OwnershipAPI", "attached_elsewhere"]
+if TYPE_CHECKING:
+    from acp_client.reconnect._control import RecoveryControl, SessionKeeper
+
+__all__ = ["ClientHost", "OwnershipControl", "attached_elsewhere"]
+
+_GONE = (SessionLink.LOST, SessionLink.CLOSED)
 
 log = get_logger("acp_client.reconnect")
 
@@ -53,86 +62,88 @@ def attached_elsewhere(error: BaseException) -> bool:
 
 
 class ClientHost:
-    """Adapts a :class:`~acp_client.ReconnectingClient` to :class:`OwnershipHost` (it reaches into the
-    client's registry and recoverer, the way its own modules do)."""
+    """A :class:`~acp_client.ReconnectingClient` as the ownership manager sees it (:class:`OwnershipHost`),
+    made of the client's parts: the session keeper, the recovery jobs and the connection loop's view."""
 
-    def __init__(self, client: Any) -> None:
-        self._client = client
+    def __init__(
+        self,
+        keeper: SessionKeeper,
+        *,
+        control: RecoveryControl,
+        recovery: Recovery,
+        connection: ConnectionView,
+        links: SessionLinks,
+        emit: Callable[[Event], None],
+        tasks: TaskSpawner,
+        probe_timeout: float = 10.0,
+        probe_concurrency: int = 8,
+    ) -> None:
+        self._keeper = keeper
+        self._control = control
+        self._recovery = recovery
+        self._connection = connection
+        self._links = links
+        self._emit = emit
+        self._tasks = tasks
+        self._probe_timeout = probe_timeout
+        self._probe_concurrency = probe_concurrency
 
     def known_sessions(self) -> Mapping[str, Session]:
         """The client's session handles by id."""
-        view: Mapping[str, Session] = self._client._registry.view
-        return view
+        return self._keeper.view
 
-    def emit(self, event: Any) -> None:
+    def emit(self, event: Event) -> None:
         """Report through the client's event bus."""
-        self._client._emit(event)
+        self._emit(event)
 
     async def detach_taken_over(self, session_id: str, reason: str) -> None:
         """Cancel the session's recovery and turn its handle detached; a prompt waiting for its turn fails
         with ``ConnectionLost`` (its outcome is for the new owner to see)."""
-        client = self._client
-        session = client._registry.get(session_id)
+        session = self._keeper.get(session_id)
         if session is None:
             return
-        await client._recoverer.cancel(session_id)
-        text = f"session {session_id} is served by another worker now ({reason})"
-        session._detach(ConnectionLost(text, request_sent=True, reason=reason))
-        session._mark(RecoveryMarker(session_id, "taken_over", reason=reason))
-        client._notify_changed()
+        await self._recovery.cancel(session_id)
+        self._links.apply(session, TakenOver(reason))
 
     async def recover_adopted(self, records: list[SessionRecord]) -> None:
         """Register adopted sessions (re-using a detached handle) and recover them now if connected."""
-        client = self._client
-        sessions: list[Session] = []
-        for record in records:
-            session = client._registry.get(record.session_id)
-            if session is None or session.link in _GONE:
-                session = Session(client, record)
-                if not client._registry.add(session):
-                    continue  # forgotten here on purpose
-            else:
-                session.record = record  # the last owner's view of it
-            sessions.append(session)
-        await self._recover(sessions)
+        await self._recover(self._keeper.adopt(records))
 
     async def _recover(self, sessions: list[Session]) -> None:
-        client = self._client
-        live = client._live_client()
-        if live is None or client.state.value not in ("ready", "recovering"):
+        connection = self._connection
+        live = connection.live_client()
+        if live is None or connection.state not in (ClientState.READY, ClientState.RECOVERING):
             for session in sessions:
                 if session.link is not SessionLink.RECOVERING:
-                    session._set_link(SessionLink.DETACHED)  # the next connection's round recovers it
-            client._notify_changed()
+                    self._links.move(session, SessionLink.DETACHED)  # the next connection's round recovers it
+            connection.notify_changed()
             return
         todo = [s for s in sessions if not s._attached_to(live.connection.id)]
         if todo:
             # in a task of the client's: the lease renewals must never wait for a recovery round
-            client._spawn(self._round(live, todo), "acp-recover-adopted")
+            self._tasks.spawn(self._round(live, todo), "acp-recover-adopted")
 
-    async def _round(self, live: Any, sessions: list[Session]) -> None:
-        client = self._client
-        client._emit(await client._recoverer.run_round(live, sessions, client.generation))
+    async def _round(self, live: ACPClient, sessions: list[Session]) -> None:
+        self._emit(await self._recovery.run_round(live, sessions, self._connection.generation))
 
     async def reconcile(self, session_ids: list[str]) -> None:
         """Probe the attached sessions with ``session/status`` (forget the ones the agent no longer knows)
         and recover the others."""
-        client = self._client
-        live = client._live_client()
-        sessions = [s for sid in session_ids if (s := client._registry.get(sid)) is not None and s.link not in _GONE]
+        live = self._connection.live_client()
+        sessions = [s for sid in session_ids if (s := self._keeper.get(sid)) is not None and s.link not in _GONE]
         if live is None:
             return
         detached = [s for s in sessions if not s._attached_to(live.connection.id)]
         attached = [s for s in sessions if s._attached_to(live.connection.id)]
         if attached and live.supports("status"):
-            limit = asyncio.Semaphore(8)
+            limit = asyncio.Semaphore(self._probe_concurrency)
 
             async def probe(session: Session) -> None:
                 async with limit:
                     try:
-                        await live.session_status(session.id, timeout=10.0)
+                        await live.session_status(session.id, timeout=self._probe_timeout)
                     except SessionNotFound:
-                        await client._forget_session(session, "unknown", "session/status")
+                        await self._control.forget_session(session, "unknown", "session/status")
                     except Exception as exc:  # the link, a timeout: the next reconnect probes it anyway
                         log.info("acp.reconcile_probe_failed", session_id=session.id, error=str(exc))
 
@@ -140,21 +151,16 @@ class ClientHost:
         await self._recover(detached)
 
 
-class OwnershipAPI:
-    """The several-workers part of :class:`~acp_client.ReconnectingClient` (a mixin): ``owner_id``,
-    ``release()``, ``adopt()``, and the hooks its session calls use."""
+class OwnershipControl:
+    """The several-workers part of :class:`~acp_client.ReconnectingClient`: ``owner_id``, ``release()``
+    and ``adopt()``."""
 
-    # provided by ReconnectingClient
-    _ownership: SessionOwnership | None
-    _registry: Any
-
-    if TYPE_CHECKING:  # provided by ReconnectingClient and its other mixins
-
-        def _notify_changed(self) -> None: ...
-
-        def _spawn(self, coro: Any, name: str) -> None: ...
-
-        async def recover(self, session_id: str) -> Session: ...
+    def __init__(
+        self, ownership: SessionOwnership | None, *, keeper: SessionKeeper, recover: Callable[[str], Awaitable[Session]]
+    ) -> None:
+        self._ownership = ownership
+        self._keeper = keeper
+        self._recover = recover
 
     @property
     def owner_id(self) -> str | None:
@@ -162,46 +168,18 @@ class OwnershipAPI:
         return self._ownership.owner_id if self._ownership is not None else None
 
     async def release(self, session_id: str) -> bool:
-        """Hand a session over on purpose: give up its lease (other workers may adopt it at once) and stop
-        serving it here: the handle turns detached, ``SessionTakenOver(reason="released")`` is reported,
-        and calls on it raise ``LeaseLost``. The agent is not told. ``False`` if this worker did not hold
-        the lease. Needs a shared store (:class:`~acp_client.sessions.RedisSessionStore`)."""
+        """Hand a session over on purpose; see :meth:`~acp_client.ReconnectingClient.release`."""
         return await self._require_ownership().release(session_id)
 
     async def adopt(self, session_id: str) -> Session:
-        """Take a session over on purpose: claim its lease (``LeaseLost`` while another worker holds it)
-        and recover it on this worker's connection; returns its handle. Needs a shared store."""
+        """Take a session over on purpose; see :meth:`~acp_client.ReconnectingClient.adopt`."""
         ownership = self._require_ownership()
         await ownership.adopt(session_id)
-        if self._registry.get(session_id) is None:
+        if self._keeper.get(session_id) is None:
             raise SessionLost(session_id, "forgotten by this client")
-        return await self.recover(session_id)  # joins the recovery the adoption started
+        return await self._recover(session_id)  # joins the recovery the adoption started
 
     def _require_ownership(self) -> SessionOwnership:
         if self._ownership is None:
             raise UsageError("release/adopt need a store shared by several workers (RedisSessionStore)")
         return self._ownership  # its methods raise UsageError until start() has started it
-
-    def _check_serving(self, session: Session) -> None:
-        """Raise ``LeaseLost`` for a session another worker serves now (no round trip)."""
-        if self._ownership is not None:
-            self._ownership.check_serving(session.id)
-
-    async def _on_session_error(self, session: Session, error: RPCError) -> None:
-        """A session call failed. If the agent says the session is attached to another connection, ask the
-        store who owns it: another worker → the handle turns detached and ``LeaseLost`` is raised; this one
-        → the session is re-attached in the background and the caller gets the agent's error."""
-        ownership = self._ownership
-        if ownership is None or not attached_elsewhere(error):
-            return
-        if await ownership.attached_elsewhere(session.id):
-            raise LeaseLost(session.id, "attached_elsewhere") from error
-        session._set_link(SessionLink.DETACHED)
-        self._notify_changed()
-        self._spawn(self._recover_quietly(session.id), f"acp-reattach-{session.id}")
-
-    async def _recover_quietly(self, session_id: str) -> None:
-        try:
-            await self.recover(session_id)
-        except Exception as exc:  # reported as a recovery event already, or the client is closing
-            log.info("acp.reattach_after_error_failed", session_id=session_id, error=str(exc))

@@ -32,15 +32,19 @@ from acp_client.exceptions import (
     UsageError,
 )
 from acp_client.reconnect._backoff import Backoff, Clock
-from acp_client.reconnect._events import (
-    RecoveryRoundFinished,
-    SessionDetached,
-    SessionRecovered,
-    SessionRecoveryFailed,
-)
+from acp_client.reconnect._events import RecoveryRoundFinished
 from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
-from acp_client.reconnect.strategy import Capabilities, Forget, Keep, Reattach, RecoveryStrategy, StatusProbe
-from acp_client.sessions import RecoveryMarker, Session, SessionLink
+from acp_client.reconnect._links import LeftDetached, Outcome, Reattached, RetryLater
+from acp_client.reconnect.strategy import (
+    Action,
+    Capabilities,
+    Forget,
+    Keep,
+    Reattach,
+    RecoveryStrategy,
+    StatusProbe,
+)
+from acp_client.sessions import Session, SessionLink
 
 __all__ = ["RecoveryHost", "RecoveryPolicy", "SessionRecoverer"]
 
@@ -65,17 +69,28 @@ class RecoveryPolicy:
 
 
 class RecoveryHost(Protocol):
-    """What the recoverer needs from the client that owns the sessions."""
+    """What the recoverer needs from the client that owns the sessions (its
+    :class:`~acp_client.reconnect._control.SessionKeeper`)."""
 
-    def strategy_for(self, session_id: str) -> RecoveryStrategy: ...
+    def strategy_for(self, session_id: str) -> RecoveryStrategy:
+        """The strategy that decides for ``session_id``."""
+        ...
 
-    def _emit(self, event: Any) -> None: ...
+    def report(self, session: Session, outcome: Outcome) -> None:
+        """A recovery outcome: the session's link, marker and event."""
+        ...
 
-    def _notify_changed(self) -> None: ...
+    def move(self, session: Session, link: SessionLink) -> None:
+        """Move the session's link outside of an outcome (``recovering``, ``detached``)."""
+        ...
 
-    async def _forget_session(self, session: Session, reason: str, via: str | None) -> None: ...
+    async def forget_session(self, session: Session, reason: str, via: str | None, generation: int) -> None:
+        """Forget the session for good (called from its own job)."""
+        ...
 
-    async def _save_session_record(self, session: Session) -> None: ...
+    async def save_record(self, session: Session) -> None:
+        """Store a recovered session's record."""
+        ...
 
 
 class _Job:
@@ -204,7 +219,7 @@ class SessionRecoverer:
         if job is not None:
             return job
         job = _Job()
-        session._set_link(SessionLink.RECOVERING)
+        self._host.move(session, SessionLink.RECOVERING)
         self._jobs[session.id] = job
         job.task = asyncio.create_task(
             self._run(job, client, session, generation, jitter), name=f"acp-recover-{session.id}"
@@ -251,7 +266,7 @@ class SessionRecoverer:
                         continue
                     error: BaseException = exc
                 except ConnectionLost:
-                    session._set_link(SessionLink.DETACHED)  # the next connection tries again
+                    self._host.move(session, SessionLink.DETACHED)  # the next connection tries again
                     job.settle("failed")
                     return
                 except Exception as exc:
@@ -262,19 +277,14 @@ class SessionRecoverer:
                         return
                     error = RuntimeError("recovery failed")
                 if client.connection.closed:
-                    session._set_link(SessionLink.DETACHED)
+                    self._host.move(session, SessionLink.DETACHED)
                     job.settle("failed")
                     return
-                text = f"{type(error).__name__}: {error}"
-                session._set_link(SessionLink.FAILED)
-                self._host._emit(SessionRecoveryFailed(session.id, text, attempt, True, generation))
-                session._mark(RecoveryMarker(session.id, "failed", reason=text))
-                self._host._notify_changed()
+                self._host.report(session, RetryLater(f"{type(error).__name__}: {error}", attempt, generation))
                 if attempt >= self.policy.tries:
                     job.settle("failed")  # the round goes on; this job keeps trying in the background
                 await self._pause(job, attempt)
-                session._set_link(SessionLink.RECOVERING)
-                self._host._notify_changed()
+                self._host.move(session, SessionLink.RECOVERING)
         finally:
             if self._jobs.get(session.id) is job:
                 del self._jobs[session.id]
@@ -315,25 +325,16 @@ class SessionRecoverer:
                     return await self._not_found(session, caps, via, generation)
                 if not await self._absent_from_list(client, session, exc):
                     raise
-                await self._host._forget_session(session, "not_listed", via)
+                await self._host.forget_session(session, "not_listed", via, generation)
                 return "forgotten"
         if isinstance(action, Forget):
-            await self._host._forget_session(session, action.reason, via)
+            await self._host.forget_session(session, action.reason, via, generation)
             return "forgotten"
         if isinstance(action, Keep):
             self._keep(session, action, probe.not_found, generation)
             return "kept"
-        missed = not replayed
-        self._host._emit(
-            SessionRecovered(
-                session.id, action.outcome, mode, replayed, missed, probe.status, session.state, generation
-            )
-        )
-        session._mark(
-            RecoveryMarker(session.id, action.outcome, mode, replayed, missed, status=probe.status, path="ladder")
-        )
-        self._host._notify_changed()
-        await self._host._save_session_record(session)
+        self._host.report(session, Reattached(action.outcome, mode, replayed, not replayed, probe.status, generation))
+        await self._host.save_record(session)
         return str(action.outcome)
 
     async def _limited(self, call: Callable[[_Slot], Awaitable[_T]]) -> _T:
@@ -357,18 +358,15 @@ class SessionRecoverer:
         return isinstance(exc, SessionNotFound) or exc.code in self.policy.unknown_session_codes
 
     async def _not_found(self, session: Session, caps: Capabilities, via: str, generation: int) -> str:
-        verdict: Any = await self._decide(session, StatusProbe(None, not_found=True, skipped_reason=via), caps)
+        verdict = await self._decide(session, StatusProbe(None, not_found=True, skipped_reason=via), caps)
         if isinstance(verdict, Forget):
-            await self._host._forget_session(session, verdict.reason, via)
+            await self._host.forget_session(session, verdict.reason, via, generation)
             return "forgotten"
         self._keep(session, verdict if isinstance(verdict, Keep) else Keep("kept"), True, generation)
         return "kept"
 
     def _keep(self, session: Session, action: Keep, not_found: bool, generation: int) -> None:
-        session._set_link(SessionLink.DETACHED)
-        session._mark(RecoveryMarker(session.id, "kept", reason=action.reason))
-        self._host._emit(SessionDetached(session.id, action.reason, not_found, generation))
-        self._host._notify_changed()
+        self._host.report(session, LeftDetached(action.reason, not_found, generation))
 
     async def _probe(self, client: ACPClient, session: Session, caps: Capabilities) -> StatusProbe:
         if not caps.status:
@@ -391,12 +389,12 @@ class SessionRecoverer:
             return StatusProbe(None, skipped_reason="malformed", error=exc)
         return StatusProbe(answer.status, state=answer.state)
 
-    async def _decide(self, session: Session, probe: StatusProbe, caps: Capabilities) -> Any:
-        action = self._host.strategy_for(session.id).decide(session.record, probe, caps)
-        if inspect.isawaitable(action):
+    async def _decide(self, session: Session, probe: StatusProbe, caps: Capabilities) -> Action:
+        decided: Action | Awaitable[Action] = self._host.strategy_for(session.id).decide(session.record, probe, caps)
+        if inspect.isawaitable(decided):
             async with asyncio.timeout(self.policy.timeout):
-                action = await action
-        return action
+                return await decided
+        return decided
 
     async def _reattach(
         self, client: ACPClient, session: Session, action: Reattach, caps: Capabilities, slot: _Slot

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from acp_client._logging import get_logger
 from acp_client.reconnect._backoff import Backoff, Clock
-from acp_client.reconnect._events import SessionStoreFailed
+from acp_client.reconnect._events import Event, SessionStoreFailed
 from acp_client.sessions import SessionRecord, SessionStore
 
 __all__ = ["StoreWriter"]
@@ -29,7 +28,7 @@ class StoreWriter:
         self,
         store: SessionStore,
         *,
-        emit: Callable[[Any], None],
+        emit: Callable[[Event], None],
         generation: Callable[[], int],
         backoff: Backoff,
         clock: Clock,

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from acp_client.schema import StateSnapshot
 from acp_client.sessions import SessionRecord
@@ -155,11 +155,15 @@ class DefaultStrategy:
         return Keep("the agent advertises neither session/resume nor session/load")
 
 
-def strategy_from_callable(fn: Callable[[SessionRecord, StatusProbe, Capabilities], Any]) -> RecoveryStrategy:
+def strategy_from_callable(
+    fn: Callable[[SessionRecord, StatusProbe, Capabilities], Action | Awaitable[Action]],
+) -> RecoveryStrategy:
     """Wrap a plain function ``(record, probe, capabilities) -> Action`` as a strategy."""
 
     class _FnStrategy:
-        def decide(self, record: SessionRecord, probe: StatusProbe, capabilities: Capabilities) -> Any:
+        def decide(
+            self, record: SessionRecord, probe: StatusProbe, capabilities: Capabilities
+        ) -> Action | Awaitable[Action]:
             return fn(record, probe, capabilities)
 
     return _FnStrategy()

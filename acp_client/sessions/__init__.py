@@ -2,7 +2,14 @@
 
 from acp_client.sessions._lease import Lease, Renewal, SharedSessionStore
 from acp_client.sessions._registry import SessionRegistry
-from acp_client.sessions._session import PromptResult, Session, SessionLink, SessionOwner, text_blocks
+from acp_client.sessions._session import (
+    LINK_TRANSITIONS,
+    PromptResult,
+    Session,
+    SessionLink,
+    SessionOwner,
+    text_blocks,
+)
 from acp_client.sessions._store import MemorySessionStore, SessionRecord, SessionStore, SQLiteSessionStore
 from acp_client.sessions._stream import (
     DEFAULT_UPDATES_BUFFER,
@@ -16,6 +23,7 @@ from acp_client.sessions.redis import RedisSessionStore
 
 __all__ = [
     "DEFAULT_UPDATES_BUFFER",
+    "LINK_TRANSITIONS",
     "Lease",
     "MemorySessionStore",
     "Message",

@@ -26,6 +26,7 @@ from acp_client.sessions._stream import (
 from acp_client.sessions._transcript import Transcript
 
 __all__ = [
+    "LINK_TRANSITIONS",
     "PromptResult",
     "RecoveryMarker",
     "Session",
@@ -52,6 +53,21 @@ class SessionLink(enum.Enum):
     CLOSED = "closed"  #: closed or deleted by the application; final
 
 
+_L = SessionLink
+#: Every legal ``old -> new`` move of :attr:`Session.link`. ``LOST`` and ``CLOSED`` are final: a move out
+#: of them is ignored (a late answer cannot revive a forgotten session); any other move not listed raises.
+#: ``ATTACHED -> ATTACHED`` is a re-attach on another connection.
+LINK_TRANSITIONS: dict[SessionLink, frozenset[SessionLink]] = {
+    _L.DETACHED: frozenset({_L.ATTACHED, _L.RECOVERING, _L.LOST, _L.CLOSED}),
+    _L.RECOVERING: frozenset({_L.ATTACHED, _L.DETACHED, _L.FAILED, _L.LOST, _L.CLOSED}),
+    _L.FAILED: frozenset({_L.ATTACHED, _L.RECOVERING, _L.DETACHED, _L.LOST, _L.CLOSED}),
+    _L.ATTACHED: frozenset({_L.ATTACHED, _L.DETACHED, _L.RECOVERING, _L.LOST, _L.CLOSED}),
+    _L.LOST: frozenset(),
+    _L.CLOSED: frozenset(),
+}
+_FINAL = (_L.LOST, _L.CLOSED)
+
+
 @dataclass(frozen=True, slots=True)
 class PromptResult:
     """How a turn ended: the ``stop_reason`` (open set: ``end_turn``, ``cancelled``, ...; ``None`` if the agent
@@ -74,6 +90,12 @@ class SessionOwner(Protocol):
     ) -> Any: ...
 
     async def _session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None: ...
+
+    async def _wait_attached(self, session: Session, method: str, timeout: float) -> float:
+        """Wait at most ``timeout`` seconds (``TimeoutError``) until ``session`` may send ``method``, and
+        return what is left of ``timeout``. A reconnecting owner waits for its re-attachment; a
+        one-connection owner returns ``timeout`` at once. Raises when waiting cannot help."""
+        ...
 
 
 def text_blocks(content: PromptContent) -> list[dict[str, Any]]:
@@ -175,21 +197,16 @@ class Session:
         """Wait, within ``timeout``, until the owner can send for this session (a reconnecting owner waits
         for its re-attachment); return what is left of ``timeout``. Nothing is sent here, so giving up
         says that the request was never sent (never that a turn may still be running)."""
-        wait = getattr(self._owner, "_attached_client", None)
-        if wait is None or timeout is None:
+        if timeout is None:
             return timeout  # the owner's own wait (bounded by its session_wait_timeout) says "never sent"
-        loop = asyncio.get_running_loop()
-        started = loop.time()
         try:
-            async with asyncio.timeout(timeout):
-                await wait(self, method)
+            return await self._owner._wait_attached(self, method, timeout)
         except TimeoutError as exc:
             if isinstance(exc, ACPTimeoutError):
                 raise
             raise ACPTimeoutError(
                 f"session {self.id} was not re-attached within {timeout:g} s: {method} was never sent"
             ) from None
-        return max(0.0, timeout - (loop.time() - started))
 
     async def _prompt_turn(
         self, params: dict[str, Any], timeout: float | None, given: float | None = None
@@ -324,32 +341,48 @@ class Session:
         if state is not None:
             self.record.last_state = state
 
-    def _detach(self, loss: ConnectionLost) -> None:
-        """The connection this session was attached to died."""
-        if self._link in (SessionLink.LOST, SessionLink.CLOSED):
-            return
-        self._link = SessionLink.DETACHED
-        if self._owner.protocol_version >= 2:
-            self._state = None  # unknown until the agent reports again
+    def _move_link(
+        self,
+        new: SessionLink,
+        *,
+        connection_id: int | None = None,
+        loss: ConnectionLost | None = None,
+        error: SessionLost | None = None,
+    ) -> bool:
+        """The one writer of :attr:`link`: move it along :data:`LINK_TRANSITIONS` and do what the new link
+        implies. ``ATTACHED`` needs ``connection_id``. ``DETACHED`` with ``loss`` (the connection died, or
+        another worker serves the session now) fails the turns waiting and forgets the foreground state.
+        ``LOST``/``CLOSED`` end every subscription and fail the waiters with ``error`` (or a "closed"
+        ``UsageError``). Returns ``False`` when nothing changed (the same link, or a final one)."""
+        old = self._link
+        if old in _FINAL:
+            return False
+        if old is not new or new is SessionLink.ATTACHED:
+            if new not in LINK_TRANSITIONS[old]:
+                raise RuntimeError(f"illegal session link transition {old.value} -> {new.value}")
+        elif loss is None:
+            return False  # already there; a loss still fails the turns waiting (below)
+        self._link = new
+        if new is SessionLink.ATTACHED:
+            if connection_id is None:
+                raise ValueError("an attached session needs its connection id")
+            self._connection_id = connection_id
+        elif new is SessionLink.DETACHED and loss is not None:
+            if self._owner.protocol_version >= 2:
+                self._state = None  # unknown until the agent reports again
+            self._fail_waiters(loss.with_request_sent(True))
+        elif new in _FINAL:
+            self._lost = error
+            self._fail_waiters(error or UsageError(f"session {self.id} was closed"))
+            self._publish(None)
+        return True
+
+    def _fail_waiters(self, exc: BaseException) -> None:
         for waiter in self._turn_waiters:
             if not waiter.done():
-                waiter.set_exception(loss.with_request_sent(True))
+                waiter.set_exception(exc)
                 waiter.exception()  # the prompt() caller may already be gone; never "never retrieved"
         self._turn_waiters.clear()
-
-    def _attached(self, connection_id: int) -> None:
-        """The session is now attached on connection ``connection_id``."""
-        self._link = SessionLink.ATTACHED
-        self._connection_id = connection_id
-
-    def _set_link(self, link: SessionLink) -> None:
-        """The owner moves the session between ``detached``, ``recovering`` and ``failed`` (final states and
-        ``attached`` have their own methods). Ignored once the session is lost or closed."""
-        if self._link in (SessionLink.LOST, SessionLink.CLOSED):
-            return
-        if link in (SessionLink.LOST, SessionLink.CLOSED, SessionLink.ATTACHED):
-            raise ValueError(f"use _terminate/_attached for {link.value}")
-        self._link = link
 
     def _replay_progress(self) -> int:
         """How many updates arrived while a resume/load was outstanding (a recovery watches it for progress)."""
@@ -360,16 +393,5 @@ class Session:
         return self._link is SessionLink.ATTACHED and self._connection_id == connection_id
 
     def _mark(self, marker: RecoveryMarker) -> None:
+        """Put a recovery marker into every subscription of this session's stream."""
         self._publish(marker)
-
-    def _terminate(self, link: SessionLink, error: SessionLost | None) -> None:
-        """The session is lost or closed: end every subscription, fail waiters."""
-        self._link = link
-        self._lost = error
-        exc: BaseException = error or UsageError(f"session {self.id} was closed")
-        for waiter in self._turn_waiters:
-            if not waiter.done():
-                waiter.set_exception(exc)
-                waiter.exception()
-        self._turn_waiters.clear()
-        self._publish(None)

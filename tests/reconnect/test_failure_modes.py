@@ -151,7 +151,8 @@ async def test_fm03_liveness_check_on_wake_up() -> None:
 
 
 async def test_fm04_in_flight_requests_fail_fast_and_nothing_stays_pending() -> None:
-    async with behind_proxy() as (agent, proxy), client_for(proxy.url()) as (client, rec):
+    backoff = Backoff(base=0.02, cap=0.2)  # this client's own: slowed down below
+    async with behind_proxy() as (agent, proxy), client_for(proxy.url(), backoff=backoff) as (client, rec):
         sessions = [await client.new_session("/w") for _ in range(2)]
         proxy.set_mode(ProxyMode.hold(), "s2c")  # answers never come back
         calls = [
@@ -177,7 +178,7 @@ async def test_fm04_in_flight_requests_fail_fast_and_nothing_stays_pending() -> 
         status = await asyncio.wait_for(calls[1], bound(5))
         assert status.status == "active"
         # during backoff a call fails at once instead of queueing
-        client._backoff = Backoff(base=30.0, cap=30.0)
+        backoff.base = backoff.cap = 30.0
         await proxy.reset_all()
         await rec.wait(lambda e: isinstance(e, StateChanged) and e.new is ClientState.BACKOFF and e.generation == 2)
         with pytest.raises(NotConnected):

@@ -92,7 +92,7 @@ class ReconnectModel(RuleBasedStateMachine):
         try:
             async with asyncio.timeout(bound(10)):
                 while True:
-                    changed = self.client._changed_event()  # set on every state or session-link change
+                    changed = self.client._supervisor.changed()  # set on every state or session-link change
                     if all(s.link in (SessionLink.ATTACHED, SessionLink.LOST) for s in self.sessions):
                         return
                     await changed.wait()

@@ -147,7 +147,7 @@ def test_default_strategy_mapping() -> None:
 def test_illegal_transitions_raise() -> None:
     client = ReconnectingClient("ws://127.0.0.1:9/acp")
     with pytest.raises(RuntimeError, match="illegal state transition"):
-        client._set_state(ClientState.READY)
+        client._supervisor._set_state(ClientState.READY)
 
 
 # ---------------------------------------------------------------------- against the reference agent

@@ -142,7 +142,7 @@ async def soak(agent: ReferenceAgent, proxy: FaultProxy, rng: random.Random, ses
         # let every recovery settle: nothing may stay RECOVERING
         async with asyncio.timeout(bound(20)):
             while any(s.link is SessionLink.RECOVERING for s in sessions):
-                await client._changed_event().wait()
+                await client._supervisor.changed().wait()
 
         assert all(t.done() for t in prompts), "an await hung"
         assert outcomes["hung"] == 0

@@ -1,0 +1,170 @@
+"""Recovery outcomes and :class:`SessionLinks`, the one place the reconnect layer moves a session's link.
+
+A recovery ends in one of a few outcomes (re-attached, failed and retried, left detached, forgotten,
+taken over by another worker). Each outcome says, in one table-like class, where the session's link goes,
+which :class:`~acp_client.sessions.RecoveryMarker` its stream gets and which event the client reports;
+:meth:`SessionLinks.apply` does all three and wakes the waiters. The link itself is a state machine owned
+by the :class:`~acp_client.sessions.Session` (see ``LINK_TRANSITIONS``); this module only asks it to move.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from acp_client.exceptions import ConnectionLost, SessionLost
+from acp_client.reconnect._events import (
+    Event,
+    SessionDetached,
+    SessionForgotten,
+    SessionRecovered,
+    SessionRecoveryFailed,
+)
+from acp_client.sessions import RecoveryMarker, Session, SessionLink
+
+__all__ = ["Forgotten", "LeftDetached", "Outcome", "Reattached", "RetryLater", "SessionLinks", "TakenOver"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reattached:
+    """Attached again: by the recovery ladder (the attach itself moved the link), or because the transport
+    resumed its event stream (``path="stream_resumed"``; nothing was lost)."""
+
+    outcome: Literal["reattached", "restored"]
+    mode: str
+    replayed: bool
+    missed: bool
+    status: str | None
+    generation: int
+    path: Literal["ladder", "stream_resumed"] = "ladder"
+
+    link = None
+
+    def marker(self, session_id: str) -> RecoveryMarker:
+        """The marker for the session's stream."""
+        return RecoveryMarker(
+            session_id, self.outcome, self.mode, self.replayed, self.missed, status=self.status, path=self.path
+        )
+
+    def event(self, session: Session) -> Event:
+        """The event the client reports."""
+        return SessionRecovered(
+            session.id, self.outcome, self.mode, self.replayed, self.missed, self.status, session.state,
+            self.generation, path=self.path,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RetryLater:
+    """An attempt failed for a reason other than "unknown session"; it is retried with backoff."""
+
+    error: str
+    attempt: int
+    generation: int
+
+    link = SessionLink.FAILED
+
+    def marker(self, session_id: str) -> RecoveryMarker:
+        """The marker for the session's stream."""
+        return RecoveryMarker(session_id, "failed", reason=self.error)
+
+    def event(self, session: Session) -> Event:
+        """The event the client reports."""
+        return SessionRecoveryFailed(session.id, self.error, self.attempt, True, self.generation)
+
+
+@dataclass(frozen=True, slots=True)
+class LeftDetached:
+    """The strategy kept the session detached (for the application to decide)."""
+
+    reason: str
+    not_found: bool
+    generation: int
+
+    link = SessionLink.DETACHED
+
+    def marker(self, session_id: str) -> RecoveryMarker:
+        """The marker for the session's stream."""
+        return RecoveryMarker(session_id, "kept", reason=self.reason)
+
+    def event(self, session: Session) -> Event:
+        """The event the client reports."""
+        return SessionDetached(session.id, self.reason, self.not_found, self.generation)
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten:
+    """Forgotten for good: the agent does not know it, a strategy said so, or the application did."""
+
+    reason: str
+    via: str | None
+    generation: int
+
+    link = SessionLink.LOST
+
+    def marker(self, session_id: str) -> RecoveryMarker:
+        """The marker for the session's stream (the last item before it ends)."""
+        return RecoveryMarker(session_id, "lost", reason=self.reason)
+
+    def event(self, session: Session) -> Event:
+        """The event the client reports."""
+        return SessionForgotten(session.id, self.reason, self.via, self.generation)
+
+
+@dataclass(frozen=True, slots=True)
+class TakenOver:
+    """Another worker serves the session now. The ownership manager reports ``SessionTakenOver`` itself
+    (it knows the new holder), so this outcome has no event of its own."""
+
+    reason: str
+
+    link = SessionLink.DETACHED
+
+    def marker(self, session_id: str) -> RecoveryMarker:
+        """The marker for the session's stream."""
+        return RecoveryMarker(session_id, "taken_over", reason=self.reason)
+
+    def event(self, session: Session) -> Event | None:
+        """No event (see the class docstring)."""
+        return None
+
+
+Outcome = Reattached | RetryLater | LeftDetached | Forgotten | TakenOver
+
+
+class SessionLinks:
+    """Moves session links for the reconnect layer, and turns each recovery outcome into its link, marker
+    and event in one step (:meth:`apply`)."""
+
+    __slots__ = ("_changed", "_emit")
+
+    def __init__(self, *, emit: Callable[[Event], None], changed: Callable[[], None]) -> None:
+        self._emit = emit
+        self._changed = changed
+
+    def apply(self, session: Session, outcome: Outcome) -> tuple[RecoveryMarker, Event | None]:
+        """Apply ``outcome`` to ``session``: the marker goes into its stream (before the stream ends, for a
+        final outcome), its link moves, the event is reported, and waiters wake. Returns the marker and
+        the event."""
+        marker = outcome.marker(session.id)
+        session._mark(marker)
+        if isinstance(outcome, Forgotten):
+            session._move_link(SessionLink.LOST, error=SessionLost(session.id, outcome.reason))
+        elif isinstance(outcome, TakenOver):
+            text = f"session {session.id} is served by another worker now ({outcome.reason})"
+            loss = ConnectionLost(text, request_sent=True, reason=outcome.reason)
+            session._move_link(SessionLink.DETACHED, loss=loss)
+        elif outcome.link is not None:
+            session._move_link(outcome.link)
+        event = outcome.event(session)
+        if event is not None:
+            self._emit(event)
+        self._changed()
+        return marker, event
+
+    def move(self, session: Session, link: SessionLink) -> None:
+        """Move ``session`` between ``detached``, ``recovering`` and ``closed`` outside of an outcome (a
+        recovery starts, a connection is lost under it, the application closes it); waiters wake."""
+        if session._move_link(link):
+            self._changed()

@@ -1,0 +1,138 @@
+"""A session's link is a state machine: the table, its one writer, and the outcomes that move it."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from acp_client.exceptions import ConnectionLost, SessionLost
+from acp_client.reconnect import SessionDetached, SessionForgotten, SessionRecovered, SessionRecoveryFailed
+from acp_client.reconnect._events import Event
+from acp_client.reconnect._links import Forgotten, LeftDetached, Reattached, RetryLater, SessionLinks, TakenOver
+from acp_client.sessions import LINK_TRANSITIONS, RecoveryMarker, Session, SessionLink, SessionRecord
+
+L = SessionLink
+
+
+class Owner:
+    """A SessionOwner that sends nothing (the link never needs the wire)."""
+
+    protocol_version = 2
+
+    async def _session_request(
+        self, session: Session, method: str, params: dict[str, Any], *, timeout: float | None
+    ) -> Any:
+        raise AssertionError("nothing is sent in these tests")
+
+    async def _session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
+        raise AssertionError("nothing is sent in these tests")
+
+    async def _wait_attached(self, session: Session, method: str, timeout: float) -> float:
+        return timeout
+
+
+def make(link: SessionLink = L.DETACHED) -> Session:
+    session = Session(Owner(), SessionRecord("s1", "/w"))
+    if link is L.ATTACHED:
+        session._move_link(L.ATTACHED, connection_id=1)
+    elif link is not L.DETACHED:
+        if link in (L.FAILED,):
+            session._move_link(L.RECOVERING)
+        session._move_link(link)
+    assert session.link is link
+    return session
+
+
+def test_the_table_has_every_link_and_final_links_have_no_exit() -> None:
+    assert set(LINK_TRANSITIONS) == set(SessionLink)
+    assert LINK_TRANSITIONS[L.LOST] == LINK_TRANSITIONS[L.CLOSED] == frozenset()
+    for targets in LINK_TRANSITIONS.values():
+        assert targets <= set(SessionLink)
+
+
+@pytest.mark.parametrize("old", [L.DETACHED, L.RECOVERING, L.FAILED, L.ATTACHED])
+@pytest.mark.parametrize("new", list(SessionLink))
+def test_every_move_is_checked_against_the_table(old: SessionLink, new: SessionLink) -> None:
+    session = make(old)
+    kwargs: dict[str, Any] = {"connection_id": 2} if new is L.ATTACHED else {}
+    if old is new and new is not L.ATTACHED:
+        assert session._move_link(new, **kwargs) is False  # already there: nothing happens
+    elif new in LINK_TRANSITIONS[old]:
+        assert session._move_link(new, **kwargs) is True
+        assert session.link is new
+    else:
+        with pytest.raises(RuntimeError, match="illegal session link transition"):
+            session._move_link(new, **kwargs)
+        assert session.link is old
+
+
+@pytest.mark.parametrize("final", [L.LOST, L.CLOSED])
+def test_a_final_link_absorbs_every_later_move(final: SessionLink) -> None:
+    session = make(L.RECOVERING)
+    assert session._move_link(final, error=SessionLost("s1", "gone") if final is L.LOST else None)
+    for new in SessionLink:
+        assert session._move_link(new, connection_id=3) is False  # a late answer cannot revive it
+        assert session.link is final
+
+
+def test_attached_needs_a_connection_and_a_reattach_moves_it() -> None:
+    session = make()
+    with pytest.raises(ValueError):
+        session._move_link(L.ATTACHED)
+    session._move_link(L.ATTACHED, connection_id=1)
+    assert session._attached_to(1)
+    session._move_link(L.ATTACHED, connection_id=2)
+    assert session._attached_to(2) and not session._attached_to(1)
+
+
+async def test_a_loss_fails_the_waiting_turn_and_forgets_the_state() -> None:
+    session = make(L.ATTACHED)
+    session._apply_snapshot("running")
+    waiter: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+    session._turn_waiters.append(waiter)
+    session._move_link(L.DETACHED, loss=ConnectionLost("gone"))
+    assert session.link is L.DETACHED and session.state is None
+    with pytest.raises(ConnectionLost) as caught:
+        waiter.result()
+    assert caught.value.request_sent
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self.wakes = 0
+
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+
+    def changed(self) -> None:
+        self.wakes += 1
+
+
+async def test_each_outcome_gives_its_link_marker_and_event_in_one_step() -> None:
+    sink = Sink()
+    links = SessionLinks(emit=sink.emit, changed=sink.changed)
+    cases: list[tuple[Any, SessionLink, str, type | None]] = [
+        (RetryLater("OSError: x", 2, 5), L.FAILED, "failed", SessionRecoveryFailed),
+        (LeftDetached("kept", True, 5), L.DETACHED, "kept", SessionDetached),
+        (TakenOver("lease_expired"), L.DETACHED, "taken_over", None),
+        (Forgotten("unknown", "session/status", 5), L.LOST, "lost", SessionForgotten),
+    ]
+    for outcome, link, marker_outcome, event_type in cases:
+        session = make(L.RECOVERING)
+        updates = session.updates()
+        marker, event = links.apply(session, outcome)
+        assert session.link is link
+        assert isinstance(marker, RecoveryMarker) and marker.outcome == marker_outcome
+        assert (await updates.__anext__()) == marker  # the marker is in the stream (before its end if final)
+        if event_type is None:
+            assert event is None
+        else:
+            assert isinstance(event, event_type) and sink.events[-1] is event
+    assert sink.wakes == len(cases)
+    session = make(L.ATTACHED)
+    marker, event = links.apply(session, Reattached("reattached", "resume", False, False, None, 5, "stream_resumed"))
+    assert session.link is L.ATTACHED and marker.path == "stream_resumed"
+    assert isinstance(event, SessionRecovered) and event.path == "stream_resumed"
