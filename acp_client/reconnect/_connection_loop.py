@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from acp_client.reconnect._events import EventBus
     from acp_client.reconnect._ownership import SessionOwnership
     from acp_client.reconnect._recoverer import SessionRecoverer
+    from acp_client.reconnect.options import RecoveryPolicy, Timeouts
     from acp_client.sessions import SessionRegistry
     from acp_client.transports import TransportOptions
 
@@ -45,15 +46,13 @@ class ConnectionLoop:
     _handlers: ClientHandlers
     _protocol_option: ProtocolVersionOption
     _options: TransportOptions
-    _request_timeout: float | None
-    _initialize_timeout: float | None
+    _timeouts: Timeouts
+    _policy: RecoveryPolicy
     _client_info: Mapping[str, str] | None
     _clock: Clock
     _backoff: Backoff
     _breaker: CrashLoopBreaker
     _classify: Classifier
-    _stable_after: float
-    _suspended_interval: float
     _registry: SessionRegistry
     _bus: EventBus
     _ownership: SessionOwnership | None
@@ -147,7 +146,7 @@ class ConnectionLoop:
                     return
                 attempt = 0
                 continue
-            if lived >= self._stable_after:
+            if lived >= self._policy.stable_after:
                 attempt = 0
             attempt += 1
             await self._pause(self._backoff.delay(attempt, verdict.retry_after), verdict.reason, attempt, generation)
@@ -164,8 +163,8 @@ class ConnectionLoop:
             self._fail(error)
             return False
         self._failure = error
-        self._set_state(ClientState.SUSPENDED, reason=error.reason, delay=self._suspended_interval, error=error)
-        await self._wait(self._suspended_interval)
+        self._set_state(ClientState.SUSPENDED, reason=error.reason, delay=self._policy.suspended_interval, error=error)
+        await self._wait(self._policy.suspended_interval)
         self._failure = None
         return True
 
@@ -201,8 +200,7 @@ class ConnectionLoop:
             factory,
             handlers=self._handlers,
             protocol_version=self._protocol_option,
-            request_timeout=self._request_timeout,
-            initialize_timeout=self._initialize_timeout,
+            timeouts=self._timeouts,
             client_info=self._client_info,
             registry=self._registry,
             session_owner=self,

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from acp_client.reconnect._events import EventBus
     from acp_client.reconnect._recoverer import SessionRecoverer
     from acp_client.reconnect._store_writer import StoreWriter
+    from acp_client.reconnect.options import Timeouts
     from acp_client.sessions import SessionRegistry
 
 __all__ = ["RecoveryControl"]
@@ -36,7 +37,7 @@ class RecoveryControl:
     _strategy: RecoveryStrategy
     _strategies: dict[str, RecoveryStrategy]
     _generation: int
-    _session_wait_timeout: float
+    _timeouts: Timeouts
     _client: ACPClient | None
 
     def _notify_changed(self) -> None:
@@ -96,10 +97,10 @@ class RecoveryControl:
         if session is None:
             raise SessionLost(session_id, "not known to this client")
         self._check_serving(session)  # another worker serves it: LeaseLost, never re-attached from here
-        await self.wait_ready(timeout=self._session_wait_timeout)
+        await self.wait_ready(timeout=self._timeouts.session_wait)
         client = await self._require_client()
         if not session._attached_to(client.connection.id):
-            async with asyncio.timeout(self._session_wait_timeout):
+            async with asyncio.timeout(self._timeouts.session_wait):
                 await self._recoverer.recover_now(client, session, self._generation)
         session._check_usable()
         if not session._attached_to(client.connection.id):

@@ -125,12 +125,12 @@ class ClientHost:
         detached = [s for s in sessions if not s._attached_to(live.connection.id)]
         attached = [s for s in sessions if s._attached_to(live.connection.id)]
         if attached and live.supports("status"):
-            limit = asyncio.Semaphore(8)
+            limit = asyncio.Semaphore(client._limits.probe_concurrency)
 
             async def probe(session: Session) -> None:
                 async with limit:
                     try:
-                        await live.session_status(session.id, timeout=10.0)
+                        await live.session_status(session.id, timeout=client._timeouts.probe)
                     except SessionNotFound:
                         await client._forget_session(session, "unknown", "session/status")
                     except Exception as exc:  # the link, a timeout: the next reconnect probes it anyway

@@ -29,6 +29,7 @@ from acp_client.sessions import Session, SessionLink
 if TYPE_CHECKING:
     from acp_client.reconnect._recoverer import SessionRecoverer
     from acp_client.reconnect._store_writer import StoreWriter
+    from acp_client.reconnect.options import Timeouts
     from acp_client.reconnect.strategy import RecoveryStrategy
     from acp_client.sessions import SessionRegistry
 
@@ -50,7 +51,7 @@ class SessionAPI:
     _failure: ReconnectFailed | None
     _wait_for_ready: bool
     _task: asyncio.Task[None] | None
-    _session_wait_timeout: float
+    _timeouts: Timeouts
     _recoverer: SessionRecoverer
     _registry: SessionRegistry
     _writer: StoreWriter
@@ -97,7 +98,7 @@ class SessionAPI:
 
     async def _require_client(self) -> ACPClient:
         try:
-            async with asyncio.timeout(self._session_wait_timeout):
+            async with asyncio.timeout(self._timeouts.session_wait):
                 while True:
                     changed = self._changed_event()
                     live = self._usable_client()
@@ -106,12 +107,12 @@ class SessionAPI:
                     await changed.wait()
         except TimeoutError:
             raise NotConnected(
-                f"no connection to the agent within {self._session_wait_timeout:g} s ({self.state.value})"
+                f"no connection to the agent within {self._timeouts.session_wait:g} s ({self.state.value})"
             ) from None
 
     async def _attached_client(self, session: Session, method: str) -> ACPClient:
         try:
-            async with asyncio.timeout(self._session_wait_timeout):
+            async with asyncio.timeout(self._timeouts.session_wait):
                 while True:
                     changed = self._changed_event()
                     session._check_usable()
@@ -125,7 +126,7 @@ class SessionAPI:
                     await changed.wait()
         except TimeoutError:
             raise NotConnected(
-                f"session {session.id} was not re-attached within {self._session_wait_timeout:g} s: "
+                f"session {session.id} was not re-attached within {self._timeouts.session_wait:g} s: "
                 f"{method} was never sent"
             ) from None
 
@@ -214,7 +215,7 @@ class SessionAPI:
             return await call(await self._require_client())
         except ConnectionLost:
             log.info("acp.idempotent_call_retried", generation=self._generation)
-            await self.wait_ready(timeout=self._session_wait_timeout)  # the next connection, not this one
+            await self.wait_ready(timeout=self._timeouts.session_wait)  # the next connection, not this one
             return await call(await self._require_client())
 
     async def session_status(
