@@ -257,3 +257,20 @@ async def test_the_probe_timeout_bounds_the_status_probe_and_the_replay_silence_
         finally:
             await client.aclose()
             await rec.close()
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [
+        ("outage_timeout", 0),
+        ("connect_timeout", -1),
+        ("max_backoff", None),
+        ("ping_interval", 0),
+        ("max_frame_bytes", 0),
+    ],
+)
+def test_the_bridge_options_are_checked_when_built(field: str, bad: object) -> None:
+    from acp_client.bridge import BridgeOptions
+
+    with pytest.raises(UsageError, match=rf"^BridgeOptions\.{field} must be "):
+        BridgeOptions("ws://127.0.0.1:1/acp", **{field: bad})  # type: ignore[arg-type]
