@@ -25,13 +25,13 @@ from typing import Any
 
 import _common
 
-from acp_client import connect
+from acp_client import TransportOptions, connect
 from acp_client.sessions import SessionUpdate
 
 CLIENTS = (
-    ("WebSocket", "ws", {"compression": None}),
-    ("Streamable HTTP, HTTP/1.1", "http", {"http2": False}),
-    ("Streamable HTTP, h2c", "http", {"http2": "prior_knowledge"}),
+    ("WebSocket", "ws", TransportOptions(ping_interval=None, compression=None)),
+    ("Streamable HTTP, HTTP/1.1", "http", TransportOptions(ping_interval=None, http2=False)),
+    ("Streamable HTTP, h2c", "http", TransportOptions(ping_interval=None, http2="prior_knowledge")),
 )
 
 
@@ -74,7 +74,7 @@ async def main() -> int:
         urls = {"ws": agent.url, "http": "http" + agent.url[2:]}
         clients = []
         for name, scheme, options in CLIENTS:
-            client = await connect(urls[scheme], protocol_version=2, ping_interval=None, **options)
+            client = await connect(urls[scheme], protocol_version=2, transport_options=options)
             session = await client.new_session("/tmp")
             clients.append((name, client, session))
         try:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import _common
 
-from acp_client import ClientState, ReconnectingClient, StateChanged
+from acp_client import ClientState, ReconnectingClient, RecoveryPolicy, StateChanged
 
 WINDOW = 0.1
 STEP_TIMEOUT = 60.0
@@ -64,7 +64,9 @@ class Watch:
 async def run(n: int) -> tuple[list[float], list[float]]:
     async with _common.AgentProcess(2) as agent:
         clients = [
-            ReconnectingClient(agent.url, recovery_start_jitter=0.0, rng=random.Random(seed), breaker=None)
+            ReconnectingClient(
+                agent.url, policy=RecoveryPolicy(start_jitter=0.0), rng=random.Random(seed), breaker=None
+            )
             for seed in range(n)
         ]
         watches = [Watch(c) for c in clients]

@@ -39,8 +39,10 @@ import websockets
 from acp_client import (
     Backoff,
     ClientState,
+    Limits,
     MemorySessionStore,
     ReconnectingClient,
+    RecoveryPolicy,
     SessionLink,
     SessionRecord,
     StateChanged,
@@ -71,10 +73,9 @@ async def ours(agent: _common.AgentProcess, url: str, records: list[SessionRecor
         url,
         store=store,
         protocol_version=2,
-        recovery_start_jitter=0.0,
-        recovery_concurrency=concurrency,  # type: ignore[arg-type]
+        policy=RecoveryPolicy(start_jitter=0.0, concurrency=concurrency),
+        limits=Limits(event_buffer=4 * len(records) + 64),  # type: ignore[arg-type]
         backoff=Backoff(base=0.001),
-        event_buffer=4 * len(records) + 64,
     )
     try:
         await client.start()

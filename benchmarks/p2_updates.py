@@ -41,7 +41,7 @@ import _common
 import websockets
 from websockets.asyncio.client import connect as _WS_CONNECT
 
-from acp_client import SessionUpdate, connect
+from acp_client import SessionUpdate, TransportOptions, connect
 
 SDK_TARGET = 1.5
 RAW_TARGET = 0.7
@@ -73,7 +73,9 @@ class StreamAgentProcess(_common.ChildProcess):
 
 
 async def ours(url: str, n: int, version: int, compression: Compression) -> tuple[float, float]:
-    async with connect(url, protocol_version=version, ping_interval=None, compression=compression) as client:
+    async with connect(
+        url, protocol_version=version, transport_options=TransportOptions(ping_interval=None, compression=compression)
+    ) as client:
         session = await client.new_session(CWD)
         updates = session.updates(maxsize=n + 16)
         got = 0

@@ -28,6 +28,7 @@ from acp_client import (
     CrashLoopBreaker,
     ReconnectingClient,
     StateChanged,
+    TransportOptions,
 )
 
 PING_INTERVAL = 0.5
@@ -40,9 +41,9 @@ async def measure(agent: _common.AgentProcess, reps: int, close_timeout: float) 
     client = ReconnectingClient(
         agent.url,
         protocol_version=2,
-        ping_interval=PING_INTERVAL,
-        ping_timeout=PING_TIMEOUT,
-        close_timeout=close_timeout,
+        transport_options=TransportOptions(
+            ping_interval=PING_INTERVAL, ping_timeout=PING_TIMEOUT, close_timeout=close_timeout
+        ),
         backoff=Backoff(base=0.001),
         # the drops are deliberate: keep the crash-loop breaker (5 short-lived connections → FAILED) out of it
         breaker=CrashLoopBreaker(threshold=1_000_000),

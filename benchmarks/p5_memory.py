@@ -25,7 +25,7 @@ import tracemalloc
 
 import _common
 
-from acp_client import Backoff, ClientState, ReconnectingClient, SessionLink, StateChanged
+from acp_client import Backoff, ClientState, ReconnectingClient, RecoveryPolicy, SessionLink, StateChanged
 from acp_client.sessions import Transcript
 
 TARGET = 4096
@@ -81,7 +81,9 @@ async def main() -> int:
     n = 1000 if args.quick else 10_000
     async with _common.AgentProcess(2) as agent:
         tracemalloc.start(1)
-        client = ReconnectingClient(agent.url, protocol_version=2, backoff=Backoff(base=0.001), stable_after=0.0)
+        client = ReconnectingClient(
+            agent.url, protocol_version=2, backoff=Backoff(base=0.001), policy=RecoveryPolicy(stable_after=0.0)
+        )
         try:
             async with asyncio.timeout(STEP_TIMEOUT):
                 await client.start()

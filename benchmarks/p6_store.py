@@ -30,7 +30,7 @@ from pathlib import Path
 
 import _common
 
-from acp_client import Backoff, ReconnectingClient, SessionLink, SessionRecord
+from acp_client import Backoff, Limits, ReconnectingClient, RecoveryPolicy, SessionLink, SessionRecord
 from acp_client.sessions import RedisSessionStore, SQLiteSessionStore
 from acp_client.testing.redis_server import RedisServer
 
@@ -79,9 +79,9 @@ async def recover(agent_url: str, store: object, n: int) -> float:
         agent_url,
         store=store,  # type: ignore[arg-type]
         protocol_version=2,
-        recovery_start_jitter=0.0,
+        policy=RecoveryPolicy(start_jitter=0.0),
+        limits=Limits(event_buffer=4 * n + 64),
         backoff=Backoff(base=0.001),
-        event_buffer=4 * n + 64,
     )
     t0 = time.perf_counter()
     try:

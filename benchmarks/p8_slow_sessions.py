@@ -24,7 +24,15 @@ import time
 
 import _common
 
-from acp_client import MemorySessionStore, ReconnectingClient, SessionRecord, SessionRecovered
+from acp_client import (
+    Limits,
+    MemorySessionStore,
+    ReconnectingClient,
+    RecoveryPolicy,
+    SessionRecord,
+    SessionRecovered,
+    Timeouts,
+)
 
 RECOVERY_TIMEOUT = 1.0
 EXTRA_TARGET = 1.5  # seconds beyond "healthy alone" allowed: the slow sessions' own timeout plus slack
@@ -108,9 +116,9 @@ async def measure(url: str, ids: list[str]) -> float:
     client = ReconnectingClient(
         url,
         store=store,
-        recovery_timeout=RECOVERY_TIMEOUT,
-        recovery_start_jitter=0.0,
-        event_buffer=8 * len(ids) + 64,
+        timeouts=Timeouts(replay_silence=RECOVERY_TIMEOUT),
+        policy=RecoveryPolicy(start_jitter=0.0),
+        limits=Limits(event_buffer=8 * len(ids) + 64),
     )
     events = client.events()
     done = asyncio.Event()

@@ -38,6 +38,7 @@ from acp_client import (
     ClientState,
     DefaultStrategy,
     ReconnectingClient,
+    RecoveryPolicy,
     RedisSessionStore,
     SessionLink,
     SessionRecovered,
@@ -89,7 +90,7 @@ async def single() -> int:
             agent.url,
             strategy=DefaultStrategy(replay=False),
             backoff=Backoff(base=0.05, cap=0.5),
-            recovery_start_jitter=0.0,
+            policy=RecoveryPolicy(start_jitter=0.0),
         )
         log = EventLog(client)
         try:
@@ -141,7 +142,10 @@ async def worker(agent_url: str, redis_url: str, namespace: str, owner: str) -> 
     """One worker process: its own conversations, plus the ones it adopts from a dead worker."""
     store = RedisSessionStore(redis_url, namespace=namespace, owner_id=owner, lease_ttl=LEASE_TTL)
     client = ReconnectingClient(
-        agent_url, store=store, strategy=DefaultStrategy(replay=False), recovery_start_jitter=0.0
+        agent_url,
+        store=store,
+        strategy=DefaultStrategy(replay=False),
+        policy=RecoveryPolicy(start_jitter=0.0),
     )
     events = client.events()
 

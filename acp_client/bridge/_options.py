@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from acp_client.client.options import check_count, check_seconds
 from acp_client.reconnect.strategy import Action, Capabilities, DefaultStrategy, Forget, Reattach, StatusProbe
 from acp_client.sessions import SessionRecord
 
@@ -29,7 +30,10 @@ class BridgeOptions:
     ``outage_timeout`` bounds how long an editor request waits for the link to come back;
     ``connect_timeout`` bounds reaching the remote when the editor initializes (then the bridge exits);
     ``ping_interval``/``ping_timeout`` set the liveness check that notices a silent (half-open) drop;
-    ``max_backoff`` caps the wait between reconnect attempts (an editor request also cuts a wait short).
+    ``max_backoff`` caps the wait between reconnect attempts (an editor request also cuts a wait short);
+    ``max_frame_bytes`` bounds one message from the remote. The bridge hands them to the client's
+    :class:`~acp_client.Timeouts` and :class:`~acp_client.TransportOptions`; an invalid value is a
+    :class:`~acp_client.exceptions.UsageError` here already, naming the field.
     """
 
     url: str = field(repr=False)  # may carry a token in its query
@@ -41,6 +45,13 @@ class BridgeOptions:
     ping_timeout: float | None = 10.0
     max_backoff: float = 5.0
     max_frame_bytes: int = 16 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name in ("outage_timeout", "connect_timeout", "max_backoff"):
+            check_seconds("BridgeOptions", name, getattr(self, name))
+        for name in ("ping_interval", "ping_timeout"):
+            check_seconds("BridgeOptions", name, getattr(self, name), optional=True)
+        check_count("BridgeOptions", "max_frame_bytes", self.max_frame_bytes)
 
     def __repr__(self) -> str:
         return (

@@ -19,9 +19,9 @@ from acp_client.bridge._options import BridgeOptions, BridgeStrategy
 from acp_client.bridge._tap import RawTap
 from acp_client.client import ACPClient
 from acp_client.exceptions import InvalidRequest
-from acp_client.reconnect import Backoff, ClientState, ReconnectingClient, SessionForgotten, StateChanged
+from acp_client.reconnect import Backoff, ClientState, ReconnectingClient, SessionForgotten, StateChanged, Timeouts
 from acp_client.sessions import Session, SessionRecord, SessionStore
-from acp_client.transports import Transport
+from acp_client.transports import Transport, TransportOptions
 
 log = get_logger("acp_client.bridge")
 
@@ -121,16 +121,16 @@ class RemoteSide:
             store=_HookedStore(store, adopter.adopt_saved),
             strategy=BridgeStrategy(),
             backoff=Backoff(base=0.25, cap=options.max_backoff),
-            close_timeout=2.0,
             protocol_version=protocol,
-            headers=list(options.headers) or None,
-            open_timeout=min(10.0, options.connect_timeout),
-            max_frame_bytes=options.max_frame_bytes,
-            request_timeout=None,
-            initialize_timeout=options.connect_timeout,
-            ping_interval=options.ping_interval,
-            ping_timeout=options.ping_timeout,
-            session_wait_timeout=options.outage_timeout,
+            timeouts=Timeouts(request=None, initialize=options.connect_timeout, session_wait=options.outage_timeout),
+            transport_options=TransportOptions(
+                headers=list(options.headers) or None,
+                open_timeout=min(10.0, options.connect_timeout),
+                close_timeout=2.0,
+                ping_interval=options.ping_interval,
+                ping_timeout=options.ping_timeout,
+                max_frame_bytes=options.max_frame_bytes,
+            ),
             wait_for_ready=True,
             on_auth_required=self._reauthenticate,
             client_info=client_info,

@@ -38,7 +38,9 @@ from acp_client.cli._console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Style, er
 from acp_client.client import ACPClient
 from acp_client.client._connect import connect
 from acp_client.exceptions import ACPError, RPCError, SessionNotFound, TransportError, UsageError
+from acp_client.reconnect import Timeouts
 from acp_client.sessions import SessionRecord
+from acp_client.transports import TransportOptions
 
 __all__ = ["COMMANDS", "Command", "main"]
 
@@ -110,7 +112,10 @@ def _check_urls(urls: Sequence[str]) -> int | None:
 
 
 def _connect_options(timeout: float) -> dict[str, Any]:
-    return {"open_timeout": timeout, "initialize_timeout": timeout, "request_timeout": timeout}
+    return {
+        "transport_options": TransportOptions(open_timeout=timeout),
+        "timeouts": Timeouts(initialize=timeout, request=timeout),
+    }
 
 
 # ---------------------------------------------------------------------- status

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from acp_client import RecoveryPolicy
 from acp_client.cli._console import EXIT_FAILURE, EXIT_OK, Style, error, short_id
 from acp_client.exceptions import ConnectionLost
 from acp_client.reconnect import (
@@ -164,8 +165,7 @@ class _Demo:
                 url,
                 protocol_version=1 if self.protocol == 1 else 2,
                 backoff=Backoff(base=0.1, cap=1.0),
-                recovery_start_jitter=0.0,
-                stable_after=0.0,
+                policy=RecoveryPolicy(start_jitter=0.0, stable_after=0.0),
             )
             self._spawn(self._watch_events(client.events()), "demo-events")
             try:

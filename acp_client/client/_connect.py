@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
-from typing import Any, Literal, TypeAlias
+from typing import Any, TypeAlias
 
 from acp_client._logging import get_logger
 from acp_client.client import ACPClient, ProtocolVersionOption
+from acp_client.client.options import Destination, Timeouts, fold_flat_keywords
 from acp_client.exceptions import UnsupportedProtocolVersion, UsageError
 from acp_client.handlers import ClientHandlers
 from acp_client.sessions import SessionOwner, SessionRegistry
-from acp_client.transports import CookieJar, Transport, TransportKind, TransportOptions
-from acp_client.transports.options import HeadersLike, HeadersProvider
+from acp_client.transports import Transport, TransportOptions
+from acp_client.transports.options import TRANSPORT_FIELDS
 
-__all__ = ["Connector", "Target", "connect", "open_transport"]
+__all__ = ["CONNECT_FLAT_KEYWORDS", "Connector", "Target", "check_protocol_version", "connect", "open_transport"]
 
 log = get_logger("acp_client.client")
 
@@ -52,17 +53,12 @@ async def open_transport(target: Target, options: TransportOptions | None = None
     if isinstance(target, str) and "://" in target:
         scheme = target.split("://", 1)[0]
         raise UsageError(f"unsupported URL scheme in {scheme!r}: use ws://, wss://, http://, https:// or a command")
-    from acp_client.transports.stdio import spawn_stdio
+    from acp_client.transports.stdio import open_stdio
 
     argv = shlex.split(target) if isinstance(target, str) else list(target)
     if not argv:
         raise UsageError("an empty command cannot be spawned")
-    return await spawn_stdio(
-        argv,
-        max_frame_bytes=options.max_frame_bytes,
-        env=options.stdio_env,
-        cwd=options.stdio_cwd,
-    )
+    return await open_stdio(argv, options)
 
 
 class Connector:
@@ -79,8 +75,7 @@ class Connector:
         options: TransportOptions | None = None,
         handlers: ClientHandlers | None = None,
         protocol_version: ProtocolVersionOption = "auto",
-        request_timeout: float | None = 30.0,
-        initialize_timeout: float | None = 10.0,
+        timeouts: Timeouts | None = None,
         client_info: Mapping[str, str] | None = None,
         registry: SessionRegistry | None = None,
         session_owner: SessionOwner | None = None,
@@ -90,8 +85,7 @@ class Connector:
         self._options = options if options is not None else TransportOptions()
         self._handlers = handlers
         self._protocol_version = protocol_version
-        self._request_timeout = request_timeout
-        self._initialize_timeout = initialize_timeout
+        self._timeouts = timeouts if timeouts is not None else Timeouts()
         self._client_info = client_info
         self._registry = registry
         self._session_owner = session_owner
@@ -139,16 +133,30 @@ class Connector:
             client_info=self._client_info,
             registry=self._registry,
             session_owner=self._session_owner,
-            request_timeout=self._request_timeout,
+            request_timeout=self._timeouts.request,
             generation=self._generation,
         )
         try:
             await client.connection.start()
-            await client.initialize(offer, timeout=self._initialize_timeout)
+            await client.initialize(offer, timeout=self._timeouts.initialize)
         except BaseException:
             await client.aclose()
             raise
         return client
+
+
+#: Where each deprecated flat keyword of :func:`connect` goes (``transport_options`` or ``timeouts``).
+CONNECT_FLAT_KEYWORDS: dict[str, tuple[Destination, ...]] = {
+    **{name: (("transport_options", name, 1.0),) for name in TRANSPORT_FIELDS},
+    "request_timeout": (("timeouts", "request", 1.0),),
+    "initialize_timeout": (("timeouts", "initialize", 1.0),),
+}
+
+
+def check_protocol_version(value: object) -> None:
+    """Raise :class:`UsageError` unless ``value`` is a ``protocol_version`` option: 1, 2 or ``"auto"``."""
+    if value not in (1, 2, "auto") or isinstance(value, bool):
+        raise UsageError(f"protocol_version must be 1, 2 or 'auto', not {value!r}")
 
 
 def connect(
@@ -156,53 +164,44 @@ def connect(
     *,
     handlers: ClientHandlers | None = None,
     protocol_version: ProtocolVersionOption = "auto",
-    headers: HeadersLike | HeadersProvider | None = None,
-    cookies: CookieJar | None = None,
-    ssl: Any = None,
-    request_timeout: float | None = 30.0,
-    open_timeout: float | None = 10.0,
-    initialize_timeout: float | None = 10.0,
-    ping_interval: float | None = 20.0,
-    ping_timeout: float | None = 20.0,
-    close_timeout: float = 10.0,
-    max_frame_bytes: int = 16 * 1024 * 1024,
-    compression: str | None = "deflate",
-    transport: TransportKind = None,
-    http2: bool | Literal["prior_knowledge"] = True,
-    stdio_env: Mapping[str, str] | None = None,
-    stdio_cwd: str | None = None,
+    timeouts: Timeouts | None = None,
+    transport_options: TransportOptions | None = None,
     client_info: Mapping[str, str] | None = None,
+    **deprecated: object,
 ) -> Connector:
     """Connect to an agent and initialize; returns a :class:`Connector` (await it or ``async with`` it).
 
-    ``protocol_version``: ``1``, ``2`` or ``"auto"`` (offer v2 v2-shaped, accept an answer of 1; when the
-    handlers implement v1-only capabilities such as ``fs`` or ``terminal``, initialize again v1-shaped on a
-    fresh connection so the agent learns them). ``headers`` may be a mapping or a zero-argument callable
-    (sync or async) called before every connection attempt, e.g. to fetch a fresh token. Timeouts are float
-    seconds; ``None`` disables one. The transport keywords are gathered into one
-    :class:`~acp_client.transports.TransportOptions` (see it for each one's meaning).
+    ``target``: see :data:`Target`. ``handlers`` (default: a plain :class:`ClientHandlers`) answer the
+    agent's requests. ``protocol_version``: ``1``, ``2`` or ``"auto"`` (the default: offer v2 v2-shaped,
+    accept an answer of 1; when the handlers implement v1-only capabilities such as ``fs`` or ``terminal``,
+    initialize again v1-shaped on a fresh connection so the agent learns them). ``timeouts`` (default
+    ``Timeouts()``): this function reads its ``initialize`` and ``request``.
+    ``transport_options`` (default ``TransportOptions()``): headers,
+    cookies, TLS, the link's own timeouts, frame bound, transport kind, a stdio agent's environment.
+    ``client_info`` (default: this SDK's name and version) is sent as ``clientInfo``.
+
+    The flat keywords of earlier releases (``headers=``, ``request_timeout=`` ...) still work, folded into
+    those objects, and warn with :class:`DeprecationWarning`; they go away in the next release.
     """
-    options = TransportOptions(
-        headers=headers,
-        cookies=cookies if cookies is not None else CookieJar(),
-        ssl=ssl,
-        open_timeout=open_timeout,
-        ping_interval=ping_interval,
-        ping_timeout=ping_timeout,
-        close_timeout=close_timeout,
-        max_frame_bytes=max_frame_bytes,
-        compression=compression,  # type: ignore[arg-type]
-        transport=transport,
-        http2=http2,
-        stdio_env=stdio_env,
-        stdio_cwd=stdio_cwd,
-    )
+    check_protocol_version(protocol_version)
+    if timeouts is not None and not isinstance(timeouts, Timeouts):
+        raise UsageError(f"timeouts must be a Timeouts, not {type(timeouts).__name__}")
+    if transport_options is not None and not isinstance(transport_options, TransportOptions):
+        raise UsageError(f"transport_options must be a TransportOptions, not {type(transport_options).__name__}")
+    objects: dict[str, Timeouts | TransportOptions] = {
+        "timeouts": timeouts if timeouts is not None else Timeouts(),
+        "transport_options": transport_options if transport_options is not None else TransportOptions(),
+    }
+    if deprecated:
+        objects = fold_flat_keywords("connect", deprecated, CONNECT_FLAT_KEYWORDS, objects)
+    folded_timeouts = objects["timeouts"]
+    folded_options = objects["transport_options"]
+    assert isinstance(folded_timeouts, Timeouts) and isinstance(folded_options, TransportOptions)
     return Connector(
         target,
-        options=options,
+        options=folded_options,
         handlers=handlers,
         protocol_version=protocol_version,
-        request_timeout=request_timeout,
-        initialize_timeout=initialize_timeout,
+        timeouts=folded_timeouts,
         client_info=client_info,
     )

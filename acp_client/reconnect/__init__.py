@@ -20,6 +20,7 @@ from acp_client.reconnect._events import (
     StateChanged,
 )
 from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
+from acp_client.reconnect.options import Limits, RecoveryPolicy, Timeouts
 
 __all__ = [
     "LEGAL_TRANSITIONS",
@@ -33,7 +34,9 @@ __all__ = [
     "Event",
     "EventsDropped",
     "FixedLimit",
+    "Limits",
     "ReconnectingClient",
+    "RecoveryPolicy",
     "RecoveryRoundFinished",
     "SessionDetached",
     "SessionForgotten",
@@ -43,6 +46,7 @@ __all__ = [
     "SessionStoreReset",
     "SessionTakenOver",
     "StateChanged",
+    "Timeouts",
     "Verdict",
     "classify_error",
 ]

@@ -19,11 +19,12 @@ public methods to them:
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from acp_client.client import ACPClient, ProtocolVersionOption, SessionInfo
-from acp_client.client._connect import Target
+from acp_client.client._connect import Target, check_protocol_version
+from acp_client.client.options import fold_flat_keywords
 from acp_client.exceptions import ClientClosed, ReconnectFailed, UsageError
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
@@ -38,6 +39,7 @@ from acp_client.reconnect._recoverer import SessionRecoverer
 from acp_client.reconnect._session_api import SessionCalls
 from acp_client.reconnect._store_writer import StoreWriter
 from acp_client.reconnect._supervisor import BackgroundTasks, ChangeSignal, ConnectionSupervisor
+from acp_client.reconnect.options import FLAT_KEYWORDS, Limits, RecoveryPolicy, Timeouts
 from acp_client.reconnect.strategy import DefaultStrategy, RecoveryStrategy
 from acp_client.schema import SessionStatusResponse
 from acp_client.sessions import (
@@ -47,8 +49,7 @@ from acp_client.sessions import (
     SessionStore,
     SharedSessionStore,
 )
-from acp_client.transports import CookieJar, Transport, TransportKind, TransportOptions
-from acp_client.transports.options import HeadersLike, HeadersProvider
+from acp_client.transports import Transport, TransportOptions
 
 __all__ = ["ReconnectingClient"]
 
@@ -57,35 +58,104 @@ def _serves_all(session_id: str) -> bool:
     return True
 
 
+_Option = Timeouts | RecoveryPolicy | Limits | TransportOptions
+
+
+def _checked_objects(
+    *, timeouts: object, policy: object, limits: object, transport_options: object
+) -> dict[str, _Option]:
+    """The four option objects (defaults for ``None``); anything else raises :class:`UsageError`."""
+    given = {"timeouts": timeouts, "policy": policy, "limits": limits, "transport_options": transport_options}
+    kinds: dict[str, type[_Option]] = {
+        "timeouts": Timeouts,
+        "policy": RecoveryPolicy,
+        "limits": Limits,
+        "transport_options": TransportOptions,
+    }
+    objects: dict[str, _Option] = {}
+    for name, value in given.items():
+        kind = kinds[name]
+        if value is None:
+            objects[name] = kind()
+        elif isinstance(value, kind):
+            objects[name] = value
+        else:
+            raise UsageError(f"{name} must be a {kind.__name__}, not {type(value).__name__}")
+    return objects
+
+
+def _check_callables(**hooks: object) -> None:
+    for name, hook in hooks.items():
+        if hook is not None and not callable(hook):
+            raise UsageError(f"{name} must be a callable or None, not {hook!r}")
+
+
 class ReconnectingClient:
     """An ACP client that survives dropped links and recovers every session it knows.
 
     Use it as ``async with ReconnectingClient(url) as client:`` (entering waits until the first connection
     is ready, and raises the error if the client gives up its first connection: a fatal verdict, or an
-    agent that keeps dying before it is ever ready; ``ready_timeout`` bounds the wait further). It owns
+    agent that keeps dying before it is ever ready; ``Timeouts.ready`` bounds the wait further). It owns
     one connection at a time and runs an explicit state machine (:class:`ClientState`), reported by
     :meth:`events` and as log events named ``acp.<event>``.
 
     After every (re)connect each known session is probed with ``session/status`` (when advertised) and
-    handed to the recovery ``strategy`` (default :class:`~acp_client.reconnect.strategy.DefaultStrategy`).
-    ``recovery_concurrency`` bounds the recovery requests in flight: ``"adaptive"`` (default) grows while
-    answers stay fast and shrinks on slowness and errors; an int fixes it. ``recovery_timeout`` is the
-    silence after which an attempt is given up (a replay that keeps streaming is never cut off; add
-    ``recovery_deadline`` for an overall cap); failed attempts are retried with backoff, ``recovery_tries``
-    of them inside the recovery round, then in the background while the connection lives.
-    ``unknown_session_codes`` are the error codes read as "the agent does not know this session" (default
-    ``{-32002}``; real agents also answer -32602/-32603, which are then checked against ``session/list``).
+    handed to the recovery ``strategy``; failed attempts are retried with backoff while the connection
+    lives. A connection that keeps dying soon after it became ready trips the ``breaker``: the client is
+    then ``SUSPENDED`` and retries every ``RecoveryPolicy.suspended_interval`` seconds. ``FAILED`` is kept
+    for fatal verdicts (auth refused, HTTP 4xx other than 408/425/429, the agent executable missing, no
+    common version). ``reconnect_now()`` re-arms either at once.
 
-    A connection that keeps dying soon after it became ready trips the ``breaker``: the client is then
-    ``SUSPENDED`` and retries every ``suspended_interval`` seconds. ``FAILED`` is kept for fatal verdicts
-    (auth refused, HTTP 4xx other than 408/425/429, the agent executable missing, no common version).
-    ``reconnect_now()`` re-arms either at once.
+    Keywords, grouped the way websockets' ``connect()`` groups its own (every one is optional):
 
-    Sessions are kept in ``store`` (memory by default; :class:`~acp_client.sessions.SQLiteSessionStore`
-    survives process restarts); a store that fails never fails a recovery. Transport keywords (``headers``
-    ... ``stdio_cwd``; ``stdio_env``/``stdio_cwd`` are the environment and working directory of a spawned
-    agent) are gathered into one :class:`~acp_client.transports.TransportOptions`. Timing
-    options are float seconds. ``clock`` and ``rng`` are injectable for tests.
+    What it talks to:
+        ``target``: a ``ws(s)://`` or ``http(s)://`` URL, a command (string or argv list) to spawn over
+        stdio, or a zero-argument coroutine function returning a transport (not an open transport: the
+        client must be able to reopen it). ``handlers`` (default: a plain :class:`ClientHandlers`) answer
+        the agent's requests. ``protocol_version``: ``1``, ``2`` or ``"auto"`` (default). ``client_info``
+        (default: this SDK's name and version) is sent as ``clientInfo``.
+
+    Sessions and their recovery:
+        ``store`` (default :class:`~acp_client.sessions.MemorySessionStore`; a
+        :class:`~acp_client.sessions.SQLiteSessionStore` survives process restarts, a shared store such
+        as ``RedisSessionStore`` lets several workers split the sessions) keeps the session records; a
+        store that fails never fails a recovery. ``strategy`` (default
+        :class:`~acp_client.reconnect.strategy.DefaultStrategy`) decides resume, load, keep or forget per
+        session. ``policy`` (default ``RecoveryPolicy()``): concurrency, tries, start jitter,
+        unknown-session codes, backoff reset, suspended retry interval. ``should_own`` (default: every
+        session; needs a shared store) says which sessions this worker serves.
+
+    Timing and bounds:
+        ``timeouts`` (default ``Timeouts()``): one setting per wait (initialize, request,
+        probe, strategy, replay silence, recovery deadline, list check, session wait, ready).
+        ``limits`` (default ``Limits()``): the event buffer per reader, the reconcile
+        probes in flight.
+
+    Transport:
+        ``transport_options`` (default ``TransportOptions()``):
+        headers, cookies, TLS, the link's own timeouts (open, ping, close), the frame bound, compression,
+        the transport kind, HTTP/2, a stdio agent's environment and directory. One object is shared by
+        every connection of this client (and its cookie jar with it).
+
+    Reconnecting:
+        ``backoff`` (default ``Backoff()``) paces reconnects, recovery retries and store
+        retries. ``breaker`` (default ``CrashLoopBreaker()``) suspends a client whose
+        connections keep dying young. ``classifier`` (default
+        :func:`~acp_client.reconnect.classify_error`) reads an error as retry or fatal.
+        ``on_auth_required`` (default ``None``), a coroutine function called with the live
+        :class:`ACPClient` once when the agent answers "auth required" during a recovery, may
+        authenticate. ``wait_for_ready`` (default ``False``): session calls made while the client is
+        reconnecting wait for the next connection (up to ``Timeouts.session_wait``) instead of raising
+        :class:`~acp_client.exceptions.NotConnected` at once.
+
+    Testing:
+        ``clock`` (default: the event loop's) and ``rng`` (default: a fresh :class:`random.Random`) are
+        injectable.
+
+    Every invalid value raises :class:`~acp_client.exceptions.UsageError` when the client (or the option
+    object) is built. The flat keywords of earlier releases (``request_timeout=``, ``recovery_tries=``,
+    ``headers=`` ...) still work, folded into these objects, and warn with :class:`DeprecationWarning`;
+    they go away in the next release (``docs/design.md`` lists where each one went).
     """
 
     def __init__(
@@ -93,73 +163,48 @@ class ReconnectingClient:
         target: Target,
         *,
         handlers: ClientHandlers | None = None,
+        protocol_version: ProtocolVersionOption = "auto",
+        client_info: Mapping[str, str] | None = None,
         store: SessionStore | None = None,
         strategy: RecoveryStrategy | None = None,
-        protocol_version: ProtocolVersionOption = "auto",
-        headers: HeadersLike | HeadersProvider | None = None,
-        cookies: CookieJar | None = None,
-        ssl: Any = None,
-        request_timeout: float | None = 30.0,
-        open_timeout: float | None = 10.0,
-        initialize_timeout: float | None = 10.0,
-        ping_interval: float | None = 20.0,
-        ping_timeout: float | None = 20.0,
-        close_timeout: float = 10.0,
-        max_frame_bytes: int = 16 * 1024 * 1024,
-        compression: Literal["deflate"] | None = "deflate",
-        transport: TransportKind = None,
-        http2: bool | Literal["prior_knowledge"] = True,
-        stdio_env: Mapping[str, str] | None = None,
-        stdio_cwd: str | None = None,
+        policy: RecoveryPolicy | None = None,
+        should_own: Callable[[str], bool] | None = None,
+        timeouts: Timeouts | None = None,
+        limits: Limits | None = None,
+        transport_options: TransportOptions | None = None,
         backoff: Backoff | None = None,
         breaker: CrashLoopBreaker | None = None,
         classifier: Classifier = classify_error,
-        stable_after: float = 10.0,
-        suspended_interval: float = 30.0,
-        recovery_concurrency: int | Literal["adaptive"] = "adaptive",
-        recovery_timeout: float = 10.0,
-        recovery_deadline: float | None = None,
-        recovery_tries: int = 3,
-        recovery_start_jitter: float = 0.25,
-        unknown_session_codes: Iterable[int] = (-32002,),
-        session_wait_timeout: float = 30.0,
-        wait_for_ready: bool = False,
-        ready_timeout: float | None = None,
         on_auth_required: Callable[[ACPClient], Awaitable[None]] | None = None,
+        wait_for_ready: bool = False,
         clock: Clock | None = None,
         rng: random.Random | None = None,
-        client_info: Mapping[str, str] | None = None,
-        event_buffer: int = 1024,
-        should_own: Callable[[str], bool] | None = None,
+        **deprecated: object,
     ) -> None:
         if isinstance(target, Transport):
             raise UsageError("a ReconnectingClient needs something it can reopen: a URL, a command or a factory")
-        if isinstance(target, Transport):
-            raise UsageError("a ReconnectingClient needs something it can reopen: a URL, a command or a factory")
-        self._options = TransportOptions(
-            headers=headers,
-            cookies=cookies if cookies is not None else CookieJar(),
-            ssl=ssl,
-            open_timeout=open_timeout,
-            ping_interval=ping_interval,
-            ping_timeout=ping_timeout,
-            close_timeout=close_timeout,
-            max_frame_bytes=max_frame_bytes,
-            compression=compression,
-            transport=transport,
-            http2=http2,
-            stdio_env=stdio_env,
-            stdio_cwd=stdio_cwd,
-            on_stream_resumed=self._stream_resumed,
-        )
-        self._ready_timeout = ready_timeout
+        check_protocol_version(protocol_version)
+        objects = _checked_objects(timeouts=timeouts, policy=policy, limits=limits, transport_options=transport_options)
+        if deprecated:
+            objects = fold_flat_keywords("ReconnectingClient", deprecated, FLAT_KEYWORDS, objects)
+        _check_callables(classifier=classifier, on_auth_required=on_auth_required, should_own=should_own)
+        if not isinstance(wait_for_ready, bool):
+            raise UsageError(f"wait_for_ready must be True or False, not {wait_for_ready!r}")
+        assert isinstance(objects["timeouts"], Timeouts) and isinstance(objects["policy"], RecoveryPolicy)
+        assert isinstance(objects["limits"], Limits) and isinstance(objects["transport_options"], TransportOptions)
+        self._timeouts: Timeouts = objects["timeouts"]
+        self._policy: RecoveryPolicy = objects["policy"]
+        self._limits: Limits = objects["limits"]
+        # the one object every transport of this client reads; the client adds its stream-resumed hook
+        self._options: TransportOptions = objects["transport_options"].replace(on_stream_resumed=self._stream_resumed)
         rng = rng or random.Random()
         clock = clock or Clock()
         backoff = backoff or Backoff(rng=rng)
+        timeouts_, policy_, limits_ = self._timeouts, self._policy, self._limits
 
         # the parts, each owning its state (see the module docstring)
         self._handlers = handlers or ClientHandlers()
-        self._bus = EventBus(buffer=event_buffer)
+        self._bus = EventBus(buffer=limits_.event_buffer)
         self._tasks = BackgroundTasks()
         self._changes = ChangeSignal()
         registry = SessionRegistry()
@@ -185,12 +230,8 @@ class ReconnectingClient:
         )
         self._recoverer = SessionRecoverer.build(
             self._keeper,
-            concurrency=recovery_concurrency,
-            timeout=recovery_timeout,
-            deadline=recovery_deadline,
-            tries=recovery_tries,
-            start_jitter=recovery_start_jitter,
-            unknown_session_codes=unknown_session_codes,
+            policy=policy_,
+            timeouts=timeouts_,
             backoff=backoff,
             clock=clock,
             rng=rng,
@@ -201,15 +242,14 @@ class ReconnectingClient:
             transport_options=self._options,
             handlers=self._handlers,
             protocol_version=protocol_version,
-            request_timeout=request_timeout,
-            initialize_timeout=initialize_timeout,
+            timeouts=timeouts_,
             client_info=client_info,
             clock=clock,
             backoff=backoff,
             breaker=breaker or CrashLoopBreaker(clock=clock.monotonic),
             classifier=classifier,
-            stable_after=stable_after,
-            suspended_interval=suspended_interval,
+            stable_after=policy_.stable_after,
+            suspended_interval=policy_.suspended_interval,
             registry=registry,
             session_owner=self,
             recovery=self._recoverer,
@@ -223,14 +263,14 @@ class ReconnectingClient:
             recovery=self._recoverer,
             ownership=self._ownership,
             wait_for_ready=wait_for_ready,
-            session_wait_timeout=session_wait_timeout,
+            session_wait_timeout=timeouts_.session_wait,
         )
         self._control = RecoveryControl(
             self._keeper,
             recovery=self._recoverer,
             connection=self._supervisor,
             gate=self._gate,
-            session_wait_timeout=session_wait_timeout,
+            session_wait_timeout=timeouts_.session_wait,
         )
         self._calls = SessionCalls(
             self._gate,
@@ -241,7 +281,7 @@ class ReconnectingClient:
             ownership=self._ownership,
             recover=self._control.recover,
             tasks=self._tasks,
-            session_wait_timeout=session_wait_timeout,
+            session_wait_timeout=timeouts_.session_wait,
         )
         self._owners = OwnershipControl(self._ownership, keeper=self._keeper, recover=self._control.recover)
         self._host = ClientHost(
@@ -252,6 +292,8 @@ class ReconnectingClient:
             links=links,
             emit=self._bus.emit,
             tasks=self._tasks,
+            probe_timeout=timeouts_.probe,
+            probe_concurrency=limits_.probe_concurrency,
         )
         self._loaded_store = False
 
@@ -298,6 +340,21 @@ class ReconnectingClient:
         return self._options
 
     @property
+    def timeouts(self) -> Timeouts:
+        """The timeouts this client runs with (after folding any deprecated flat keyword in)."""
+        return self._timeouts
+
+    @property
+    def policy(self) -> RecoveryPolicy:
+        """The recovery policy this client runs with."""
+        return self._policy
+
+    @property
+    def limits(self) -> Limits:
+        """The bounds this client runs with."""
+        return self._limits
+
+    @property
     def recovery_limit(self) -> int:
         """How many recovery requests may be in flight right now (adapts unless fixed)."""
         return self._recoverer.limit.limit
@@ -312,7 +369,7 @@ class ReconnectingClient:
     async def __aenter__(self) -> ReconnectingClient:
         await self.start()
         try:
-            await self.wait_ready(timeout=self._ready_timeout, first=True)
+            await self.wait_ready(timeout=self._timeouts.ready, first=True)
         except BaseException:
             await self.aclose()
             raise

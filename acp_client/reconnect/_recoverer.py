@@ -15,8 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import random
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 from acp_client._logging import get_logger
@@ -29,12 +28,12 @@ from acp_client.exceptions import (
     ProtocolError,
     RPCError,
     SessionNotFound,
-    UsageError,
 )
 from acp_client.reconnect._backoff import Backoff, Clock
 from acp_client.reconnect._events import RecoveryRoundFinished
 from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
 from acp_client.reconnect._links import LeftDetached, Outcome, Reattached, RetryLater
+from acp_client.reconnect.options import RecoveryPolicy, Timeouts
 from acp_client.reconnect.strategy import (
     Action,
     Capabilities,
@@ -46,7 +45,7 @@ from acp_client.reconnect.strategy import (
 )
 from acp_client.sessions import Session, SessionLink
 
-__all__ = ["RecoveryHost", "RecoveryPolicy", "SessionRecoverer"]
+__all__ = ["RecoveryHost", "SessionRecoverer"]
 
 log = get_logger("acp_client.reconnect")
 
@@ -54,18 +53,6 @@ _T = TypeVar("_T")
 
 #: JSON-RPC "server busy / overloaded" answers that count as a congestion signal for the adaptive limit.
 _OVERLOAD_CODES = frozenset({-32000, -32603})
-
-
-@dataclass(frozen=True, slots=True)
-class RecoveryPolicy:
-    """How sessions are recovered (see :class:`~acp_client.ReconnectingClient` for each option)."""
-
-    timeout: float = 10.0
-    deadline: float | None = None
-    tries: int = 3
-    start_jitter: float = 0.25
-    unknown_session_codes: frozenset[int] = frozenset({-32002})
-    settle: float = 5.0
 
 
 class RecoveryHost(Protocol):
@@ -134,6 +121,7 @@ class SessionRecoverer:
         host: RecoveryHost,
         *,
         policy: RecoveryPolicy,
+        timeouts: Timeouts,
         limit: FixedLimit,
         backoff: Backoff,
         clock: Clock,
@@ -142,6 +130,7 @@ class SessionRecoverer:
     ) -> None:
         self._host = host
         self.policy = policy
+        self.timeouts = timeouts
         self.limit = limit
         self._backoff = backoff
         self._clock = clock
@@ -154,33 +143,24 @@ class SessionRecoverer:
         cls,
         host: RecoveryHost,
         *,
-        concurrency: int | str,
-        timeout: float,
-        deadline: float | None,
-        tries: int,
-        start_jitter: float,
-        unknown_session_codes: Iterable[int],
+        policy: RecoveryPolicy,
+        timeouts: Timeouts,
         backoff: Backoff,
         clock: Clock,
         rng: random.Random,
         on_auth_required: Callable[[ACPClient], Awaitable[None]] | None = None,
     ) -> SessionRecoverer:
-        """A recoverer from a client's flat options (``concurrency``: an int, or ``"adaptive"``)."""
-        if concurrency == "adaptive":
-            limit: FixedLimit = AdaptiveLimit()
-        elif isinstance(concurrency, int) and not isinstance(concurrency, bool):
-            limit = FixedLimit(concurrency)
-        else:
-            raise UsageError(f"recovery_concurrency must be an int or 'adaptive', not {concurrency!r}")
-        policy = RecoveryPolicy(
-            timeout=timeout,
-            deadline=deadline,
-            tries=tries,
-            start_jitter=start_jitter,
-            unknown_session_codes=frozenset(unknown_session_codes),
-        )
+        """A recoverer with the concurrency limit ``policy.concurrency`` asks for."""
+        limit = AdaptiveLimit() if policy.concurrency == "adaptive" else FixedLimit(policy.concurrency)
         return cls(
-            host, policy=policy, limit=limit, backoff=backoff, clock=clock, rng=rng, on_auth_required=on_auth_required
+            host,
+            policy=policy,
+            timeouts=timeouts,
+            limit=limit,
+            backoff=backoff,
+            clock=clock,
+            rng=rng,
+            on_auth_required=on_auth_required,
         )
 
     def __repr__(self) -> str:
@@ -372,7 +352,7 @@ class SessionRecoverer:
         if not caps.status:
             return StatusProbe(None, skipped_reason="not_advertised")
         try:
-            answer = await client.session_status(session.id, timeout=self.policy.timeout)
+            answer = await client.session_status(session.id, timeout=self.timeouts.probe)
         except SessionNotFound as exc:
             return StatusProbe(None, not_found=True, error=exc)
         except MethodNotFound as exc:
@@ -392,7 +372,7 @@ class SessionRecoverer:
     async def _decide(self, session: Session, probe: StatusProbe, caps: Capabilities) -> Action:
         decided: Action | Awaitable[Action] = self._host.strategy_for(session.id).decide(session.record, probe, caps)
         if inspect.isawaitable(decided):
-            async with asyncio.timeout(self.policy.timeout):
+            async with asyncio.timeout(self.timeouts.strategy):
                 return await decided
         return decided
 
@@ -403,8 +383,8 @@ class SessionRecoverer:
         # a given-up request frees its slot at once: awaiting the agent's answer to the cancel (which a
         # hung agent may never send) must not keep healthy sessions waiting for a slot
         watch: dict[str, Any] = {
-            "silence": self.policy.timeout,
-            "deadline": self.policy.deadline,
+            "silence": self.timeouts.replay_silence,
+            "deadline": self.timeouts.recovery_deadline,
             "on_give_up": lambda: slot.release(ok=False),
         }
         try:
@@ -424,8 +404,8 @@ class SessionRecoverer:
         if not client.supports("list"):
             return False
         try:
-            async with asyncio.timeout(self.policy.timeout * 4):
-                async for info in client.list_sessions(timeout=self.policy.timeout):
+            async with asyncio.timeout(self.timeouts.list_check):  # the whole walk, every page
+                async for info in client.list_sessions(timeout=None):
                     if info.session_id == session.id:
                         return False
         except asyncio.CancelledError:

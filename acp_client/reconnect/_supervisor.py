@@ -25,6 +25,7 @@ from tenacity import AsyncRetrying, RetryCallState, stop_never
 from acp_client._logging import get_logger
 from acp_client.client import ACPClient, ProtocolVersionOption
 from acp_client.client._connect import Connector, Target, open_transport
+from acp_client.client.options import Timeouts
 from acp_client.exceptions import ClientClosed, ConnectionLost, ReconnectFailed
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
@@ -120,8 +121,7 @@ class ConnectionSupervisor:
         transport_options: TransportOptions,
         handlers: ClientHandlers,
         protocol_version: ProtocolVersionOption,
-        request_timeout: float | None,
-        initialize_timeout: float | None,
+        timeouts: Timeouts,
         client_info: Mapping[str, str] | None,
         clock: Clock,
         backoff: Backoff,
@@ -142,8 +142,7 @@ class ConnectionSupervisor:
         self._options = transport_options
         self._handlers = handlers
         self._protocol_option = protocol_version
-        self._request_timeout = request_timeout
-        self._initialize_timeout = initialize_timeout
+        self._timeouts = timeouts
         self._client_info = client_info
         self._clock = clock
         self._backoff = backoff
@@ -488,8 +487,7 @@ class ConnectionSupervisor:
             factory,
             handlers=self._handlers,
             protocol_version=self._protocol_option,
-            request_timeout=self._request_timeout,
-            initialize_timeout=self._initialize_timeout,
+            timeouts=self._timeouts,
             client_info=self._client_info,
             registry=self._registry,
             session_owner=self._session_owner,

@@ -18,7 +18,7 @@ not advertised, ``-32601``, other error   go straight to resume/load and let its
 
 Override per client (``ReconnectingClient(strategy=...)``) or per session
 (``client.set_strategy(session_id, ...)``). ``decide`` may be a coroutine (to look something up), but it
-runs inside the session's ``recovery_timeout`` and holds a recovery slot: a strategy that needs a *human*
+runs within ``Timeouts.strategy`` (holding no recovery slot): a strategy that needs a *human*
 (a notebook asking before forgetting) returns :class:`Keep` at once; the client then emits
 ``SessionDetached`` and the application calls ``client.recover(id)`` or ``client.forget(id)`` later.
 """

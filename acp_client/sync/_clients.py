@@ -11,7 +11,7 @@ from acp_client.client import ACPClient
 from acp_client.client._connect import Target
 from acp_client.client._connect import connect as _async_connect
 from acp_client.exceptions import ReconnectFailed
-from acp_client.reconnect import ClientState, Event
+from acp_client.reconnect import ClientState, Event, Limits, RecoveryPolicy, Timeouts
 from acp_client.reconnect import ReconnectingClient as _AsyncReconnectingClient
 from acp_client.sessions import Session
 from acp_client.sync._runner import CLOSE_TIMEOUT, _LoopThread, _subscribe, _wait_bound
@@ -116,8 +116,9 @@ class SyncClient(_Facade):
 
 
 def connect(target: Target, *, timeout: float | None = 60.0, **options: Any) -> SyncClient:
-    """Connect and initialize (see :func:`acp_client.connect` for ``options``); returns a :class:`SyncClient`,
-    usable as a context manager. ``timeout`` bounds the whole connect."""
+    """Connect and initialize (see :func:`acp_client.connect` for ``options``: ``timeouts=``,
+    ``transport_options=`` ..., handed over as they are); returns a :class:`SyncClient`, usable as a
+    context manager. ``timeout`` bounds the whole connect."""
     runner = _LoopThread("acp-sync-client")
     try:
         client = runner.run(_connect(target, options), timeout)
@@ -131,20 +132,28 @@ async def _connect(target: Target, options: dict[str, Any]) -> ACPClient:
     return await _async_connect(target, **options)
 
 
+class _Unset:
+    """The type of a keyword that was not given."""
+
+
+_UNSET = _Unset()
+
+
 class ReconnectingClient(_Facade):
-    """A blocking :class:`acp_client.ReconnectingClient`; takes the same options, plus ``ready_timeout``.
+    """A blocking :class:`acp_client.ReconnectingClient`; takes the same keywords (``timeouts=``,
+    ``policy=``, ``limits=``, ``transport_options=`` ..., handed over as they are), plus ``ready_timeout``.
 
     Nothing connects until it is used: entering ``with`` — or, without ``with``, the first call that needs a
-    connection — starts the client and waits up to ``ready_timeout`` seconds (default 30, ``None``: no
-    bound) until it is ready; it raises ``ReconnectFailed`` if the client gives up first. ``with`` closes it
-    on exit; without ``with``, call :meth:`close`. Every public method of the async client exists here with
-    the same parameters; session handles stay valid across reconnects, exactly as in the async client.
+    connection — starts the client and waits up to ``ready_timeout`` seconds (default: ``Timeouts.ready``
+    when set, else 30; ``None``: no bound) until it is ready; it raises ``ReconnectFailed`` if the client
+    gives up first. ``with`` closes it on exit; without ``with``, call :meth:`close`. Every public method of
+    the async client exists here with the same parameters; session handles stay valid across reconnects,
+    exactly as in the async client.
     """
 
-    def __init__(self, target: Target, *, ready_timeout: float | None = 30.0, **options: Any) -> None:
+    def __init__(self, target: Target, *, ready_timeout: float | _Unset | None = _UNSET, **options: Any) -> None:
         runner = _LoopThread("acp-sync-reconnecting-client")
         super().__init__(runner)
-        self.ready_timeout = ready_timeout
         self._ready_once = False
 
         async def create() -> _AsyncReconnectingClient:
@@ -156,6 +165,10 @@ class ReconnectingClient(_Facade):
         except BaseException:
             runner.stop()
             raise
+        if isinstance(ready_timeout, _Unset):  # a blocked thread gets a bound unless asked for none
+            ready_timeout = self.client.timeouts.ready if self.client.timeouts.ready is not None else 30.0
+        #: How long the first use (or ``with``) waits for a ready connection.
+        self.ready_timeout: float | None = ready_timeout
 
     def __repr__(self) -> str:
         return f"<sync {self.client!r}>"
@@ -204,6 +217,21 @@ class ReconnectingClient(_Facade):
     def transport_options(self) -> TransportOptions:
         """The transport settings every connection of this client uses."""
         return self.client.transport_options
+
+    @property
+    def timeouts(self) -> Timeouts:
+        """The timeouts this client runs with."""
+        return self.client.timeouts
+
+    @property
+    def policy(self) -> RecoveryPolicy:
+        """The recovery policy this client runs with."""
+        return self.client.policy
+
+    @property
+    def limits(self) -> Limits:
+        """The bounds this client runs with."""
+        return self.client.limits
 
     @property
     def recovery_limit(self) -> int:

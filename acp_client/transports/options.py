@@ -1,15 +1,17 @@
 """One frozen set of transport options, built once per client and shared by every transport it opens.
 
-``connect()`` and ``ReconnectingClient`` take these settings as flat keywords (``headers=``, ``ssl=``,
-``ping_interval=`` ...) and build one :class:`TransportOptions`; :func:`acp_client.open_transport` hands
-it to the transport for the target (WebSocket, Streamable HTTP, stdio). So every reconnect of one client
-uses the same settings and the same :class:`CookieJar` (the RFD's load-balancer affinity).
+``connect()`` and ``ReconnectingClient`` take it as ``transport_options=``; ``open_transport`` hands the
+same object to the transport for the target (WebSocket, Streamable HTTP, stdio), which reads its fields
+where it uses them. So every reconnect of one client uses the same settings and the same
+:class:`CookieJar` (the RFD's load-balancer affinity).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
+import os
 import re
 import ssl as _ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -20,7 +22,7 @@ from acp_client.exceptions import UsageError
 from acp_client.transports._cookies import CookieJar
 from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES
 
-__all__ = ["HeadersLike", "HeadersProvider", "TransportKind", "TransportOptions", "resolve_headers"]
+__all__ = ["TRANSPORT_FIELDS", "HeadersLike", "HeadersProvider", "TransportKind", "TransportOptions", "resolve_headers"]
 
 #: Headers as a mapping or as ``(name, value)`` pairs (pairs allow a name twice).
 HeadersLike: TypeAlias = Mapping[str, str] | Iterable[tuple[str, str]]
@@ -33,27 +35,66 @@ TransportKind: TypeAlias = Literal["websocket", "http", "auto"] | None
 
 @dataclass(frozen=True, slots=True, repr=False)
 class TransportOptions:
-    """Settings of every transport a client opens (float seconds; ``None`` disables a timeout).
+    """Settings of every transport a client opens, and of the link itself (float seconds).
 
-    ``headers``: added to every WebSocket handshake / HTTP request; a zero-argument callable (sync or
-    async) is called before every connection attempt, for tokens that rotate. ``cookies``: the jar shared
-    by every connection of this client. ``ssl``: an :class:`ssl.SSLContext` for ``wss://``/``https://``
-    (default: verify with the system's trust store). ``open_timeout`` bounds opening the link;
-    ``ping_interval``/``ping_timeout`` drive the liveness check (WebSocket ping, SSE read-idle watchdog);
-    ``close_timeout`` bounds a closing handshake. ``max_frame_bytes`` bounds one inbound message.
-    ``compression``: ``"deflate"`` offers WebSocket permessage-deflate, ``None`` turns it off.
-    ``transport``: see :data:`TransportKind`. ``stdio_env``/``stdio_cwd``: the environment and working
-    directory of a spawned stdio agent (``None`` inherits). ``http2`` (Streamable HTTP): ``True`` offers
-    HTTP/2 by ALPN on ``https://`` (plain ``http://`` then speaks HTTP/1.1), ``"prior_knowledge"`` speaks
-    HTTP/2 cleartext (h2c) to ``http://`` URLs, ``False`` keeps to HTTP/1.1. ``on_stream_resumed``
-    (Streamable HTTP): called with the session id (``None`` for the connection-scoped stream) when a dropped
-    event stream was reopened with ``Last-Event-ID`` and the server resumed it, so nothing was recovered
-    (``ReconnectingClient`` sets it to report ``SessionRecovered(path="stream_resumed")``); not compared,
-    not shown. ``follow_redirects`` (WebSocket): ``False`` (default) treats a ``3xx`` answer to the upgrade
-    as a refusal; ``True`` follows redirects within the same origin (scheme, host and port) only. A redirect
-    to another origin is never followed, so the headers given here never reach a server you did not name.
+    One instance is built per client and shared by every transport it opens (so every reconnect uses the
+    same settings and the same :class:`CookieJar`). The transports read it as it is: nothing is copied out.
 
-    The repr never shows header values or cookies.
+    Handshake and TLS:
+
+    ``headers`` (default ``None``)
+        added to every WebSocket handshake / HTTP request; a zero-argument callable (sync or async) is
+        called before every connection attempt, for tokens that rotate. The repr never shows them.
+    ``cookies`` (default: a new :class:`CookieJar`)
+        the jar shared by every connection of this client (the RFD's load-balancer affinity).
+    ``ssl`` (default ``None``)
+        an :class:`ssl.SSLContext` for ``wss://``/``https://``; ``None`` verifies with the system's trust
+        store.
+
+    The link's own waits (float seconds):
+
+    ``open_timeout`` (default ``10.0``, or ``None``)
+        opening the link: TCP + TLS + WebSocket upgrade, or the first HTTP exchange.
+    ``ping_interval`` (default ``20.0``, or ``None``: no keepalive)
+        how often an idle link is checked (WebSocket ping; SSE read-idle watchdog).
+    ``ping_timeout`` (default ``20.0``, or ``None``)
+        how long the answer to that check may take before the link counts as dead.
+    ``close_timeout`` (default ``10.0``)
+        a closing handshake (and a stdio agent's exit after its stdin closed) before the link is aborted.
+
+    Bounds and wire format:
+
+    ``max_frame_bytes`` (default 16 MiB, an int >= 1)
+        one inbound message (WebSocket message, SSE event, stdio line); larger fails the link.
+    ``compression`` (default ``"deflate"``)
+        ``"deflate"`` offers WebSocket permessage-deflate, ``None`` turns it off.
+    ``transport`` (default ``None``)
+        which transport a URL opens, see :data:`TransportKind`.
+    ``http2`` (default ``True``)
+        Streamable HTTP: ``True`` offers HTTP/2 by ALPN on ``https://`` (plain ``http://`` then speaks
+        HTTP/1.1), ``"prior_knowledge"`` speaks HTTP/2 cleartext (h2c) to ``http://`` URLs, ``False`` keeps
+        to HTTP/1.1.
+
+    A spawned stdio agent:
+
+    ``stdio_env`` (default ``None``: inherit)
+        the environment of the agent's process (replaces it, as :mod:`subprocess` does).
+    ``stdio_cwd`` (default ``None``: inherit)
+        its working directory.
+
+    ``follow_redirects`` (default ``False``; WebSocket)
+        ``False`` treats a ``3xx`` answer to the upgrade as a refusal; ``True`` follows redirects within the
+        same origin (scheme, host and port) only. A redirect to another origin is never followed, so the
+        headers given here never reach a server you did not name.
+
+    ``on_stream_resumed`` (default ``None``; Streamable HTTP)
+        called with the session id (``None`` for the connection-scoped stream) when a dropped event
+        stream was reopened with ``Last-Event-ID`` and the server resumed it, so nothing was recovered
+        (``ReconnectingClient`` sets it to report ``SessionRecovered(path="stream_resumed")``); not
+        compared, not shown.
+
+    Every invalid value raises :class:`~acp_client.exceptions.UsageError` at construction, naming the
+    field and what it accepts. Change a copy with :meth:`replace` or :func:`dataclasses.replace`.
     """
 
     headers: HeadersLike | HeadersProvider | None = None
@@ -67,28 +108,49 @@ class TransportOptions:
     compression: Literal["deflate"] | None = "deflate"
     transport: TransportKind = None
     stdio_env: Mapping[str, str] | None = None
-    stdio_cwd: str | None = None
+    stdio_cwd: str | os.PathLike[str] | None = None
     http2: bool | Literal["prior_knowledge"] = True
     on_stream_resumed: Callable[[str | None], None] | None = field(default=None, compare=False)
     follow_redirects: bool = False
 
     def __post_init__(self) -> None:
+        def bad(name: str, accepted: str) -> UsageError:
+            return UsageError(f"TransportOptions.{name} must be {accepted}, not {getattr(self, name)!r}")
+
         if not isinstance(self.follow_redirects, bool):
-            raise UsageError(f"follow_redirects must be True or False, not {self.follow_redirects!r}")
-        if self.max_frame_bytes < 1:
-            raise UsageError(f"max_frame_bytes must be positive, not {self.max_frame_bytes}")
-        if self.compression not in ("deflate", None):
-            raise UsageError(f"compression must be 'deflate' or None, not {self.compression!r}")
-        if self.transport not in (None, "websocket", "http", "auto"):
-            raise UsageError(f"transport must be 'websocket', 'http', 'auto' or None, not {self.transport!r}")
-        if self.http2 not in (True, False, "prior_knowledge"):
-            raise UsageError(f"http2 must be True, False or 'prior_knowledge', not {self.http2!r}")
-        if self.on_stream_resumed is not None and not callable(self.on_stream_resumed):
-            raise UsageError("on_stream_resumed must be a callable or None")
-        for name in ("open_timeout", "ping_interval", "ping_timeout"):
+            raise bad("follow_redirects", "True or False")
+        headers: object = self.headers
+        if headers is not None and not callable(headers) and isinstance(headers, str | bytes):
+            raise bad("headers", "a mapping, (name, value) pairs, a zero-argument callable or None")
+        if not isinstance(self.cookies, CookieJar):
+            raise bad("cookies", "a CookieJar")
+        if self.ssl is not None and not isinstance(self.ssl, _ssl.SSLContext):
+            raise bad("ssl", "an ssl.SSLContext or None")
+        for name in ("open_timeout", "ping_interval", "ping_timeout", "close_timeout"):
             value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise UsageError(f"{name} must be positive or None, not {value!r}")
+            optional = name != "close_timeout"
+            if value is None and optional:
+                continue
+            if not (isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < math.inf):
+                raise bad(name, "a number of seconds > 0" + (" or None" if optional else ""))
+        if not (
+            isinstance(self.max_frame_bytes, int)
+            and not isinstance(self.max_frame_bytes, bool)
+            and self.max_frame_bytes >= 1
+        ):
+            raise bad("max_frame_bytes", "an int >= 1")
+        if self.compression not in ("deflate", None):
+            raise bad("compression", "'deflate' or None")
+        if self.transport not in (None, "websocket", "http", "auto"):
+            raise bad("transport", "'websocket', 'http', 'auto' or None")
+        if self.http2 not in (True, False, "prior_knowledge") or (self.http2 in (0, 1) and type(self.http2) is int):
+            raise bad("http2", "True, False or 'prior_knowledge'")
+        if self.stdio_env is not None and not isinstance(self.stdio_env, Mapping):
+            raise bad("stdio_env", "a mapping of str to str or None")
+        if self.stdio_cwd is not None and not isinstance(self.stdio_cwd, str | os.PathLike):
+            raise bad("stdio_cwd", "a path or None")
+        if self.on_stream_resumed is not None and not callable(self.on_stream_resumed):
+            raise bad("on_stream_resumed", "a callable or None")
 
     @property
     def refreshes_headers(self) -> bool:
@@ -108,6 +170,12 @@ class TransportOptions:
             f"max_frame_bytes={self.max_frame_bytes}, compression={self.compression!r}, "
             f"transport={self.transport!r}, http2={self.http2!r}, follow_redirects={self.follow_redirects})"
         )
+
+
+#: The fields an application sets (every one but the client's own ``on_stream_resumed`` hook).
+TRANSPORT_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in dataclasses.fields(TransportOptions) if f.name != "on_stream_resumed"
+)
 
 
 async def resolve_headers(headers: HeadersLike | HeadersProvider | None) -> list[tuple[str, str]]:

@@ -37,8 +37,9 @@ from collections.abc import Mapping, Sequence
 from acp_client._logging import get_logger
 from acp_client.exceptions import AgentNotFound, ConnectError, ConnectionLost, UsageError
 from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES, TransportStats
+from acp_client.transports.options import TransportOptions
 
-__all__ = ["STDERR_LINE_CHARS", "STDERR_TAIL_LINES", "StdioTransport", "spawn_stdio"]
+__all__ = ["STDERR_LINE_CHARS", "STDERR_TAIL_LINES", "StdioTransport", "open_stdio", "spawn_stdio"]
 
 _log = get_logger(__name__)
 
@@ -341,12 +342,23 @@ async def spawn_stdio(
 
     Raises :class:`~acp_client.exceptions.AgentNotFound` (a :class:`~acp_client.exceptions.ConnectError`)
     if the program is missing or cannot be executed, ``ConnectError`` for any other failure to start it.
+    The keywords are gathered into one :class:`~acp_client.transports.TransportOptions` (which checks
+    them) and handed to :func:`open_stdio`; a client spawns its agents with that function directly.
     """
+    options = TransportOptions(
+        stdio_env=env, stdio_cwd=cwd, max_frame_bytes=max_frame_bytes, close_timeout=close_timeout
+    )
+    return await open_stdio(command, options, stderr_to_log=stderr_to_log)
+
+
+async def open_stdio(
+    command: Sequence[str] | str, options: TransportOptions, *, stderr_to_log: bool = True
+) -> StdioTransport:
+    """Start the agent ``command`` with a client's shared :class:`TransportOptions` (``stdio_env``,
+    ``stdio_cwd``, ``max_frame_bytes``, ``close_timeout``), read where used; see :func:`spawn_stdio`."""
     argv = shlex.split(command) if isinstance(command, str) else list(command)
     if not argv:
-        raise UsageError("spawn_stdio() needs a command to run")
-    if max_frame_bytes < 1:
-        raise UsageError(f"max_frame_bytes must be positive, not {max_frame_bytes}")
+        raise UsageError("an agent command is needed to spawn a stdio agent")
     description = f"stdio:{os.path.basename(argv[0])}"
     try:
         process = await asyncio.create_subprocess_exec(
@@ -354,9 +366,9 @@ async def spawn_stdio(
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE if stderr_to_log else None,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            limit=max_frame_bytes,
+            env=dict(options.stdio_env) if options.stdio_env is not None else None,
+            cwd=options.stdio_cwd,
+            limit=options.max_frame_bytes,
         )
     except OSError as exc:
         if isinstance(exc, _NOT_STARTABLE) or exc.errno == _ENOEXEC:
@@ -367,8 +379,8 @@ async def spawn_stdio(
         process.stdout,
         process.stdin,
         process=process,
-        max_frame_bytes=max_frame_bytes,
-        close_timeout=close_timeout,
+        max_frame_bytes=options.max_frame_bytes,
+        close_timeout=options.close_timeout,
         description=description,
     )
     if process.stderr is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import Backoff, ReconnectingClient, SessionRecord, SessionRecovered, SQLiteSessionStore
+from acp_client import Backoff, ReconnectingClient, RecoveryPolicy, SessionRecord, SessionRecovered, SQLiteSessionStore
 from acp_client.cli import main
 from tests.conftest import bound
 
@@ -82,7 +82,7 @@ async def test_a_restarted_agent_process_restores_the_sessions(tmp_path: Path) -
     state = tmp_path / "agent-state"
     port = _free_port()
     async with serve_reference(port, state) as url:
-        client = ReconnectingClient(url, backoff=Backoff(base=0.05, cap=0.5), recovery_start_jitter=0.0)
+        client = ReconnectingClient(url, backoff=Backoff(base=0.05, cap=0.5), policy=RecoveryPolicy(start_jitter=0.0))
         await client.start()
         events = client.events()
         await client.wait_ready(timeout=bound(10))

@@ -13,10 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import Backoff, ClientState, CrashLoopBreaker, ReconnectFailed, ReconnectingClient, StateChanged
+from acp_client import (
+    Backoff,
+    ClientState,
+    CrashLoopBreaker,
+    ReconnectFailed,
+    ReconnectingClient,
+    RecoveryPolicy,
+    StateChanged,
+    Timeouts,
+    TransportOptions,
+)
 from tests.conftest import bound
 
-FAST = {"backoff": Backoff(base=0.01, cap=0.02), "recovery_start_jitter": 0.0}
+FAST = {"backoff": Backoff(base=0.01, cap=0.02), "policy": RecoveryPolicy(start_jitter=0.0)}
 
 DIES_AT_START = """
 import sys
@@ -72,7 +82,7 @@ async def test_an_agent_that_dies_before_initialize_trips_the_breaker_with_its_e
 
 async def test_ready_timeout_bounds_the_first_wait() -> None:
     client = ReconnectingClient(
-        [sys.executable, "-c", NEVER_ANSWERS], initialize_timeout=None, ready_timeout=0.5, **FAST
+        [sys.executable, "-c", NEVER_ANSWERS], timeouts=Timeouts(initialize=None, ready=0.5), **FAST
     )  # type: ignore[arg-type]
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(client.__aenter__(), bound(10))
@@ -83,8 +93,9 @@ async def test_stdio_env_and_cwd_reach_the_spawned_agent(tmp_path: Path) -> None
     script = "import os, sys\nsys.stderr.write(os.environ['ACP_T'] + ' ' + os.getcwd() + '\\n')\nsys.exit(4)\n"
     client = ReconnectingClient(
         [sys.executable, "-c", script],
-        stdio_env={"ACP_T": "from-options", "PATH": "/usr/bin:/bin"},
-        stdio_cwd=str(tmp_path),
+        transport_options=TransportOptions(
+            stdio_env={"ACP_T": "from-options", "PATH": "/usr/bin:/bin"}, stdio_cwd=str(tmp_path)
+        ),
         breaker=CrashLoopBreaker(threshold=1),
         **FAST,  # type: ignore[arg-type]
     )

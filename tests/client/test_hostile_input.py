@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.asyncio.server import ServerConnection, serve
 
-from acp_client import connect
+from acp_client import TransportOptions, connect
 from acp_client.client import ACPClient
 from acp_client.transports import memory_pair
 from tests.conftest import bound
@@ -106,7 +106,10 @@ async def hostile_agent() -> AsyncIterator[str]:
 
 
 async def test_a_barrage_of_hostile_frames_is_survived_and_counted() -> None:
-    async with hostile_agent() as url, connect(url, max_frame_bytes=4 * 1024 * 1024) as client:
+    async with (
+        hostile_agent() as url,
+        connect(url, transport_options=TransportOptions(max_frame_bytes=4 * 1024 * 1024)) as client,
+    ):
         session = await asyncio.wait_for(client.new_session("/w"), bound(30))
         result = await asyncio.wait_for(session.prompt("go"), bound(30))
         assert result.stop_reason == "end_turn"
@@ -123,7 +126,10 @@ async def test_a_barrage_of_hostile_frames_is_survived_and_counted() -> None:
 
 
 async def test_an_oversized_frame_drops_the_link_cleanly() -> None:
-    async with hostile_agent() as url, connect(url, max_frame_bytes=64 * 1024) as client:
+    async with (
+        hostile_agent() as url,
+        connect(url, transport_options=TransportOptions(max_frame_bytes=64 * 1024)) as client,
+    ):
         try:
             await asyncio.wait_for(client.new_session("/w"), bound(10))
         except Exception as exc:  # the 1 MB frame exceeds the bound: a typed loss, not a hang or a crash

@@ -27,6 +27,7 @@ from acp_client import (
     SessionForgotten,
     SessionRecovered,
     SessionRecoveryFailed,
+    TransportOptions,
     connect,
 )
 from acp_client.sessions import SessionUpdate
@@ -108,7 +109,7 @@ async def peer(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Peer, str]
 
 async def test_lifecycle(peer: tuple[Peer, str]) -> None:
     spec, url = peer
-    async with connect(url, http2=spec.http2) as client:
+    async with connect(url, transport_options=TransportOptions(http2=spec.http2)) as client:
         transport = client.connection.transport
         assert isinstance(transport, StreamableHTTPTransport)
         assert transport.http_version == spec.version
@@ -126,7 +127,7 @@ async def test_cancel_reaches_the_typescript_agent(peer: tuple[Peer, str]) -> No
     spec, url = peer
     if not spec.typescript:
         pytest.skip("the Python interop agent has no long-running turn to cancel")
-    async with connect(url, http2=spec.http2) as client:
+    async with connect(url, transport_options=TransportOptions(http2=spec.http2)) as client:
         session = await client.new_session(str(HERE))
         updates = session.updates()
         turn = asyncio.create_task(session.prompt("sleep 30"))
@@ -141,7 +142,7 @@ async def test_cancel_reaches_the_typescript_agent(peer: tuple[Peer, str]) -> No
 
 async def test_reconnect(peer: tuple[Peer, str]) -> None:
     spec, url = peer
-    client = ReconnectingClient(url, http2=spec.http2, **FAST)
+    client = ReconnectingClient(url, transport_options=TransportOptions(http2=spec.http2), **FAST)
     rec = Recorder(client)
     try:
         await client.start()
@@ -196,14 +197,16 @@ async def test_http2_over_tls_by_alpn(tmp_path: Path) -> None:
         https = url.replace("http://", "https://")
         trusted = ssl.create_default_context()
         ca.configure_trust(trusted)
-        async with connect(https, ssl=trusted) as client:  # http2=True: offered by ALPN
+        async with connect(
+            https, transport_options=TransportOptions(ssl=trusted)
+        ) as client:  # http2=True: offered by ALPN
             transport = client.connection.transport
             assert isinstance(transport, StreamableHTTPTransport)
             assert transport.http_version == "HTTP/2"
             session = await client.new_session(str(HERE))
             result = await asyncio.wait_for(session.prompt("echo: over tls"), bound(10))
             assert result.stop_reason == "end_turn"
-        async with connect(https, ssl=trusted, http2=False) as client:
+        async with connect(https, transport_options=TransportOptions(ssl=trusted, http2=False)) as client:
             assert client.connection.transport.http_version == "HTTP/1.1"  # type: ignore[attr-defined]
         with pytest.raises(TLSError):
             await connect(https)  # the system trust store does not know the test CA

@@ -16,6 +16,7 @@ from acp_client import (
     ConnectionLost,
     MethodNotFound,
     ReconnectingClient,
+    RecoveryPolicy,
     SessionNotFound,
     SessionRecovered,
     connect,
@@ -25,7 +26,7 @@ from tests.conftest import bound
 from tests.interop.conftest import OfficialAgentServer
 from tests.reconnect.test_reconnect import Recorder
 
-FAST: dict[str, Any] = {"recovery_start_jitter": 0.0, "backoff": Backoff(base=0.02, cap=0.2)}
+FAST: dict[str, Any] = {"policy": RecoveryPolicy(start_jitter=0.0), "backoff": Backoff(base=0.02, cap=0.2)}
 
 
 async def chunks_until(stream: Any, count: int) -> list[str]:

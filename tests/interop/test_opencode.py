@@ -21,10 +21,12 @@ from acp_client import (
     ConnectionDropped,
     InternalError,
     ReconnectingClient,
+    RecoveryPolicy,
     SessionForgotten,
     SessionLink,
     SessionRecovered,
     SQLiteSessionStore,
+    Timeouts,
     connect,
 )
 from acp_client.sessions import SessionRecord
@@ -40,11 +42,10 @@ pytestmark = pytest.mark.timeout(bound(180))
 
 #: Generous bounds: a cold opencode start answers initialize after 3 s on a loaded 2-core machine.
 SLOW: dict[str, Any] = {
-    "initialize_timeout": bound(60),
-    "request_timeout": bound(60),
-    "recovery_timeout": bound(60),
-    "recovery_start_jitter": 0.0,
-    "stable_after": 0.0,
+    "timeouts": Timeouts(
+        initialize=bound(60), request=bound(60), probe=bound(60), replay_silence=bound(60), list_check=bound(240)
+    ),
+    "policy": RecoveryPolicy(start_jitter=0.0, stable_after=0.0),
     "backoff": Backoff(base=0.02, cap=0.2),
 }
 
@@ -79,7 +80,7 @@ def opencode(opencode_bin: Path, home: Path, project: Path) -> Callable[[], Awai
 async def test_opencode_speaks_v1_lists_sessions_and_answers_32603_for_an_unknown_one(
     opencode: Callable[[], Awaitable[Transport]], project: Path
 ) -> None:
-    async with connect(opencode, initialize_timeout=bound(60)) as client:
+    async with connect(opencode, timeouts=Timeouts(initialize=bound(60))) as client:
         assert client.protocol_version == 1
         assert client.supports("load") and client.supports("resume") and client.supports("list")
         assert not client.supports("status")
@@ -176,7 +177,7 @@ async def test_reconnecting_client_forgets_a_session_the_agent_never_had_and_kee
 async def test_agent_process_exits_by_itself_when_the_client_closes(
     opencode: Callable[[], Awaitable[Transport]],
 ) -> None:
-    async with connect(opencode, initialize_timeout=bound(60)) as client:
+    async with connect(opencode, timeouts=Timeouts(initialize=bound(60))) as client:
         transport = client.connection.transport
         assert transport.pid is not None  # type: ignore[attr-defined]
     # stdin EOF: opencode exits on its own with status 0 (no SIGTERM or SIGKILL was needed)
@@ -191,7 +192,7 @@ async def test_opencode_needs_no_network_once_installed(opencode_bin: Path, home
     async def spawn() -> Transport:
         return await spawn_opencode_offline(prefix, opencode_bin, home, project)
 
-    async with connect(spawn, initialize_timeout=bound(60)) as client:
+    async with connect(spawn, timeouts=Timeouts(initialize=bound(60))) as client:
         assert client.protocol_version == 1
         session = await client.new_session(str(project), timeout=bound(60))
         listed = [info.session_id async for info in client.list_sessions(timeout=bound(30))]

@@ -20,12 +20,12 @@ ROOT = Path(__file__).resolve().parents[2]
 # A whole client life with nothing configured: connect, prompt, a dropped link, recovery, another prompt.
 _SCENARIO = """
 import asyncio, sys
-from acp_client import ReconnectingClient, SessionRecovered
+from acp_client import ReconnectingClient, RecoveryPolicy, SessionRecovered
 from acp_client.testing import ReferenceAgent
 
 async def main() -> None:
     async with ReferenceAgent({version}) as agent:
-        async with ReconnectingClient(agent.url, recovery_start_jitter=0.0) as client:
+        async with ReconnectingClient(agent.url, policy=RecoveryPolicy(start_jitter=0.0)) as client:
             await client.wait_ready(timeout=20)
             events = client.events()
             session = await client.new_session("/work")

@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from acp_client import Backoff, ReconnectingClient, SessionLink
+from acp_client import Backoff, Limits, ReconnectingClient, RecoveryPolicy, SessionLink
 from acp_client.reconnect import SessionRecovered, SessionStoreReset, SessionTakenOver
 from acp_client.sessions import RedisSessionStore
 
@@ -49,7 +49,11 @@ async def main() -> None:
 
     store = RedisSessionStore(args.redis, namespace=args.namespace, owner_id=args.owner, lease_ttl=args.lease_ttl)
     client = ReconnectingClient(
-        args.agent, store=store, recovery_start_jitter=0.0, backoff=Backoff(base=0.05, cap=0.5), event_buffer=100_000
+        args.agent,
+        store=store,
+        policy=RecoveryPolicy(start_jitter=0.0),
+        limits=Limits(event_buffer=100_000),
+        backoff=Backoff(base=0.05, cap=0.5),
     )
     events = client.events()
 

@@ -12,7 +12,15 @@ from typing import Any
 
 import pytest
 
-from acp_client import Backoff, ReconnectingClient, SessionRecovered, SessionRecoveryFailed
+from acp_client import (
+    Backoff,
+    ReconnectingClient,
+    RecoveryPolicy,
+    SessionRecovered,
+    SessionRecoveryFailed,
+    Timeouts,
+    UsageError,
+)
 from acp_client.reconnect import AdaptiveLimit, RecoveryRoundFinished
 from acp_client.testing import ReferenceAgent
 from tests.conftest import bound
@@ -24,9 +32,8 @@ async def _recover_all(concurrency: Any) -> tuple[ReferenceAgent, list[Any], int
     async with ReferenceAgent(2) as agent:
         client = ReconnectingClient(
             agent.url,
-            recovery_concurrency=concurrency,
-            recovery_timeout=bound(2.0),
-            recovery_start_jitter=0.0,
+            policy=RecoveryPolicy(concurrency=concurrency, start_jitter=0.0),
+            timeouts=Timeouts(probe=bound(2.0), replay_silence=bound(2.0)),
             backoff=Backoff(base=0.02, cap=0.2),
         )
         events: list[Any] = []
@@ -107,8 +114,8 @@ def test_adaptive_limit_stops_growing_when_answers_slow_down() -> None:
 
 @pytest.mark.parametrize("bad", [0, -1, "fast", True])
 def test_recovery_concurrency_is_validated(bad: Any) -> None:
-    with pytest.raises(Exception, match=r"recovery_concurrency|at least 1"):
-        ReconnectingClient("ws://127.0.0.1:1/acp", recovery_concurrency=bad)
+    with pytest.raises(UsageError, match=r"RecoveryPolicy\.concurrency must be 'adaptive' or an int >= 1"):
+        ReconnectingClient("ws://127.0.0.1:1/acp", policy=RecoveryPolicy(concurrency=bad))
 
 
 async def test_a_fixed_limit_serves_waiters_in_order_and_cancelled_ones_lose_nothing() -> None:

@@ -12,6 +12,7 @@ import statistics
 import tracemalloc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -29,16 +30,19 @@ from acp_client import (
     ReconnectFailed,
     ReconnectingClient,
     RecoveryMarker,
+    RecoveryPolicy,
     SessionRecovered,
     SessionRecoveryFailed,
     SessionUpdate,
     StateChanged,
+    Timeouts,
+    TransportOptions,
 )
 from acp_client.testing import FaultProxy, ProxyMode, ReferenceAgent
 from tests.conftest import bound
-from tests.reconnect.test_reconnect import FAST, Recorder
+from tests.reconnect.test_reconnect import FAST, FAST_POLICY, Recorder
 
-PING: dict[str, Any] = {"ping_interval": 0.2, "ping_timeout": 0.2, "close_timeout": 0.2}
+PING: dict[str, Any] = {"transport_options": TransportOptions(ping_interval=0.2, ping_timeout=0.2, close_timeout=0.2)}
 
 
 @asynccontextmanager
@@ -70,7 +74,9 @@ async def test_fm01_herd_spreads_reconnects_after_a_restart() -> None:
     n = 40
     async with ReferenceAgent(2) as agent:
         clients = [
-            ReconnectingClient(agent.url, recovery_start_jitter=0.0, rng=random.Random(seed), breaker=None)
+            ReconnectingClient(
+                agent.url, policy=RecoveryPolicy(start_jitter=0.0), rng=random.Random(seed), breaker=None
+            )
             for seed in range(n)
         ]
         recorders = [Recorder(c) for c in clients]
@@ -138,7 +144,7 @@ async def test_fm03_half_open_link_is_detected(direction: str) -> None:
 
 async def test_fm03_liveness_check_on_wake_up() -> None:
     # "laptop sleep": nothing scheduled will ping for a long time, the hint checks at once
-    slow_ping = {"ping_interval": 60.0, "ping_timeout": 0.2}
+    slow_ping = {"transport_options": TransportOptions(ping_interval=60.0, ping_timeout=0.2)}
     async with behind_proxy() as (_agent, proxy), client_for(proxy.url(), **slow_ping) as (client, rec):
         proxy.blackhole_all()
         client.notify_resumed_from_sleep()
@@ -342,7 +348,10 @@ async def test_fm08_blackholed_connection_is_replaced_and_its_late_frames_ignore
 async def test_fm09_status_timeout_is_a_failed_recovery_not_a_forget() -> None:
     async with (
         ReferenceAgent(2) as agent,
-        client_for(agent.url, recovery_timeout=bound(0.3), recovery_tries=1) as (client, rec),
+        client_for(agent.url, timeouts=Timeouts(probe=bound(0.3)), policy=replace(FAST_POLICY, tries=1)) as (
+            client,
+            rec,
+        ),
     ):
         client._retry_cap = 0.1
         slow, fine = await client.new_session("/w"), await client.new_session("/w")
@@ -425,7 +434,10 @@ async def test_fm11_nothing_queues_while_offline() -> None:
     async with (
         behind_proxy() as (agent, proxy),
         client_for(
-            proxy.url(), backoff=Backoff(base=0.05, cap=0.1), wait_for_ready=True, session_wait_timeout=60.0
+            proxy.url(),
+            backoff=Backoff(base=0.05, cap=0.1),
+            wait_for_ready=True,
+            timeouts=Timeouts(session_wait=60.0),
         ) as (client, rec),
     ):
         session = await client.new_session("/w")
@@ -466,7 +478,9 @@ async def test_fm12_breaker_counts_only_short_lived_connections() -> None:
     async with (
         ReferenceAgent(2) as agent,
         client_for(
-            agent.url, breaker=CrashLoopBreaker(threshold=2, short_lived=60.0, window=60.0), stable_after=60.0
+            agent.url,
+            breaker=CrashLoopBreaker(threshold=2, short_lived=60.0, window=60.0),
+            policy=replace(FAST_POLICY, stable_after=60.0),
         ) as (client, rec),
     ):
         agent.close_after_initialize(0.05)

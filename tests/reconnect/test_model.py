@@ -19,10 +19,12 @@ from acp_client import (
     ClientState,
     CrashLoopBreaker,
     ReconnectingClient,
+    RecoveryPolicy,
     Session,
     SessionLink,
     SessionUpdate,
     StateChanged,
+    Timeouts,
 )
 from acp_client.reconnect import LEGAL_TRANSITIONS
 from acp_client.testing import ReferenceAgent
@@ -40,12 +42,11 @@ class ReconnectModel(RuleBasedStateMachine):
         self.run(self.agent.__aenter__())
         self.client = ReconnectingClient(
             self.agent.url,
-            recovery_start_jitter=0.0,
-            stable_after=0.0,
+            timeouts=Timeouts(session_wait=10.0),
+            policy=RecoveryPolicy(start_jitter=0.0, stable_after=0.0),
             backoff=Backoff(base=0.01, cap=0.05),
             breaker=CrashLoopBreaker(threshold=10_000),  # the drops here are deliberate, not a crash loop
             wait_for_ready=True,
-            session_wait_timeout=10.0,
         )
         self.transitions: list[tuple[ClientState, ClientState]] = []
         self.run(self.client.start())

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from acp_client import Backoff, ReconnectingClient, SessionLink, connect
+from acp_client import Backoff, ReconnectingClient, RecoveryPolicy, SessionLink, Timeouts, connect
 from acp_client.exceptions import InvalidParams, LeaseLost, UsageError
 from acp_client.reconnect import (
     Event,
@@ -27,7 +27,11 @@ from acp_client.testing.redis_server import RedisServer
 from tests.conftest import bound
 
 TTL = 2.0
-FAST: dict[str, Any] = {"backoff": Backoff(base=0.02, cap=0.2), "recovery_start_jitter": 0.0, "recovery_timeout": 5.0}
+FAST: dict[str, Any] = {
+    "backoff": Backoff(base=0.02, cap=0.2),
+    "policy": RecoveryPolicy(start_jitter=0.0),
+    "timeouts": Timeouts(probe=5.0, replay_silence=5.0),
+}
 
 
 class Recorder:

@@ -23,18 +23,21 @@ from acp_client import (
     MemorySessionStore,
     ReconnectingClient,
     RecoveryMarker,
+    RecoveryPolicy,
     SessionForgotten,
     SessionLost,
     SessionRecovered,
     SQLiteSessionStore,
     StateChanged,
+    TransportOptions,
 )
 from acp_client.reconnect import Event
 from acp_client.testing import ReferenceAgent
 from tests.conftest import bound
 
 #: Test settings: no recovery start jitter, short backoff (the delays stay random, just smaller).
-FAST: dict[str, Any] = {"recovery_start_jitter": 0.0, "stable_after": 0.0, "backoff": Backoff(base=0.02, cap=0.2)}
+FAST_POLICY = RecoveryPolicy(start_jitter=0.0, stable_after=0.0)
+FAST: dict[str, Any] = {"policy": FAST_POLICY, "backoff": Backoff(base=0.02, cap=0.2)}
 
 
 class Recorder:
@@ -292,7 +295,9 @@ async def test_call_on_recovering_session_waits_for_reattach(agent: ReferenceAge
 
 async def test_half_open_link_is_detected_by_ping(agent: ReferenceAgent) -> None:
     interval, timeout = 0.2, 0.2
-    client, rec = await started(agent, ping_interval=interval, ping_timeout=timeout, close_timeout=0.2)
+    client, rec = await started(
+        agent, transport_options=TransportOptions(ping_interval=interval, ping_timeout=timeout, close_timeout=0.2)
+    )
     try:
         await client.new_session("/w")
         loop = asyncio.get_running_loop()
@@ -319,10 +324,11 @@ async def test_sqlite_store_recovers_in_a_new_process(tmp_path: Path, version: i
             import asyncio, json, structlog, logging, sys
             structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr),
                                 wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-            from acp_client import ReconnectingClient, SQLiteSessionStore
+            from acp_client import ReconnectingClient, RecoveryPolicy, SQLiteSessionStore
             async def main():
                 store = SQLiteSessionStore({str(db)!r})
-                async with ReconnectingClient({agent.url!r}, store=store, recovery_start_jitter=0) as client:
+                policy = RecoveryPolicy(start_jitter=0)
+                async with ReconnectingClient({agent.url!r}, store=store, policy=policy) as client:
                     out = {{sid: s.link.value for sid, s in client.sessions.items()}}
                     session = client.sessions[sorted(out)[0]]
                     result = await session.prompt("echo: from the new process")

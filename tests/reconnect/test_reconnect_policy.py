@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import statistics
+from dataclasses import replace
 
 import pytest
 
@@ -20,6 +21,7 @@ from acp_client import (
     NotConnected,
     ReconnectFailed,
     ReconnectingClient,
+    RecoveryPolicy,
     SessionDetached,
     SessionForgotten,
     SessionRecord,
@@ -28,13 +30,14 @@ from acp_client import (
     StateChanged,
     StatusProbe,
     TLSError,
+    TransportOptions,
     UnsupportedProtocolVersion,
 )
 from acp_client.reconnect import Clock, classify_error
 from acp_client.reconnect.strategy import Capabilities, Forget, Reattach
 from acp_client.testing import AgentError, ReferenceAgent
 from tests.conftest import bound
-from tests.reconnect.test_reconnect import FAST, Recorder, started
+from tests.reconnect.test_reconnect import FAST, FAST_POLICY, Recorder, started
 
 
 class VirtualClock(Clock):
@@ -176,7 +179,7 @@ async def test_401_with_a_token_provider_refreshes_once_then_stops() -> None:
 
     async with ReferenceAgent(2) as agent:
         agent.reject_handshake(401)
-        client = ReconnectingClient(agent.url, headers=token, **FAST)
+        client = ReconnectingClient(agent.url, transport_options=TransportOptions(headers=token), **FAST)
         with pytest.raises(ReconnectFailed):
             async with client:
                 pass
@@ -191,7 +194,7 @@ async def test_token_rotation_provider_called_before_every_attempt() -> None:
         return {"Authorization": f"Bearer {calls[-1]}"}
 
     async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent, headers=token)
+        client, rec = await started(agent, transport_options=TransportOptions(headers=token))
         try:
             agent.reject_handshake(401, times=1)  # the old token is refused once
             await agent.drop_all_connections()
@@ -236,7 +239,9 @@ async def test_initialize_auth_required_is_fatal_without_a_provider() -> None:
 async def test_flapping_trips_the_breaker_and_reconnect_now_rearms() -> None:
     async with ReferenceAgent(2) as agent:
         client, rec = await started(
-            agent, breaker=CrashLoopBreaker(threshold=3, short_lived=10.0, window=60.0), stable_after=10.0
+            agent,
+            breaker=CrashLoopBreaker(threshold=3, short_lived=10.0, window=60.0),
+            policy=replace(FAST_POLICY, stable_after=10.0),
         )
         try:
             agent.close_after_initialize(0.0)
@@ -258,7 +263,7 @@ async def test_flapping_trips_the_breaker_and_reconnect_now_rearms() -> None:
 
 async def test_failed_recovery_is_retried_never_forgotten(version: int) -> None:
     async with ReferenceAgent(version) as agent:
-        client, rec = await started(agent, recovery_tries=2, backoff=Backoff(base=0.01, cap=0.05))
+        client, rec = await started(agent, policy=replace(FAST_POLICY, tries=2), backoff=Backoff(base=0.01, cap=0.05))
         client._retry_cap = 0.05
         try:
             session = await client.new_session("/w")
@@ -282,7 +287,7 @@ async def test_failed_recovery_is_retried_never_forgotten(version: int) -> None:
 
 async def test_recovery_concurrency_is_bounded() -> None:
     async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent, recovery_concurrency=4)
+        client, rec = await started(agent, policy=replace(FAST_POLICY, concurrency=4))
         try:
             sessions = [await client.new_session("/w") for _ in range(24)]
             agent.set_capacity(1000, 0.005)  # every request takes a moment: the agent counts what it holds
@@ -343,7 +348,7 @@ async def test_virtual_clock_drives_backoff_without_waiting() -> None:
         clock=clock,
         rng=random.Random(11),
         backoff=Backoff(base=0.5, cap=30.0, rng=random.Random(11)),
-        recovery_start_jitter=0.0,
+        policy=RecoveryPolicy(start_jitter=0.0),
     )
     rec = Recorder(client)
     await client.start()

@@ -7,10 +7,12 @@ Every test of that module is collected here too, with the fixture of ``test_fail
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
 from tests._over_http import point_at_http
+from tests.reconnect.test_reconnect import FAST_POLICY
 from tests.reconnect.test_reconnect_policy import *  # noqa: F403  (the suite re-run here)
 from tests.reconnect.test_reconnect_policy import ReferenceAgent as _Agent
 from tests.reconnect.test_reconnect_policy import SessionRecovered as _Recovered
@@ -34,7 +36,7 @@ def over_http(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 
 async def test_recovery_concurrency_is_bounded_over_http() -> None:
     async with _Agent(2) as agent:
-        client, rec = await _started(agent, recovery_concurrency=4)
+        client, rec = await _started(agent, policy=replace(FAST_POLICY, concurrency=4))
         try:
             sessions = [await client.new_session("/w") for _ in range(24)]
             agent.set_capacity(1000, 0.005)

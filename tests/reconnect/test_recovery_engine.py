@@ -15,7 +15,7 @@ import gc
 import itertools
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -28,6 +28,7 @@ from acp_client import (
     ClientState,
     ConnectionDropped,
     CrashLoopBreaker,
+    Limits,
     MemorySessionStore,
     NotConnected,
     ReconnectingClient,
@@ -39,12 +40,14 @@ from acp_client import (
     SessionRecoveryFailed,
     SessionUpdate,
     StateChanged,
+    Timeouts,
+    TransportOptions,
 )
 from acp_client.reconnect import EventsDropped, RecoveryRoundFinished, SessionStoreFailed
 from acp_client.reconnect._backoff import Clock
 from acp_client.testing import AgentError, ReferenceAgent
 from tests.conftest import bound
-from tests.reconnect.test_reconnect import FAST, Recorder, started
+from tests.reconnect.test_reconnect import FAST, FAST_POLICY, Recorder, started
 
 # ---------------------------------------- the agent
 
@@ -460,7 +463,8 @@ async def test_forget_while_a_background_retry_is_scheduled_cancels_it() -> None
     clock = HeldClock()
     store = MemorySessionStore()
     async with ScriptedAgent(2) as agent:
-        client = ReconnectingClient(agent.url, **{**FAST, "clock": clock, "store": store, "recovery_tries": 1})
+        policy = replace(FAST_POLICY, tries=1)
+        client = ReconnectingClient(agent.url, **{**FAST, "clock": clock, "store": store, "policy": policy})
         rec = Recorder(client)
         await client.start()
         try:
@@ -646,7 +650,10 @@ async def collect(session: Any, into: list[Any]) -> None:
 @pytest.mark.parametrize("version", [2, 1], ids=["v2-resume", "v1-load"])
 async def test_an_abandoned_attempt_is_cancelled_and_settled_before_the_next_and_leaks_nothing(version: int) -> None:
     method = "session/resume" if version == 2 else "session/load"
-    async with ScriptedAgent(version) as agent, client_of(agent.url, recovery_timeout=bound(0.5)) as (client, rec):
+    async with (
+        ScriptedAgent(version) as agent,
+        client_of(agent.url, timeouts=Timeouts(replay_silence=bound(0.5))) as (client, rec),
+    ):
         session = await client.new_session("/w")
         attempts: list[Call] = []
         overlapped: list[bool] = []
@@ -702,8 +709,11 @@ async def test_an_abandoned_attempt_is_cancelled_and_settled_before_the_next_and
 async def test_a_long_replay_that_keeps_streaming_recovers_on_the_first_attempt(version: int) -> None:
     silence = bound(0.6)
     gap = 0.1
-    count = int(2.5 * silence / gap)  # the whole replay lasts about 2.5 x recovery_timeout
-    async with ScriptedAgent(version) as agent, client_of(agent.url, recovery_timeout=silence) as (client, rec):
+    count = int(2.5 * silence / gap)  # the whole replay lasts about 2.5 x replay_silence
+    async with (
+        ScriptedAgent(version) as agent,
+        client_of(agent.url, timeouts=Timeouts(replay_silence=silence)) as (client, rec),
+    ):
         session = await client.new_session("/w")
         loop = asyncio.get_running_loop()
         took: list[float] = []
@@ -729,7 +739,10 @@ async def test_a_long_replay_that_keeps_streaming_recovers_on_the_first_attempt(
 
 
 async def test_a_replay_that_never_ends_is_cut_by_the_optional_overall_deadline() -> None:
-    options = {"recovery_timeout": bound(0.6), "recovery_deadline": bound(1.2), "recovery_tries": 1}
+    options = {
+        "timeouts": Timeouts(replay_silence=bound(0.6), recovery_deadline=bound(1.2)),
+        "policy": replace(FAST_POLICY, tries=1),
+    }
     async with ScriptedAgent(2) as agent, client_of(agent.url, **options) as (client, rec):
         session = await client.new_session("/w")
         calls: list[Call] = []
@@ -773,7 +786,7 @@ async def test_flapping_after_ready_suspends_with_one_event_and_recovers(rearm: 
     interval = 600.0 if rearm == "reconnect_now" else bound(0.5)
     async with (
         ScriptedAgent(2) as agent,
-        client_of(agent.url, breaker=breaker, suspended_interval=interval) as (
+        client_of(agent.url, breaker=breaker, policy=replace(FAST_POLICY, suspended_interval=interval)) as (
             client,
             rec,
         ),
@@ -823,7 +836,10 @@ async def test_an_agent_that_dies_before_it_was_ever_ready_fails_and_async_with_
 
 
 async def test_an_oversized_frame_from_the_agent_is_a_retryable_link_fault() -> None:
-    async with ScriptedAgent(2) as agent, client_of(agent.url, max_frame_bytes=4096) as (client, rec):
+    async with (
+        ScriptedAgent(2) as agent,
+        client_of(agent.url, transport_options=TransportOptions(max_frame_bytes=4096)) as (client, rec),
+    ):
         session = await client.new_session("/w")
         await agent.live.notify(
             "session/update", {"sessionId": session.id, "update": replayed(2, "agent", "big", "x" * 10_000)}
@@ -841,7 +857,11 @@ async def test_an_oversized_frame_from_the_agent_is_a_retryable_link_fault() -> 
 
 async def test_oversized_frames_in_a_loop_are_guarded_by_the_breaker_not_fatal() -> None:
     breaker = CrashLoopBreaker(threshold=3, short_lived=60.0, window=600.0)
-    options = {"max_frame_bytes": 4096, "breaker": breaker, "suspended_interval": 600.0}
+    options = {
+        "transport_options": TransportOptions(max_frame_bytes=4096),
+        "breaker": breaker,
+        "policy": replace(FAST_POLICY, suspended_interval=600.0),
+    }
     async with ScriptedAgent(2) as agent, client_of(agent.url, **options) as (client, rec):
         default_initialize = agent.defaults["initialize"]
 
@@ -995,7 +1015,7 @@ async def collect_all(stream: AsyncIterator[Any]) -> list[Any]:
 
 async def test_a_slow_events_reader_gets_events_dropped_with_the_count() -> None:
     async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent, event_buffer=4)
+        client, rec = await started(agent, limits=Limits(event_buffer=4))
         try:
             await client.new_session("/w")
             slow = client.events()
@@ -1025,7 +1045,7 @@ class KeepOne:
 
 async def test_one_recovery_round_finished_per_round_with_counts_and_generations_on_every_event() -> None:
     async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent, recovery_timeout=bound(0.5), recovery_tries=1)
+        client, rec = await started(agent, timeouts=Timeouts(probe=bound(0.5)), policy=replace(FAST_POLICY, tries=1))
         try:
             live, odd, gone, hung, kept = [await client.new_session(f"/w/{i}") for i in range(5)]
             agent.status_override[odd.id] = "hibernating"  # not active: restored
@@ -1082,9 +1102,8 @@ async def test_a_32603_to_resume_is_read_through_session_list_or_the_configured_
     # without session/status the re-attach (v1 session/load, v2 session/resume) is the first to hear of it
     via = "session/load" if version == 1 else "session/resume"
     capabilities = {"status": False} if version == 2 else {"status": False, "list": case != "no_list"}
-    options: dict[str, Any] = {"recovery_tries": 1}
-    if case == "configured_code":
-        options["unknown_session_codes"] = {-32603}
+    codes = {-32603} if case == "configured_code" else {-32002}
+    options: dict[str, Any] = {"policy": replace(FAST_POLICY, tries=1, unknown_session_codes=codes)}
     async with ReferenceAgent(version, capabilities=capabilities) as agent:
         client, rec = await started(agent, **options)
         try:
@@ -1157,7 +1176,7 @@ async def test_a_session_crossing_protocol_versions_is_sent_in_the_new_shape(fir
 async def test_a_prompt_waiting_for_reattachment_says_it_was_never_sent(version: int, bounded_by: str) -> None:
     gate = Gate()
     wait = bound(0.3)
-    options = {"session_wait_timeout": wait if bounded_by == "session_wait_timeout" else bound(30)}
+    options = {"timeouts": Timeouts(session_wait=wait if bounded_by == "session_wait_timeout" else bound(30))}
     async with ScriptedAgent(version) as agent, client_of(agent.url, **options) as (client, rec):
         session = await client.new_session("/w")
 
@@ -1213,7 +1232,7 @@ class AfterResumeOf:
 
 
 async def test_a_given_up_request_frees_its_slot_before_its_cancel_is_answered() -> None:
-    options = {"recovery_concurrency": 1, "recovery_timeout": bound(1.0)}
+    options = {"policy": replace(FAST_POLICY, concurrency=1), "timeouts": Timeouts(replay_silence=bound(1.0))}
     async with ScriptedAgent(2) as agent, client_of(agent.url, **options) as (client, rec):
         silent, healthy = await client.new_session("/w/silent"), await client.new_session("/w/healthy")
 

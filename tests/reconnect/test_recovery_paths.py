@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +34,11 @@ from acp_client import (
     SessionRecovered,
     SessionRecoveryFailed,
     StateChanged,
+    Timeouts,
 )
 from acp_client.testing import AgentError, ReferenceAgent
 from tests.conftest import bound
-from tests.reconnect.test_reconnect import FAST, Recorder, started
+from tests.reconnect.test_reconnect import FAST, FAST_POLICY, Recorder, started
 
 #: The state the crash-loop breaker leaves the client in: ``SUSPENDED`` (issue 9 item 6) once it exists.
 BREAKER_STATE: ClientState = getattr(ClientState, "SUSPENDED", ClientState.FAILED)
@@ -131,7 +133,7 @@ async def test_a_failing_status_probe_is_skipped_and_the_reattach_decides(versio
 
 async def test_a_status_probe_timeout_fails_the_attempt_and_is_retried_never_forgotten() -> None:
     async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent, recovery_timeout=bound(0.5), recovery_tries=2)
+        client, rec = await started(agent, timeouts=Timeouts(probe=bound(0.5)), policy=replace(FAST_POLICY, tries=2))
         try:
             slow, fine = await client.new_session("/w/slow"), await client.new_session("/w/fine")
             agent.hang_status.add(slow.id)

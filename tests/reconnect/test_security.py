@@ -15,9 +15,11 @@ from structlog.testing import capture_logs
 from websockets.asyncio.server import ServerConnection, serve
 
 from acp_client import (
+    Limits,
     ReconnectFailed,
     ReconnectingClient,
     TLSError,
+    TransportOptions,
     UpdatesDropped,
     connect,
 )
@@ -77,7 +79,7 @@ async def test_wss_self_signed_is_refused_by_default_and_is_fatal(tls: tuple[ssl
             async with client:
                 pass
         assert info.value.reason == "tls"  # no reconnect storm against a certificate that will not change
-        async with connect(url, ssl=client_ctx) as ok:
+        async with connect(url, transport_options=TransportOptions(ssl=client_ctx)) as ok:
             assert ok.protocol_version == 2
             assert (await ok.new_session("/w")).id
 
@@ -87,7 +89,7 @@ async def test_tokens_never_appear_in_logs_or_reprs() -> None:
         with capture_logs() as logs:
             client = ReconnectingClient(
                 agent.url + f"?token={SECRET}",
-                headers={"Authorization": f"Bearer {SECRET}", "X-Api-Key": SECRET},
+                transport_options=TransportOptions(headers={"Authorization": f"Bearer {SECRET}", "X-Api-Key": SECRET}),
                 **FAST,
             )
             rec = Recorder(client)
@@ -139,7 +141,7 @@ async def test_slow_consumer_cannot_grow_memory_without_bound() -> None:
 
 async def test_event_buffer_is_bounded() -> None:
     async with ReferenceAgent(2) as agent:
-        client = ReconnectingClient(agent.url, event_buffer=5, **FAST)
+        client = ReconnectingClient(agent.url, limits=Limits(event_buffer=5), **FAST)
         stale = client.events()
         rec = Recorder(client)
         try:

@@ -25,8 +25,11 @@ from acp_client import (
     ConnectionDropped,
     CrashLoopBreaker,
     ReconnectingClient,
+    RecoveryPolicy,
     SessionForgotten,
     SessionLink,
+    Timeouts,
+    TransportOptions,
 )
 from acp_client.testing import FaultProxy, ProxyMode, ReferenceAgent
 from tests.conftest import bound
@@ -61,16 +64,16 @@ async def soak(agent: ReferenceAgent, proxy: FaultProxy, rng: random.Random, ses
     """Run the chaos loop with one client and check the per-session outcome; the client is closed after."""
     client = ReconnectingClient(
         proxy.url(),
-        ping_interval=0.2,
-        ping_timeout=bound(0.3),  # a latency bound: a starved event loop answers pongs late
-        close_timeout=bound(0.2),
+        transport_options=TransportOptions(
+            ping_interval=0.2,
+            ping_timeout=bound(0.3),  # a latency bound: a starved event loop answers pongs late
+            close_timeout=bound(0.2),
+        ),
         backoff=Backoff(base=0.02, cap=0.2, rng=random.Random(1)),
         breaker=CrashLoopBreaker(threshold=10_000),  # every fault here is deliberate
-        recovery_start_jitter=0.0,
-        recovery_timeout=3.0,
-        stable_after=0.0,
+        policy=RecoveryPolicy(start_jitter=0.0, stable_after=0.0),
+        timeouts=Timeouts(probe=3.0, strategy=3.0, replay_silence=3.0, list_check=12.0, session_wait=15.0),
         wait_for_ready=True,
-        session_wait_timeout=15.0,
         rng=random.Random(2),
     )
     rec = Recorder(client)

@@ -19,6 +19,7 @@ from acp_client import (
     Backoff,
     ClientState,
     RecoveryMarker,
+    RecoveryPolicy,
     SessionNotFound,
     SessionRecovered,
     SessionUpdate,
@@ -31,7 +32,10 @@ from tests.conftest import bound
 
 T = TypeVar("T")
 
-FAST: dict[str, Any] = {"recovery_start_jitter": 0.0, "stable_after": 0.0, "backoff": Backoff(base=0.02, cap=0.2)}
+FAST: dict[str, Any] = {
+    "policy": RecoveryPolicy(start_jitter=0.0, stable_after=0.0),
+    "backoff": Backoff(base=0.02, cap=0.2),
+}
 
 
 class AgentThread:

@@ -21,6 +21,7 @@ from acp_client import (
     SessionUpdate,
     StateChanged,
     StateUpdate,
+    Timeouts,
     sync,
 )
 from acp_client import ReconnectingClient as AsyncReconnectingClient
@@ -181,7 +182,7 @@ def test_session_arguments_are_unwrapped() -> None:
 
 
 def test_first_use_of_a_client_whose_agent_cannot_start_raises_at_once() -> None:
-    client = sync.ReconnectingClient(["no-such-agent-7f3e", "--stdio"], ready_timeout=bound(30))
+    client = sync.ReconnectingClient(["no-such-agent-7f3e", "--stdio"], timeouts=Timeouts(ready=bound(30)))
     try:
         with pytest.raises(ReconnectFailed) as caught:
             client.new_session("/work")

@@ -17,7 +17,7 @@ from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed, InvalidMessage
 
 import acp_client
-from acp_client import ConnectError
+from acp_client import ConnectError, TransportOptions
 from acp_client.testing import FaultProxy, LinkMode, ProxyMode, ReferenceAgent
 from tests.conftest import bound
 
@@ -271,7 +271,7 @@ async def test_refuse_then_accept_on_the_same_port(proxy: FaultProxy) -> None:
         with pytest.raises(ConnectionRefusedError):
             await ws_connect(proxy.url())
         with pytest.raises(ConnectError):
-            await acp_client.connect(proxy.url(), open_timeout=bound(2))
+            await acp_client.connect(proxy.url(), transport_options=TransportOptions(open_timeout=bound(2)))
     proxy.set_listener("accept")
     assert proxy.port == port
     async with raw_ws(proxy) as ws:

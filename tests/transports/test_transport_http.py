@@ -25,6 +25,7 @@ from acp_client import (
     ReconnectingClient,
     SessionForgotten,
     SessionRecovered,
+    TransportOptions,
     connect,
 )
 from acp_client.sessions import SessionUpdate
@@ -80,7 +81,7 @@ def test_sse_parser_bom_partial_lines_and_size_bound() -> None:
 
 async def test_lifecycle_headers_streams_and_delete(http2: Any) -> None:
     async with ReferenceAgent(2) as agent:
-        async with connect(agent.http_url, http2=http2) as client:
+        async with connect(agent.http_url, transport_options=TransportOptions(http2=http2)) as client:
             transport = transport_of(client)
             assert transport.connection_id == "conn-1" and transport.protocol_version == 2
             assert transport.http_version == ("HTTP/2" if http2 else "HTTP/1.1")
@@ -115,7 +116,10 @@ class Approver(ClientHandlers):
 
 async def test_permission_request_on_the_session_stream(http2: Any) -> None:
     handlers = Approver()
-    async with ReferenceAgent(1) as agent, connect(agent.http_url, http2=http2, handlers=handlers) as client:
+    async with (
+        ReferenceAgent(1) as agent,
+        connect(agent.http_url, transport_options=TransportOptions(http2=http2), handlers=handlers) as client,
+    ):
         session = await client.new_session("/w")
         result = await asyncio.wait_for(session.prompt("permission"), bound(5))
         assert result.stop_reason == "end_turn" and len(handlers.requests) == 1
@@ -125,7 +129,10 @@ async def test_permission_request_on_the_session_stream(http2: Any) -> None:
 
 
 async def test_cancel_reaches_the_agent(http2: Any) -> None:
-    async with ReferenceAgent(2) as agent, connect(agent.http_url, http2=http2) as client:
+    async with (
+        ReferenceAgent(2) as agent,
+        connect(agent.http_url, transport_options=TransportOptions(http2=http2)) as client,
+    ):
         session = await client.new_session("/w")
         turn = asyncio.create_task(session.prompt("sleep 30"))
         await agent.wait_for_method("session/prompt", timeout=bound(5))
@@ -136,7 +143,7 @@ async def test_cancel_reaches_the_agent(http2: Any) -> None:
 
 async def test_reconnecting_client_recovers_after_a_drop(http2: Any) -> None:
     async with ReferenceAgent(2) as agent:
-        client = ReconnectingClient(agent.http_url, http2=http2, **FAST)
+        client = ReconnectingClient(agent.http_url, transport_options=TransportOptions(http2=http2), **FAST)
         rec = Recorder(client)
         try:
             await client.start()
@@ -293,7 +300,9 @@ async def test_resumed_streams_are_reported_as_recoveries_by_their_path() -> Non
 async def test_half_open_stream_is_detected_by_the_read_idle_watchdog() -> None:
     async with ReferenceAgent(2) as agent, FaultProxy("127.0.0.1", agent.port) as proxy:
         agent.http.keepalive_interval = 0.05
-        async with connect(proxy.url(scheme="http"), ping_interval=0.2, ping_timeout=0.2) as client:
+        async with connect(
+            proxy.url(scheme="http"), transport_options=TransportOptions(ping_interval=0.2, ping_timeout=0.2)
+        ) as client:
             session = await client.new_session("/w")
             turn = asyncio.create_task(session.prompt("sleep 30"))
             await agent.wait_for_method("session/prompt", timeout=bound(5))
@@ -312,7 +321,9 @@ async def test_blackholed_link_is_replaced_and_its_late_frames_ignored() -> None
 
     async with ReferenceAgent(2) as agent, FaultProxy("127.0.0.1", agent.port) as proxy:
         agent.http.keepalive_interval = 0.05
-        client = ReconnectingClient(proxy.url(scheme="http"), ping_interval=0.2, ping_timeout=0.2, **FAST)
+        client = ReconnectingClient(
+            proxy.url(scheme="http"), transport_options=TransportOptions(ping_interval=0.2, ping_timeout=0.2), **FAST
+        )
         rec = Recorder(client)
         try:
             await client.start()
@@ -343,7 +354,9 @@ async def test_liveness_ping_checks_the_request_path() -> None:
     async with (
         ReferenceAgent(2) as agent,
         FaultProxy("127.0.0.1", agent.port) as proxy,
-        connect(proxy.url(scheme="http"), ping_interval=60.0, ping_timeout=0.3) as client,
+        connect(
+            proxy.url(scheme="http"), transport_options=TransportOptions(ping_interval=60.0, ping_timeout=0.3)
+        ) as client,
     ):
         transport = transport_of(client)
         assert await transport.ping() >= 0.0
@@ -374,14 +387,16 @@ async def test_cookies_are_stored_and_returned_across_reconnects() -> None:
 
 async def test_auto_prefers_websocket_and_falls_back_to_http() -> None:
     async with ReferenceAgent(2) as agent:
-        async with connect(agent.http_url, transport="auto") as client:
+        async with connect(agent.http_url, transport_options=TransportOptions(transport="auto")) as client:
             assert isinstance(client.connection.transport, WebSocketTransport)
         agent.http.serve_websocket = False  # the upgrade is answered 406
-        async with connect(agent.http_url, transport="auto") as client:
+        async with connect(agent.http_url, transport_options=TransportOptions(transport="auto")) as client:
             assert isinstance(client.connection.transport, StreamableHTTPTransport)
             await client.new_session("/w")
         agent.http.serve_websocket = True
-        async with connect(agent.http_url, transport="websocket") as client:  # an http URL, forced WebSocket
+        async with connect(
+            agent.http_url, transport_options=TransportOptions(transport="websocket")
+        ) as client:  # an http URL, forced WebSocket
             assert isinstance(client.connection.transport, WebSocketTransport)
 
 
@@ -391,7 +406,10 @@ async def test_auto_prefers_websocket_and_falls_back_to_http() -> None:
 async def test_pitfall_a_exists_one_stream_until_settings_name_a_maximum() -> None:
     # control: httpx/httpcore on ONE HTTP/2 connection against a server whose SETTINGS name no maximum
     # (as Node's): with an SSE stream open, a POST waits for a second stream forever
-    async with ReferenceAgent(2) as agent, connect(agent.http_url, http2="prior_knowledge") as client:
+    async with (
+        ReferenceAgent(2) as agent,
+        connect(agent.http_url, transport_options=TransportOptions(http2="prior_knowledge")) as client,
+    ):
         agent.http.h2_max_concurrent_streams = None
         cid = transport_of(client).connection_id
         assert cid is not None
@@ -412,7 +430,7 @@ async def test_pitfalls_avoided_no_max_streams_and_keepalive_far_away() -> None:
     async with ReferenceAgent(2) as agent:
         agent.http.h2_max_concurrent_streams = None
         agent.http.keepalive_interval = 60.0
-        async with connect(agent.http_url, http2="prior_knowledge") as client:
+        async with connect(agent.http_url, transport_options=TransportOptions(http2="prior_knowledge")) as client:
             sessions = [await client.new_session("/w") for _ in range(2)]
             async with asyncio.timeout(bound(10)):
                 for i in range(15):
@@ -533,7 +551,7 @@ async def test_404_for_the_connection_is_a_lost_link_and_bad_events_are_counted(
         return 404, [("content-type", "application/json")], b'{"error": "Unknown connection id"}'
 
     async with canned_server(handler) as url:
-        client = await connect(url, protocol_version=1, ping_interval=None)
+        client = await connect(url, protocol_version=1, transport_options=TransportOptions(ping_interval=None))
         try:
             transport = transport_of(client)
             with pytest.raises(Exception, match="HTTP 415") as rejected:

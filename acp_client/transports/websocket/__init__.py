@@ -131,7 +131,7 @@ async def connect_websocket(
     ping_interval: float | None = 20.0,
     ping_timeout: float | None = 20.0,
     close_timeout: float = 10.0,
-    max_frame_bytes: int | None = DEFAULT_MAX_FRAME_BYTES,
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     max_queue: int | None = 16,
     proxy: str | bool | None = True,
     compression: str | None = "deflate",
@@ -166,9 +166,40 @@ async def connect_websocket(
         ``compression``: ``"deflate"`` offers permessage-deflate, ``None`` turns it off (cheaper on CPU
         for the many small frames of a streaming turn, at the cost of bytes on the wire).
 
+    The keywords are gathered into one :class:`~acp_client.transports.TransportOptions` (which checks
+    them) and handed to :func:`open_websocket`; a client opens its links with that function directly.
+
     Raises :class:`UsageError` for a malformed URL, :class:`HandshakeRejected` for an HTTP answer other than
     ``101``, :class:`TLSError` for a TLS failure and :class:`ConnectError` for everything else that keeps
     the link from opening (refused, unresolvable, timed out: then ``__cause__`` is the ``TimeoutError``).
+    """
+    options = TransportOptions(
+        headers=headers,
+        cookies=cookies if cookies is not None else CookieJar(),
+        ssl=ssl,
+        open_timeout=open_timeout,
+        ping_interval=ping_interval,
+        ping_timeout=ping_timeout,
+        close_timeout=close_timeout,
+        max_frame_bytes=max_frame_bytes,
+        compression=compression,  # type: ignore[arg-type]
+        follow_redirects=follow_redirects,
+    )
+    return await open_websocket(url, options, subprotocols=subprotocols, max_queue=max_queue, proxy=proxy)
+
+
+async def open_websocket(
+    url: str,
+    options: TransportOptions,
+    *,
+    subprotocols: Sequence[str] | None = None,
+    max_queue: int | None = 16,
+    proxy: str | bool | None = True,
+) -> WebSocketTransport:
+    """Open a WebSocket to ``url`` with a client's shared :class:`TransportOptions`, read where used.
+
+    ``subprotocols``, ``max_queue`` and ``proxy`` are the WebSocket-only settings of
+    :func:`connect_websocket` (see it for them and for the errors raised).
     """
     try:
         uri = parse_uri(url)
@@ -176,11 +207,11 @@ async def connect_websocket(
         # the message names the problem but not the URL, which may carry a token in its query
         raise UsageError(f"not a WebSocket URL (ws:// or wss://): {exc.msg}") from None
     description = _describe(uri)
-    if not uri.secure and ssl is not None:
+    if not uri.secure and options.ssl is not None:
         raise UsageError(f"an ssl context was given for {description}; use a wss:// URL for TLS")
-    jar = cookies if cookies is not None else CookieJar()
+    jar = options.cookies
 
-    request_headers = await resolve_headers(headers)
+    request_headers = await resolve_headers(options.headers)
     cookie_value = jar.header_value(uri.host, secure=uri.secure)
     if cookie_value is not None:
         request_headers.append(("Cookie", cookie_value))
@@ -188,22 +219,22 @@ async def connect_websocket(
     ws_proxy: str | Literal[True] | None = proxy if isinstance(proxy, str) else (True if proxy is True else None)
     tls: _ssl.SSLContext | None = None
     if uri.secure:
-        tls = ssl if ssl is not None else _ssl.create_default_context()
+        tls = options.ssl if options.ssl is not None else _ssl.create_default_context()
     _log.debug("websocket_connecting", transport=description, headers=loggable_headers(request_headers))
     opening = _Connect(
         url,
-        follow_redirects=follow_redirects,
+        follow_redirects=options.follow_redirects,
         additional_headers=request_headers,
         user_agent_header=_USER_AGENT,
         subprotocols=[Subprotocol(s) for s in subprotocols] if subprotocols is not None else None,
         proxy=ws_proxy,
-        open_timeout=open_timeout,
+        open_timeout=options.open_timeout,
         ping_interval=None,  # our own keepalive, see the module docstring
         ping_timeout=None,
-        close_timeout=close_timeout,
-        max_size=max_frame_bytes,
+        close_timeout=options.close_timeout,
+        max_size=options.max_frame_bytes,
         max_queue=max_queue,
-        compression=compression,
+        compression=options.compression,
         ssl=tls,  # None for ws://
         logger=_WEBSOCKETS_LOGGER,
     )
@@ -236,7 +267,7 @@ async def connect_websocket(
     except _ssl.SSLError as exc:  # before OSError: SSLError is one
         raise TLSError(f"the TLS handshake with {description} failed: {exc}") from exc
     except TimeoutError as exc:  # before OSError: TimeoutError is one
-        raise ConnectError(f"opening {description} timed out after {open_timeout:g} s") from exc
+        raise ConnectError(f"opening {description} timed out after {options.open_timeout:g} s") from exc
     except OSError as exc:
         raise ConnectError(f"could not connect to {description}: {exc}") from exc
     except WebSocketException as exc:
@@ -247,29 +278,8 @@ async def connect_websocket(
     transport = WebSocketTransport(
         connection,
         description=description,
-        cookies=jar,
-        ping_interval=ping_interval,
-        ping_timeout=ping_timeout,
-        close_timeout=close_timeout,
-        max_frame_bytes=max_frame_bytes,
+        options=options,
     )
     transport._start()
     _log.info("websocket_connected", transport=description, connection_id=transport.connection_id)
     return transport
-
-
-async def open_websocket(url: str, options: TransportOptions) -> WebSocketTransport:
-    """Open a WebSocket to ``url`` with a client's shared :class:`TransportOptions`."""
-    return await connect_websocket(
-        url,
-        headers=options.headers,
-        cookies=options.cookies,
-        ssl=options.ssl,
-        open_timeout=options.open_timeout,
-        ping_interval=options.ping_interval,
-        ping_timeout=options.ping_timeout,
-        close_timeout=options.close_timeout,
-        max_frame_bytes=options.max_frame_bytes,
-        compression=options.compression,
-        follow_redirects=options.follow_redirects,
-    )

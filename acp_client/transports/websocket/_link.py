@@ -31,6 +31,7 @@ from acp_client._logging import get_logger, redact_headers
 from acp_client.exceptions import ConnectionLost, UsageError
 from acp_client.transports._cookies import CookieJar
 from acp_client.transports.base import TransportStats
+from acp_client.transports.options import TransportOptions
 
 __all__ = ["CONNECTION_ID_HEADER", "WebSocketTransport", "join_headers"]
 
@@ -58,23 +59,16 @@ class WebSocketTransport:
         connection: ClientConnection,
         *,
         description: str,
-        cookies: CookieJar,
-        ping_interval: float | None,
-        ping_timeout: float | None,
-        close_timeout: float,
-        max_frame_bytes: int | None,
+        options: TransportOptions,
     ) -> None:
         """Wrap an open ``websockets`` connection. Use :func:`connect_websocket` instead."""
         self._conn = connection
         self._description = description
-        self._ping_interval = ping_interval
-        self._ping_timeout = ping_timeout
-        self._close_timeout = close_timeout
-        self._max_frame_bytes = max_frame_bytes
+        self._options = options  # read where used: the keepalive, the close, the frame bound
         self._failure: tuple[int, str] | None = None
         self._keepalive_task: asyncio.Task[None] | None = None
         self._close_task: asyncio.Task[None] | None = None
-        self.cookies = cookies
+        self.cookies: CookieJar = options.cookies
         """The jar the handshake's cookies went to; pass it to the next :func:`connect_websocket`."""
         response = connection.response
         raw_headers = list(response.headers.raw_items()) if response is not None else []
@@ -88,9 +82,9 @@ class WebSocketTransport:
         """Live counters of frames moved and discarded (see :class:`TransportStats`)."""
 
     def _start(self) -> None:
-        if self._ping_interval is not None:
+        if self._options.ping_interval is not None:
             self._keepalive_task = asyncio.get_running_loop().create_task(
-                self._keepalive(self._ping_interval), name=f"acp-client keepalive {self._description}"
+                self._keepalive(self._options.ping_interval), name=f"acp-client keepalive {self._description}"
             )
 
     # ------------------------------------------------------------------ properties
@@ -167,7 +161,7 @@ class WebSocketTransport:
         if self._failure is not None:
             raise self._lost()
         if timeout is None:
-            timeout = self._ping_timeout
+            timeout = self._options.ping_timeout
         try:
             async with asyncio.timeout(timeout):
                 pong = await self._conn.ping()
@@ -196,7 +190,7 @@ class WebSocketTransport:
             self._keepalive_task.cancel()
             await asyncio.wait([self._keepalive_task])
         try:
-            async with asyncio.timeout(self._close_timeout):
+            async with asyncio.timeout(self._options.close_timeout):
                 await self._conn.close(code, reason)
         except TimeoutError:
             self._conn.transport.abort()
@@ -221,7 +215,7 @@ class WebSocketTransport:
         while True:
             await asyncio.sleep(interval)
             try:
-                async with asyncio.timeout(self._ping_timeout):
+                async with asyncio.timeout(self._options.ping_timeout):
                     pong = await self._conn.ping()
                     await pong
             except ConnectionClosed:
@@ -238,8 +232,8 @@ class WebSocketTransport:
             _log.warning(
                 "websocket_keepalive_timeout",
                 transport=self._description,
-                ping_interval=self._ping_interval,
-                ping_timeout=self._ping_timeout,
+                ping_interval=self._options.ping_interval,
+                ping_timeout=self._options.ping_timeout,
             )
         self._conn.transport.abort()
         await self._wait_connection_lost()
@@ -255,7 +249,7 @@ class WebSocketTransport:
             if sent.code == _MESSAGE_TOO_BIG:
                 return (
                     sent.code,
-                    (f"the agent sent a message larger than max_frame_bytes ({self._max_frame_bytes} bytes)"),
+                    (f"the agent sent a message larger than max_frame_bytes ({self._options.max_frame_bytes} bytes)"),
                     True,
                 )
             return sent.code, sent.reason, True
