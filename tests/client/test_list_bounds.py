@@ -10,7 +10,15 @@ from typing import Any
 
 import pytest
 
-from acp_client import ReconnectingClient, SessionForgotten, SessionLink, SessionRecoveryFailed, connect, sync
+from acp_client import (
+    ReconnectingClient,
+    RecoveryPolicy,
+    SessionForgotten,
+    SessionLink,
+    SessionRecoveryFailed,
+    connect,
+    sync,
+)
 from acp_client.exceptions import ProtocolError
 from acp_client.reconnect import Backoff
 from acp_client.testing import AgentError, ReferenceAgent
@@ -59,8 +67,9 @@ async def test_the_blocking_facade_ends_too() -> None:
 async def test_the_recovery_list_check_keeps_a_session_when_the_listing_loops() -> None:
     async with ReferenceAgent(2) as agent:
         client = ReconnectingClient(
-            agent.url, recovery_start_jitter=0.0, stable_after=0.0, backoff=Backoff(base=0.02, cap=0.2),
-            recovery_tries=1,
+            agent.url,
+            policy=RecoveryPolicy(start_jitter=0.0, stable_after=0.0, tries=1),
+            backoff=Backoff(base=0.02, cap=0.2),
         )
         events = client.events()
         await client.start()

@@ -20,13 +20,14 @@ CHUNK = b" " * (1024 * 1024)
 
 CLIENT = r"""
 import asyncio, json, resource, sys
-from acp_client import connect
+from acp_client import Timeouts, TransportOptions, connect
 from acp_client.exceptions import ACPError
 
 async def main(url):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
-        async with connect(url, open_timeout=30, initialize_timeout=60):
+        options = TransportOptions(open_timeout=30)
+        async with connect(url, timeouts=Timeouts(initialize=60), transport_options=options):
             outcome = "connected"
     except ACPError as exc:
         outcome = f"{type(exc).__name__}: {exc}"

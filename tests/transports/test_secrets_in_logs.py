@@ -18,6 +18,7 @@ from acp_client import ReconnectingClient, connect
 from acp_client._logging import get_logger, loggable_headers, scrub_urls
 from acp_client.exceptions import ReconnectFailed, UsageError
 from acp_client.testing import ReferenceAgent
+from acp_client.transports import TransportOptions
 from acp_client.transports.options import resolve_headers
 from acp_client.transports.websocket import connect_websocket
 from tests.conftest import bound
@@ -52,7 +53,8 @@ async def test_a_header_value_with_a_line_break_is_refused_before_any_io_without
 
 async def test_a_reconnecting_client_with_a_bad_header_fails_once_and_clearly() -> None:
     async with recording_server() as (port, seen):
-        client = ReconnectingClient(f"ws://127.0.0.1:{port}/acp", headers={"X-Token": "VAL-SECRET\n"})
+        options = TransportOptions(headers={"X-Token": "VAL-SECRET\n"})
+        client = ReconnectingClient(f"ws://127.0.0.1:{port}/acp", transport_options=options)
         with capture_logs() as logs, pytest.raises(ReconnectFailed, match="header 'X-Token'") as caught:
             async with client:
                 pass

@@ -111,6 +111,7 @@ class AgentConnection:
         for fut in self._outbound.values():
             if not fut.done():
                 fut.set_exception(PeerGone(f"connection {self.id} closed"))
+                fut.exception()  # its awaiter may be gone already: never "exception was never retrieved"
         self._outbound.clear()
         self.core.drop_all()
         self.finished.set()
