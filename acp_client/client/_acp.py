@@ -348,6 +348,7 @@ class ACPClient(InboundRouter):
         silence: float | None = None,
         deadline: float | None = None,
         on_give_up: Callable[[], None] | None = None,
+        max_replay: int | None = None,
     ) -> None:
         """Attach a known session on this connection with ``session/resume`` or (v1) ``session/load``.
 
@@ -358,7 +359,8 @@ class ACPClient(InboundRouter):
 
         With ``silence`` (seconds) the call is timed by progress instead of ``timeout``: it is given up only
         after that long with neither an answer nor a replayed update (and after ``deadline`` in all), see
-        :meth:`~acp_client.client.connection.Connection.request_watched` (``on_give_up`` is passed on). A
+        :meth:`~acp_client.client.connection.Connection.request_watched` (``on_give_up`` is passed on, and
+        ``max_replay`` as its ``max_progress``: more replayed updates than that give the attempt up). A
         session recorded under another protocol version is sent in this connection's shape (v2
         ``mcpServers`` entries carry ``type``).
         """
@@ -398,6 +400,7 @@ class ACPClient(InboundRouter):
                     deadline=deadline,
                     progress=session._replay_progress,
                     on_give_up=on_give_up,
+                    max_progress=max_replay,
                 )
             ok = True
         finally:

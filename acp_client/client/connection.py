@@ -281,6 +281,7 @@ class Connection:
         deadline: float | None = None,
         settle: float = 5.0,
         on_give_up: Callable[[], None] | None = None,
+        max_progress: int | None = None,
     ) -> Any:
         """Send a request whose answer may take long while the agent shows progress (a replaying load).
 
@@ -290,24 +291,40 @@ class Connection:
         result or ``-32800``), so the next attempt never overlaps this one; a result that still arrives is
         returned. ``on_give_up()`` is called when the request is given up, before that wait (a caller can
         free what it reserved for a request in flight). Raises ``ACPTimeoutError`` when given up, otherwise
-        like :meth:`request`.
+        like :meth:`request`. With ``max_progress``, more than that much progress (replayed updates) also
+        gives it up, checked at every ``silence`` tick: the bound is named in the ``ACPTimeoutError``.
         """
         loop = asyncio.get_running_loop()
         id_, fut = await self._send_request(method, params)
         try:
-            started = loop.time()
-            seen = progress()
+            started = quiet_since = loop.time()
+            seen = first = progress()
+            overflow = capped = False
+            # without a progress bound, one look per silence; with one, a look every second at most
+            tick = silence if max_progress is None else min(silence, 1.0)
             while True:
-                wait = silence if deadline is None else min(silence, max(0.0, started + deadline - loop.time()))
+                now_t = loop.time()
+                wait = min(tick, max(0.0, quiet_since + silence - now_t))
+                if deadline is not None:
+                    wait = min(wait, max(0.0, started + deadline - now_t))
                 await asyncio.wait({fut}, timeout=wait)
                 if fut.done():
                     return fut.result()
-                capped = deadline is not None and loop.time() - started >= deadline
+                now_t = loop.time()
                 now = progress()
-                if now != seen and not capped:
-                    seen = now  # the agent is still streaming: silence starts again
+                if max_progress is not None and isinstance(now, int) and isinstance(first, int) and (
+                    now - first > max_progress
+                ):
+                    overflow = True
+                    break
+                capped = deadline is not None and now_t - started >= deadline
+                if capped:
+                    break
+                if now != seen:
+                    seen, quiet_since = now, now_t  # the agent is still streaming: silence starts again
                     continue
-                break
+                if now_t - quiet_since >= silence:
+                    break
             self._send_cancel_request(id_)
             self.stats["requests_given_up"] += 1
             if on_give_up is not None:
@@ -319,7 +336,12 @@ class Connection:
                     return fut.result()
             else:
                 self._abandoned.append(id_)
-            why = f"no answer and no progress for {silence:g} s" if not capped else f"no answer within {deadline:g} s"
+            if overflow:
+                why = f"more than {max_progress} updates replayed without an answer (Limits.replay_updates)"
+            elif capped:
+                why = f"no answer within {deadline:g} s"
+            else:
+                why = f"no answer and no progress for {silence:g} s"
             raise ACPTimeoutError(f"{method}: {why}")
         except asyncio.CancelledError:
             self._abandon(id_)

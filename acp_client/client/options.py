@@ -67,6 +67,10 @@ class Timeouts:
         replay that keeps streaming is never cut off by it).
     ``recovery_deadline`` (default ``None``)
         an overall cap on one ``session/resume``/``session/load``, streaming or not.
+    ``recovery_round`` (default ``60.0``, or ``None``: wait for every session)
+        how long a recovery round waits for its sessions' first outcomes before the client is ``READY``;
+        a session still recovering then (a replay that never ends) is reported failed-and-retrying
+        (:class:`~acp_client.reconnect.SessionRecoveryFailed`) while its attempt goes on.
     ``list_check`` (default ``40.0``)
         walking ``session/list`` (every page) to learn whether the agent still knows a session that a
         resume/load refused with a code that does not say so.
@@ -87,12 +91,13 @@ class Timeouts:
     strategy: float = 10.0
     replay_silence: float = 10.0
     recovery_deadline: float | None = None
+    recovery_round: float | None = 60.0
     list_check: float = 40.0
     session_wait: float = 30.0
     ready: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("initialize", "request", "recovery_deadline", "ready"):
+        for name in ("initialize", "request", "recovery_deadline", "recovery_round", "ready"):
             check_seconds("Timeouts", name, getattr(self, name), optional=True)
         for name in ("probe", "strategy", "replay_silence", "list_check", "session_wait"):
             check_seconds("Timeouts", name, getattr(self, name))

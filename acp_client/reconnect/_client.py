@@ -232,6 +232,7 @@ class ReconnectingClient:
             self._keeper,
             policy=policy_,
             timeouts=timeouts_,
+            max_replay=limits_.replay_updates,
             backoff=backoff,
             clock=clock,
             rng=rng,

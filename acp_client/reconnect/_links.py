@@ -23,7 +23,16 @@ from acp_client.reconnect._events import (
 )
 from acp_client.sessions import RecoveryMarker, Session, SessionLink
 
-__all__ = ["Forgotten", "LeftDetached", "Outcome", "Reattached", "RetryLater", "SessionLinks", "TakenOver"]
+__all__ = [
+    "Forgotten",
+    "LeftDetached",
+    "Outcome",
+    "Reattached",
+    "RetryLater",
+    "SessionLinks",
+    "StillRecovering",
+    "TakenOver",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +81,25 @@ class RetryLater:
     def event(self, session: Session) -> Event:
         """The event the client reports."""
         return SessionRecoveryFailed(session.id, self.error, self.attempt, True, self.generation)
+
+
+@dataclass(frozen=True, slots=True)
+class StillRecovering:
+    """The recovery round ended (``Timeouts.recovery_round``) while this session's attempt still runs (a
+    replay that never ends): it is reported failed-and-retrying, and its link stays ``recovering``."""
+
+    error: str
+    generation: int
+
+    link = None
+
+    def marker(self, session_id: str) -> RecoveryMarker:
+        """The marker for the session's stream."""
+        return RecoveryMarker(session_id, "failed", reason=self.error)
+
+    def event(self, session: Session) -> Event:
+        """The event the client reports (attempt 1: the one still running)."""
+        return SessionRecoveryFailed(session.id, self.error, 1, True, self.generation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +158,7 @@ class TakenOver:
         return None
 
 
-Outcome = Reattached | RetryLater | LeftDetached | Forgotten | TakenOver
+Outcome = Reattached | RetryLater | StillRecovering | LeftDetached | Forgotten | TakenOver
 
 
 class SessionLinks:

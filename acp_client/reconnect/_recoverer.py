@@ -32,7 +32,7 @@ from acp_client.exceptions import (
 from acp_client.reconnect._backoff import Backoff, Clock
 from acp_client.reconnect._events import RecoveryRoundFinished
 from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
-from acp_client.reconnect._links import LeftDetached, Outcome, Reattached, RetryLater
+from acp_client.reconnect._links import LeftDetached, Outcome, Reattached, RetryLater, StillRecovering
 from acp_client.reconnect.options import RecoveryPolicy, Timeouts
 from acp_client.reconnect.strategy import (
     Action,
@@ -127,8 +127,10 @@ class SessionRecoverer:
         clock: Clock,
         rng: random.Random,
         on_auth_required: Callable[[ACPClient], Awaitable[None]] | None = None,
+        max_replay: int | None = None,
     ) -> None:
         self._host = host
+        self._max_replay = max_replay
         self.policy = policy
         self.timeouts = timeouts
         self.limit = limit
@@ -149,6 +151,7 @@ class SessionRecoverer:
         clock: Clock,
         rng: random.Random,
         on_auth_required: Callable[[ACPClient], Awaitable[None]] | None = None,
+        max_replay: int | None = None,
     ) -> SessionRecoverer:
         """A recoverer with the concurrency limit ``policy.concurrency`` asks for."""
         limit = AdaptiveLimit() if policy.concurrency == "adaptive" else FixedLimit(policy.concurrency)
@@ -161,6 +164,7 @@ class SessionRecoverer:
             clock=clock,
             rng=rng,
             on_auth_required=on_auth_required,
+            max_replay=max_replay,
         )
 
     def __repr__(self) -> str:
@@ -174,12 +178,21 @@ class SessionRecoverer:
 
     async def run_round(self, client: ACPClient, sessions: list[Session], generation: int) -> RecoveryRoundFinished:
         """Recover ``sessions`` on ``client``; returns when each has a first outcome (failed ones go on
-        retrying in the background while the connection lives)."""
+        retrying in the background while the connection lives), or after ``Timeouts.recovery_round``:
+        a session still recovering then is reported failed-and-retrying while its attempt goes on, so one
+        replay that never ends cannot keep the client from ``READY``."""
         outcomes = [self._start(client, s, generation, jitter=True).outcome for s in sessions]
         if outcomes:
-            await asyncio.wait(outcomes)
+            await asyncio.wait(outcomes, timeout=self.timeouts.recovery_round)
         counts = {"reattached": 0, "restored": 0, "forgotten": 0, "failed": 0, "kept": 0}
-        for fut in outcomes:
+        for session, fut in zip(sessions, outcomes, strict=True):
+            if not fut.done():
+                counts["failed"] += 1
+                bound = self.timeouts.recovery_round
+                error = f"still recovering after {bound:g} s (Timeouts.recovery_round); the attempt goes on"
+                log.warning("acp.recovery_round_bound_reached", session_id=session.id, after=bound)
+                self._host.report(session, StillRecovering(error, generation))
+                continue
             result = fut.result() if not fut.cancelled() else "failed"
             counts[result if result in counts else "failed"] += 1
         return RecoveryRoundFinished(generation, **counts)
@@ -385,6 +398,7 @@ class SessionRecoverer:
         watch: dict[str, Any] = {
             "silence": self.timeouts.replay_silence,
             "deadline": self.timeouts.recovery_deadline,
+            "max_replay": self._max_replay,
             "on_give_up": lambda: slot.release(ok=False),
         }
         try:

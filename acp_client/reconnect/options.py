@@ -84,16 +84,21 @@ class Limits:
     ``probe_concurrency`` (default ``8``, an int >= 1)
         ``session/status`` probes in flight at once when ``reconcile`` checks the sessions that look
         attached (each bounded by ``Timeouts.probe``).
+    ``replay_updates`` (default ``100_000``, an int >= 1)
+        updates one ``session/resume``/``session/load`` may replay; past it the attempt is given up
+        (a replay that never ends cannot grow the rebuilt transcript without bound) and retried.
 
     Change a copy with :func:`dataclasses.replace`.
     """
 
     event_buffer: int = 1024
     probe_concurrency: int = 8
+    replay_updates: int = 100_000
 
     def __post_init__(self) -> None:
         check_count("Limits", "event_buffer", self.event_buffer)
         check_count("Limits", "probe_concurrency", self.probe_concurrency)
+        check_count("Limits", "replay_updates", self.replay_updates)
 
 
 def _to(group: str, *fields: str, factor: float = 1.0) -> tuple[Destination, ...]:
