@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 import pytest
 import structlog
 
-from acp_client.testing import ReferenceAgent
+from acp_client import ReconnectingClient
+from acp_client.testing import EventRecorder, ReferenceAgent, start_client
 
 if TYPE_CHECKING:
     from acp_client.testing.redis_server import RedisServer
@@ -22,6 +23,16 @@ TIMEOUT_FACTOR = float(os.environ.get("ACP_TESTS_TIMEOUT_FACTOR", "1"))
 def bound(seconds: float) -> float:
     """A waiting bound scaled for slow machines."""
     return seconds * TIMEOUT_FACTOR
+
+
+def recorder(client: ReconnectingClient) -> EventRecorder:
+    """An :class:`~acp_client.testing.EventRecorder` whose waits are scaled like :func:`bound`."""
+    return EventRecorder(client, timeout_scale=TIMEOUT_FACTOR)
+
+
+async def started(target: str, **options: object) -> tuple[ReconnectingClient, EventRecorder]:
+    """:func:`acp_client.testing.start_client` (``FAST_RETRY`` settings, READY) with waits scaled like :func:`bound`."""
+    return await start_client(target, timeout_scale=TIMEOUT_FACTOR, **options)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -30,10 +30,10 @@ from acp_client import (
     connect,
 )
 from acp_client.sessions import SessionUpdate
+from acp_client.testing import FAST_RETRY
 from acp_client.transports.http import StreamableHTTPTransport
-from tests.conftest import bound
+from tests.conftest import bound, recorder
 from tests.interop._ts_sdk import ts_sdk_dir  # noqa: F401  (a fixture)
-from tests.reconnect.test_reconnect import FAST, Recorder
 
 HERE = Path(__file__).parent
 
@@ -141,8 +141,8 @@ async def test_cancel_reaches_the_typescript_agent(peer: tuple[Peer, str]) -> No
 
 async def test_reconnect(peer: tuple[Peer, str]) -> None:
     spec, url = peer
-    client = ReconnectingClient(url, http2=spec.http2, **FAST)
-    rec = Recorder(client)
+    client = ReconnectingClient(url, http2=spec.http2, **FAST_RETRY)
+    rec = recorder(client)
     try:
         await client.start()
         await client.wait_ready(timeout=bound(10))

@@ -34,9 +34,8 @@ from acp_client import (
     SessionUpdate,
     StateChanged,
 )
-from acp_client.testing import FaultProxy, ProxyMode, ReferenceAgent
-from tests.conftest import bound
-from tests.reconnect.test_reconnect import FAST, Recorder
+from acp_client.testing import FAST_RETRY, EventRecorder, FaultProxy, ProxyMode, ReferenceAgent
+from tests.conftest import bound, recorder
 
 PING: dict[str, Any] = {"ping_interval": 0.2, "ping_timeout": 0.2, "close_timeout": 0.2}
 
@@ -48,9 +47,9 @@ async def behind_proxy(version: int = 2, **agent_options: Any) -> AsyncIterator[
 
 
 @asynccontextmanager
-async def client_for(url: str, **options: Any) -> AsyncIterator[tuple[ReconnectingClient, Recorder]]:
-    client = ReconnectingClient(url, **{**FAST, **options})
-    rec = Recorder(client)
+async def client_for(url: str, **options: Any) -> AsyncIterator[tuple[ReconnectingClient, EventRecorder]]:
+    client = ReconnectingClient(url, **{**FAST_RETRY, **options})
+    rec = recorder(client)
     await client.start()
     try:
         await client.wait_ready(timeout=bound(5))
@@ -73,7 +72,7 @@ async def test_fm01_herd_spreads_reconnects_after_a_restart() -> None:
             ReconnectingClient(agent.url, recovery_start_jitter=0.0, rng=random.Random(seed), breaker=None)
             for seed in range(n)
         ]
-        recorders = [Recorder(c) for c in clients]
+        recorders = [recorder(c) for c in clients]
         try:
             await asyncio.gather(*(c.start() for c in clients))
             await asyncio.gather(*(c.wait_ready(timeout=bound(10)) for c in clients))
@@ -366,12 +365,12 @@ def test_fm10_cancellation_at_any_point_leaves_no_tasks(cancel_after: float, ref
     async def scenario() -> None:
         async with behind_proxy() as (agent, proxy):
             for i in range(3):
-                async with ReconnectingClient(proxy.url(), **FAST) as seed:
+                async with ReconnectingClient(proxy.url(), **FAST_RETRY) as seed:
                     await seed.new_session(f"/w/{i}")
             baseline = {t for t in asyncio.all_tasks() if not t.done()}
             if refuse:
                 proxy.set_listener("refuse")
-            client = ReconnectingClient(proxy.url(), **FAST)
+            client = ReconnectingClient(proxy.url(), **FAST_RETRY)
 
             async def owner() -> None:
                 async with client:

@@ -9,14 +9,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from acp_client import (
-    Backoff,
     ClientState,
     ConnectionDropped,
     ConnectionLost,
@@ -27,64 +25,13 @@ from acp_client import (
     SessionLost,
     SessionRecovered,
     SQLiteSessionStore,
-    StateChanged,
 )
-from acp_client.reconnect import Event
-from acp_client.testing import ReferenceAgent
-from tests.conftest import bound
-
-#: Test settings: no recovery start jitter, short backoff (the delays stay random, just smaller).
-FAST: dict[str, Any] = {"recovery_start_jitter": 0.0, "stable_after": 0.0, "backoff": Backoff(base=0.02, cap=0.2)}
-
-
-class Recorder:
-    """Collects a client's events from the moment it is created; waits on them with bounds."""
-
-    def __init__(self, client: ReconnectingClient) -> None:
-        self.events: list[Event] = []
-        self._stream: AsyncIterator[Event] = client.events()
-        self._changed = asyncio.Event()
-        self._task = asyncio.create_task(self._pump())
-
-    async def _pump(self) -> None:
-        async for event in self._stream:
-            self.events.append(event)
-            self._changed.set()
-
-    async def wait(self, predicate: Any, timeout: float = 5.0) -> list[Event]:
-        async with asyncio.timeout(bound(timeout)):
-            while True:
-                found = [e for e in self.events if predicate(e)]
-                if found:
-                    return found
-                self._changed.clear()
-                await self._changed.wait()
-
-    async def ready_count(self, n: int, timeout: float = 5.0) -> None:
-        """Wait until the client became READY ``n`` times."""
-        async with asyncio.timeout(bound(timeout)):
-            while sum(isinstance(e, StateChanged) and e.new is ClientState.READY for e in self.events) < n:
-                self._changed.clear()
-                await self._changed.wait()
-
-    def of(self, kind: type) -> list[Any]:
-        return [e for e in self.events if isinstance(e, kind)]
-
-    async def close(self) -> None:
-        self._task.cancel()
-        await asyncio.wait({self._task})
-
-
-async def started(agent: ReferenceAgent, **options: Any) -> tuple[ReconnectingClient, Recorder]:
-    client = ReconnectingClient(agent.url, **{**FAST, **options})
-    recorder = Recorder(client)
-    await client.start()
-    await client.wait_ready(timeout=bound(5))
-    return client, recorder
+from acp_client.testing import FAST_RETRY, ReferenceAgent
+from tests.conftest import bound, recorder, started
 
 
 async def test_drop_with_active_sessions_reattaches_with_resume(agent: ReferenceAgent, version: int) -> None:
-    client, rec = await started(agent)
+    client, rec = await started(agent.url)
     try:
         sessions = [await client.new_session(f"/w/{i}") for i in range(3)]
         await agent.drop_all_connections()
@@ -106,7 +53,7 @@ async def test_drop_with_active_sessions_reattaches_with_resume(agent: Reference
 
 async def test_restart_restores_forgets_unknown_and_keeps_odd_statuses(agent: ReferenceAgent, version: int) -> None:
     store = MemorySessionStore()
-    client, rec = await started(agent, store=store)
+    client, rec = await started(agent.url, store=store)
     try:
         kept, gone, odd = [await client.new_session("/w") for _ in range(3)]
         markers = gone.updates()
@@ -141,7 +88,7 @@ async def test_without_status_goes_straight_to_reattach(version: int, variant: s
     else:
         options["status_answers_method_not_found"] = True
     async with ReferenceAgent(version, **options) as agent:
-        client, rec = await started(agent)
+        client, rec = await started(agent.url)
         try:
             session = await client.new_session("/w")
             await agent.drop_all_connections()
@@ -160,7 +107,7 @@ async def test_without_status_goes_straight_to_reattach(version: int, variant: s
 
 async def test_v1_resume_method_not_found_falls_back_to_load() -> None:
     async with ReferenceAgent(1, resume_answers_method_not_found=True) as agent:
-        client, rec = await started(agent)
+        client, rec = await started(agent.url)
         try:
             session = await client.new_session("/w")
             await session.prompt("echo: history")
@@ -176,7 +123,7 @@ async def test_v1_resume_method_not_found_falls_back_to_load() -> None:
 
 
 async def test_replay_over_existing_transcript_has_no_duplicates(agent: ReferenceAgent, version: int) -> None:
-    client, rec = await started(agent)
+    client, rec = await started(agent.url)
     try:
         session = await client.new_session("/w")
         finished: list[str | None] = []
@@ -217,7 +164,7 @@ async def test_replay_over_existing_transcript_has_no_duplicates(agent: Referenc
 
 async def test_v2_state_after_resume_without_snapshot_is_unknown() -> None:
     async with ReferenceAgent(2, resume_snapshot=False) as agent:
-        client, rec = await started(agent)
+        client, rec = await started(agent.url)
         try:
             session = await client.new_session("/w")
             await agent.drop_all_connections()
@@ -230,7 +177,7 @@ async def test_v2_state_after_resume_without_snapshot_is_unknown() -> None:
 
 async def test_v2_state_snapshot_reports_running_turn() -> None:
     async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent)
+        client, rec = await started(agent.url)
         try:
             session = await client.new_session("/w")
             turn = asyncio.create_task(session.prompt("sleep 30"))
@@ -248,7 +195,7 @@ async def test_v2_state_snapshot_reports_running_turn() -> None:
 
 
 async def test_prompt_in_flight_raises_connection_lost_and_runs_once(agent: ReferenceAgent, version: int) -> None:
-    client, rec = await started(agent)
+    client, rec = await started(agent.url)
     try:
         session = await client.new_session("/w")
         ended = asyncio.Event()
@@ -274,7 +221,7 @@ async def test_prompt_in_flight_raises_connection_lost_and_runs_once(agent: Refe
 
 
 async def test_call_on_recovering_session_waits_for_reattach(agent: ReferenceAgent) -> None:
-    client, rec = await started(agent, wait_for_ready=True)
+    client, rec = await started(agent.url, wait_for_ready=True)
     try:
         session = await client.new_session("/w")
         await agent.drop_all_connections(abort=True)
@@ -292,7 +239,7 @@ async def test_call_on_recovering_session_waits_for_reattach(agent: ReferenceAge
 
 async def test_half_open_link_is_detected_by_ping(agent: ReferenceAgent) -> None:
     interval, timeout = 0.2, 0.2
-    client, rec = await started(agent, ping_interval=interval, ping_timeout=timeout, close_timeout=0.2)
+    client, rec = await started(agent.url, ping_interval=interval, ping_timeout=timeout, close_timeout=0.2)
     try:
         await client.new_session("/w")
         loop = asyncio.get_running_loop()
@@ -311,7 +258,7 @@ async def test_half_open_link_is_detected_by_ping(agent: ReferenceAgent) -> None
 async def test_sqlite_store_recovers_in_a_new_process(tmp_path: Path, version: int) -> None:
     db = tmp_path / "sessions.db"
     async with ReferenceAgent(version) as agent:
-        async with ReconnectingClient(agent.url, store=SQLiteSessionStore(db), **FAST) as client:
+        async with ReconnectingClient(agent.url, store=SQLiteSessionStore(db), **FAST_RETRY) as client:
             ids = sorted([(await client.new_session(f"/w/{i}")).id for i in range(2)])
         await agent.restart(keep_sessions=True)
         script = textwrap.dedent(
@@ -344,7 +291,7 @@ async def test_sqlite_store_recovers_in_a_new_process(tmp_path: Path, version: i
 
 async def test_forget_removes_from_client_and_store(agent: ReferenceAgent) -> None:
     store = MemorySessionStore()
-    client, rec = await started(agent, store=store)
+    client, rec = await started(agent.url, store=store)
     try:
         session = await client.new_session("/w")
         await client.forget(session.id)
@@ -358,7 +305,7 @@ async def test_forget_removes_from_client_and_store(agent: ReferenceAgent) -> No
 
 
 async def test_session_not_found_from_prompt_never_forgets(agent: ReferenceAgent) -> None:
-    client, rec = await started(agent)
+    client, rec = await started(agent.url)
     try:
         session = await client.new_session("/w")
         agent.forget_session(session.id)
@@ -373,8 +320,8 @@ async def test_session_not_found_from_prompt_never_forgets(agent: ReferenceAgent
 
 async def test_stdio_agent_exit_is_a_drop_and_a_new_process_is_spawned() -> None:
     command = [sys.executable, "-m", "acp_client.testing.reference_agent", "--stdio", "--protocol", "2"]
-    client = ReconnectingClient(command, **FAST)
-    rec = Recorder(client)
+    client = ReconnectingClient(command, **FAST_RETRY)
+    rec = recorder(client)
     await client.start()
     try:
         await client.wait_ready(timeout=bound(10))

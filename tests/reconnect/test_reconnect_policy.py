@@ -32,9 +32,8 @@ from acp_client import (
 )
 from acp_client.reconnect import Clock, classify_error
 from acp_client.reconnect.strategy import Capabilities, Forget, Reattach
-from acp_client.testing import AgentError, ReferenceAgent
-from tests.conftest import bound
-from tests.reconnect.test_reconnect import FAST, Recorder, started
+from acp_client.testing import FAST_RETRY, AgentError, ReferenceAgent
+from tests.conftest import bound, recorder, started
 
 
 class VirtualClock(Clock):
@@ -157,7 +156,7 @@ def test_illegal_transitions_raise() -> None:
 async def test_fatal_handshake_status_makes_exactly_one_attempt(status: int) -> None:
     async with ReferenceAgent(2) as agent:
         agent.reject_handshake(status)
-        client = ReconnectingClient(agent.url, **FAST)
+        client = ReconnectingClient(agent.url, **FAST_RETRY)
         with pytest.raises(ReconnectFailed) as info:
             async with client:
                 pass
@@ -176,7 +175,7 @@ async def test_401_with_a_token_provider_refreshes_once_then_stops() -> None:
 
     async with ReferenceAgent(2) as agent:
         agent.reject_handshake(401)
-        client = ReconnectingClient(agent.url, headers=token, **FAST)
+        client = ReconnectingClient(agent.url, headers=token, **FAST_RETRY)
         with pytest.raises(ReconnectFailed):
             async with client:
                 pass
@@ -191,7 +190,7 @@ async def test_token_rotation_provider_called_before_every_attempt() -> None:
         return {"Authorization": f"Bearer {calls[-1]}"}
 
     async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent, headers=token)
+        client, rec = await started(agent.url, headers=token)
         try:
             agent.reject_handshake(401, times=1)  # the old token is refused once
             await agent.drop_all_connections()
@@ -206,7 +205,7 @@ async def test_token_rotation_provider_called_before_every_attempt() -> None:
 
 async def test_503_retry_after_is_honoured() -> None:
     async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent)
+        client, rec = await started(agent.url)
         try:
             agent.reject_handshake(503, retry_after=1, times=1)  # Retry-After is whole seconds
             await agent.drop_all_connections()
@@ -225,7 +224,7 @@ async def test_503_retry_after_is_honoured() -> None:
 async def test_initialize_auth_required_is_fatal_without_a_provider() -> None:
     async with ReferenceAgent(2) as agent:
         agent.initialize_error = AgentError(-32000, "Authentication required")
-        client = ReconnectingClient(agent.url, **FAST)
+        client = ReconnectingClient(agent.url, **FAST_RETRY)
         with pytest.raises(ReconnectFailed) as info:
             async with client:
                 pass
@@ -258,7 +257,7 @@ async def test_flapping_trips_the_breaker_and_reconnect_now_rearms() -> None:
 
 async def test_failed_recovery_is_retried_never_forgotten(version: int) -> None:
     async with ReferenceAgent(version) as agent:
-        client, rec = await started(agent, recovery_tries=2, backoff=Backoff(base=0.01, cap=0.05))
+        client, rec = await started(agent.url, recovery_tries=2, backoff=Backoff(base=0.01, cap=0.05))
         client._retry_cap = 0.05
         try:
             session = await client.new_session("/w")
@@ -282,7 +281,7 @@ async def test_failed_recovery_is_retried_never_forgotten(version: int) -> None:
 
 async def test_recovery_concurrency_is_bounded() -> None:
     async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent, recovery_concurrency=4)
+        client, rec = await started(agent.url, recovery_concurrency=4)
         try:
             sessions = [await client.new_session("/w") for _ in range(24)]
             agent.set_capacity(1000, 0.005)  # every request takes a moment: the agent counts what it holds
@@ -297,7 +296,7 @@ async def test_recovery_concurrency_is_bounded() -> None:
 
 async def test_per_session_strategy_and_keep_instead_of_forget() -> None:
     async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent)
+        client, rec = await started(agent.url)
         try:
             plain, careful = await client.new_session("/w"), await client.new_session("/w")
             client.set_strategy(plain.id, DefaultStrategy(replay=False))
@@ -320,7 +319,7 @@ async def test_per_session_strategy_and_keep_instead_of_forget() -> None:
 
 async def test_manual_recover_and_not_connected_during_backoff() -> None:
     async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent, backoff=Backoff(base=5.0, cap=5.0, rng=random.Random(3)))
+        client, rec = await started(agent.url, backoff=Backoff(base=5.0, cap=5.0, rng=random.Random(3)))
         try:
             session = await client.new_session("/w")
             await agent.drop_all_connections()
@@ -345,7 +344,7 @@ async def test_virtual_clock_drives_backoff_without_waiting() -> None:
         backoff=Backoff(base=0.5, cap=30.0, rng=random.Random(11)),
         recovery_start_jitter=0.0,
     )
-    rec = Recorder(client)
+    rec = recorder(client)
     await client.start()
     try:
         await rec.wait(lambda e: isinstance(e, StateChanged) and e.new is ClientState.BACKOFF and e.attempt >= 8)

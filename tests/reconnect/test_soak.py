@@ -29,8 +29,7 @@ from acp_client import (
     SessionLink,
 )
 from acp_client.testing import FaultProxy, ProxyMode, ReferenceAgent
-from tests.conftest import bound
-from tests.reconnect.test_reconnect import Recorder
+from tests.conftest import bound, recorder
 
 SESSIONS = 50
 MAX_CYCLES = 14
@@ -73,7 +72,7 @@ async def soak(agent: ReferenceAgent, proxy: FaultProxy, rng: random.Random, ses
         session_wait_timeout=15.0,
         rng=random.Random(2),
     )
-    rec = Recorder(client)
+    rec = recorder(client)
     outcomes: Counter[str] = Counter()
     prompts: list[asyncio.Task[None]] = []
     forgotten_on_agent: set[str] = set()

@@ -9,14 +9,12 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Callable, Coroutine, Iterator
-from types import TracebackType
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
 
 from acp_client import (
-    Backoff,
     ClientState,
     RecoveryMarker,
     SessionNotFound,
@@ -26,55 +24,16 @@ from acp_client import (
     UsageError,
     sync,
 )
-from acp_client.testing import ReferenceAgent
+from acp_client.testing import FAST_RETRY, AgentThread
 from tests.conftest import bound
 
 T = TypeVar("T")
-
-FAST: dict[str, Any] = {"recovery_start_jitter": 0.0, "stable_after": 0.0, "backoff": Backoff(base=0.02, cap=0.2)}
-
-
-class AgentThread:
-    """A :class:`ReferenceAgent` served by an event loop of its own, in a thread of its own."""
-
-    def __init__(self, version: int = 2) -> None:
-        self.version = version
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._main, name="test-agent", daemon=True)
-        self.agent = ReferenceAgent(version)
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.loop.run_forever()
-        finally:
-            self.loop.run_until_complete(self.loop.shutdown_default_executor())
-            self.loop.close()
-
-    def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the agent's loop and wait (bounded) for its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(bound(15))
-
-    def __enter__(self) -> AgentThread:
-        self.thread.start()
-        self.call(self.agent.__aenter__())
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        try:
-            self.call(self.agent.aclose())
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(bound(10))
-            assert not self.thread.is_alive()
 
 
 @pytest.fixture(params=[1, 2], ids=["v1", "v2"])
 def host(request: pytest.FixtureRequest) -> Iterator[AgentThread]:
     """A reference agent (v1 and v2) in its own thread, stopped afterwards."""
-    with AgentThread(int(request.param)) as running:
+    with AgentThread(int(request.param), timeout=bound(15)) as running:
         yield running
 
 
@@ -120,7 +79,7 @@ def test_plain_blocking_client(host: AgentThread) -> None:
 
 def test_reconnecting_client_recovers_after_restart(host: AgentThread) -> None:
     baseline = threading.active_count()
-    with sync.ReconnectingClient(host.agent.url, **FAST) as client:
+    with sync.ReconnectingClient(host.agent.url, **FAST_RETRY) as client:
         assert client.state is ClientState.READY
         session = client.new_session("/w")
         session.prompt("echo: before the restart", timeout=bound(10))
@@ -156,7 +115,7 @@ def test_reconnecting_client_recovers_after_restart(host: AgentThread) -> None:
 async def test_called_from_inside_a_running_event_loop() -> None:
     """A notebook cell or an IDE callback: the caller's loop is busy, the facade runs on its own loop."""
     loop = asyncio.get_running_loop()
-    with AgentThread(2) as host:
+    with AgentThread(2, timeout=bound(15)) as host:
         baseline = threading.active_count()
         # off the loop thread (our own pool, so that its threads are accounted for): the caller's loop runs on
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
