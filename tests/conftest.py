@@ -1,17 +1,19 @@
-"""Shared fixtures: the reference agent in each protocol version, and a time scale for slow machines."""
+"""Shared fixtures: the reference agent in each protocol version, the link a test reaches it over, and a time
+scale for slow machines."""
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 import structlog
 
 from acp_client import ReconnectingClient
-from acp_client.testing import EventRecorder, ReferenceAgent, start_client
+from acp_client.testing import EventRecorder, FaultProxy, ReferenceAgent, start_client
 
 if TYPE_CHECKING:
     from acp_client.testing.redis_server import RedisServer
@@ -58,10 +60,75 @@ def version(request: pytest.FixtureRequest) -> int:
     return int(request.param)
 
 
+LinkName = Literal["ws", "http1", "h2c"]
+
+
+@dataclass(frozen=True)
+class Link:
+    """How a test reaches the reference agent, which serves all three on one port and path: ``ws``
+    (WebSocket), ``http1`` (Streamable HTTP over HTTP/1.1) or ``h2c`` (Streamable HTTP over HTTP/2 with prior
+    knowledge, ``http2="prior_knowledge"``).
+
+    A test that takes ``link`` makes its agents with :meth:`agent` and its clients with ``link.url(agent)``
+    (or ``link.via(proxy)``) and ``**link.options``. It runs over WebSocket only, unless its module
+    declares the links it runs over: ``link = over_links("ws", "http1", "h2c")``.
+    """
+
+    name: LinkName
+
+    @property
+    def http(self) -> bool:
+        """Streamable HTTP (either version)."""
+        return self.name != "ws"
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """Client keywords this link needs (for ``connect``, ``ReconnectingClient`` and ``sync``)."""
+        return {"http2": "prior_knowledge"} if self.name == "h2c" else {}
+
+    def agent(self, *args: Any, **options: Any) -> ReferenceAgent:
+        """A :class:`ReferenceAgent` (same arguments) ready for this link. Over HTTP its SSE streams carry a
+        keepalive every 0.1 s, so that tests' short ``ping_interval + ping_timeout`` (a stream's read-idle
+        bound) never fire on a healthy but quiet stream."""
+        agent = ReferenceAgent(*args, **options)
+        if self.http:
+            agent.http.keepalive_interval = 0.1
+        return agent
+
+    def url(self, agent: ReferenceAgent) -> str:
+        """The agent's endpoint for this link (``ws://`` or ``http://``)."""
+        return agent.http_url if self.http else agent.url
+
+    def via(self, proxy: FaultProxy, path: str = "/acp") -> str:
+        """The endpoint through ``proxy`` for this link."""
+        return proxy.url(path, "http" if self.http else "ws")
+
+
+#: the WebSocket link (what a test that does not parametrize ``link`` runs over)
+WEBSOCKET = Link("ws")
+
+
 @pytest.fixture
-async def agent(version: int) -> AsyncIterator[ReferenceAgent]:
-    """A reference agent speaking ``version`` on 127.0.0.1, stopped afterwards."""
-    async with ReferenceAgent(version) as running:
+def link() -> Link:
+    """The WebSocket link; a module overrides this fixture with :func:`over_links` to run over more."""
+    return WEBSOCKET
+
+
+def over_links(*names: LinkName) -> Callable[..., Link]:
+    """A ``link`` fixture parametrized over ``names``; assign it to ``link`` in a test module: every test of
+    that module that takes ``link`` (or the ``agent`` fixture) runs once per link."""
+
+    @pytest.fixture(params=names)
+    def link(request: pytest.FixtureRequest) -> Link:
+        return Link(request.param)
+
+    return link
+
+
+@pytest.fixture
+async def agent(version: int, link: Link) -> AsyncIterator[ReferenceAgent]:
+    """A reference agent speaking ``version`` on 127.0.0.1, ready for ``link``, stopped afterwards."""
+    async with link.agent(version) as running:
         yield running
 
 

@@ -2,8 +2,8 @@
 the httpx/HTTP/2 pitfalls it is built around, ordering across streams, stream resumption, the failure
 answers of servers that are not (quite) ACP endpoints, cookies, ``transport="auto"``.
 
-The client suite and the failure modes run over HTTP too: tests/client/test_client_http.py and
-tests/reconnect/test_failure_modes_http.py.
+The client suite, the reconnect manager, its policy, the failure modes and the blocking facade run over HTTP
+too: their tests take the ``link`` fixture (tests/conftest.py: ``ws``, ``http1``, ``h2c``).
 """
 
 from __future__ import annotations
