@@ -115,6 +115,7 @@ async def test_tokens_never_appear_in_logs_or_reprs() -> None:
         assert handshake["authorization"] == f"Bearer {SECRET}"  # it was sent, just never shown
 
 
+@pytest.mark.xdist_group("cpu_heavy")  # one at a time: tracemalloc or thousands of examples, CPU-bound
 async def test_slow_consumer_cannot_grow_memory_without_bound() -> None:
     async with ReferenceAgent(2) as agent, connect(agent.url) as client:
         session = await client.new_session("/w")

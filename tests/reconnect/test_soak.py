@@ -176,6 +176,7 @@ def client_memory() -> int:
 
 
 @pytest.mark.soak
+@pytest.mark.xdist_group("cpu_heavy")  # one at a time: tracemalloc or thousands of examples, CPU-bound
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("version", [2, 1], ids=["v2", "v1"])
 async def test_soak_random_faults_many_sessions(version: int) -> None:
