@@ -1,16 +1,23 @@
-"""Shared fixtures: the reference agent in each protocol version, and a time scale for slow machines."""
+"""Shared fixtures: the reference agent in each protocol version, the link a test reaches it over, and a time
+scale for slow machines."""
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 import structlog
 
-from acp_client.testing import ReferenceAgent
+from acp_client import ReconnectingClient
+from acp_client.client.options import fold_flat_keywords
+from acp_client.reconnect.options import FLAT_KEYWORDS, Limits, RecoveryPolicy, Timeouts
+from acp_client.testing import FAST_RETRY, EventRecorder, FaultProxy, ReferenceAgent, start_client
+from acp_client.transports import TransportOptions
 
 if TYPE_CHECKING:
     from acp_client.testing.redis_server import RedisServer
@@ -22,6 +29,40 @@ TIMEOUT_FACTOR = float(os.environ.get("ACP_TESTS_TIMEOUT_FACTOR", "1"))
 def bound(seconds: float) -> float:
     """A waiting bound scaled for slow machines."""
     return seconds * TIMEOUT_FACTOR
+
+
+def recorder(client: ReconnectingClient) -> EventRecorder:
+    """An :class:`~acp_client.testing.EventRecorder` whose waits are scaled like :func:`bound`."""
+    return EventRecorder(client, timeout_scale=TIMEOUT_FACTOR)
+
+
+def client_options(**options: Any) -> dict[str, Any]:
+    """``ReconnectingClient`` keywords for a test: :data:`~acp_client.testing.FAST_RETRY`, then ``options``.
+
+    A test convenience: besides the option objects (``policy=``, ``timeouts=``, ``limits=``,
+    ``transport_options=``), ``options`` may use the short flat names of the last release
+    (``recovery_tries=1``, ``ping_interval=0.2``, ``http2=...``); they are folded into those objects here,
+    quietly, with the library's own table, so the tests say what they vary and nothing else. The library
+    itself warns on them (``tests/reconnect/test_options.py`` checks that)."""
+    flat = {k: options.pop(k) for k in list(options) if k in FLAT_KEYWORDS}
+    settings: dict[str, Any] = {**FAST_RETRY, **options}
+    if flat:
+        objects = {
+            "timeouts": settings.get("timeouts") or Timeouts(),
+            "policy": settings.get("policy") or RecoveryPolicy(),
+            "limits": settings.get("limits") or Limits(),
+            "transport_options": settings.get("transport_options") or TransportOptions(),
+        }
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            settings.update(fold_flat_keywords("ReconnectingClient", flat, FLAT_KEYWORDS, objects))
+    return settings
+
+
+async def started(target: str, **options: Any) -> tuple[ReconnectingClient, EventRecorder]:
+    """:func:`acp_client.testing.start_client` (``FAST_RETRY`` settings, READY) with waits scaled like :func:`bound`;
+    ``options`` as :func:`client_options` takes them."""
+    return await start_client(target, timeout_scale=TIMEOUT_FACTOR, **client_options(**options))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -47,10 +88,82 @@ def version(request: pytest.FixtureRequest) -> int:
     return int(request.param)
 
 
+LinkName = Literal["ws", "http1", "h2c"]
+
+
+@dataclass(frozen=True)
+class Link:
+    """How a test reaches the reference agent, which serves all three on one port and path: ``ws``
+    (WebSocket), ``http1`` (Streamable HTTP over HTTP/1.1) or ``h2c`` (Streamable HTTP over HTTP/2 with prior
+    knowledge, ``http2="prior_knowledge"``).
+
+    A test that takes ``link`` makes its agents with :meth:`agent` and its clients with ``link.url(agent)``
+    (or ``link.via(proxy)``) and ``**link.options``. It runs over WebSocket only, unless its module
+    declares the links it runs over: ``link = over_links("ws", "http1", "h2c")``.
+    """
+
+    name: LinkName
+
+    @property
+    def http(self) -> bool:
+        """Streamable HTTP (either version)."""
+        return self.name != "ws"
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """Client keywords this link needs (for ``connect``, ``ReconnectingClient`` and ``sync``): its
+        :meth:`transport` options."""
+        return {"transport_options": self.transport()}
+
+    def transport(self, **fields: Any) -> TransportOptions:
+        """:class:`TransportOptions` with ``fields``, plus what this link needs (h2c: prior knowledge)."""
+        if self.name == "h2c":
+            fields.setdefault("http2", "prior_knowledge")
+        return TransportOptions(**fields)
+
+    def agent(self, *args: Any, **options: Any) -> ReferenceAgent:
+        """A :class:`ReferenceAgent` (same arguments) ready for this link. Over HTTP its SSE streams carry a
+        keepalive every 0.1 s, so that tests' short ``ping_interval + ping_timeout`` (a stream's read-idle
+        bound) never fire on a healthy but quiet stream."""
+        agent = ReferenceAgent(*args, **options)
+        if self.http:
+            agent.http.keepalive_interval = 0.1
+        return agent
+
+    def url(self, agent: ReferenceAgent) -> str:
+        """The agent's endpoint for this link (``ws://`` or ``http://``)."""
+        return agent.http_url if self.http else agent.url
+
+    def via(self, proxy: FaultProxy, path: str = "/acp") -> str:
+        """The endpoint through ``proxy`` for this link."""
+        return proxy.url(path, "http" if self.http else "ws")
+
+
+#: the WebSocket link (what a test that does not parametrize ``link`` runs over)
+WEBSOCKET = Link("ws")
+
+
 @pytest.fixture
-async def agent(version: int) -> AsyncIterator[ReferenceAgent]:
-    """A reference agent speaking ``version`` on 127.0.0.1, stopped afterwards."""
-    async with ReferenceAgent(version) as running:
+def link() -> Link:
+    """The WebSocket link; a module overrides this fixture with :func:`over_links` to run over more."""
+    return WEBSOCKET
+
+
+def over_links(*names: LinkName) -> Callable[..., Link]:
+    """A ``link`` fixture parametrized over ``names``; assign it to ``link`` in a test module: every test of
+    that module that takes ``link`` (or the ``agent`` fixture) runs once per link."""
+
+    @pytest.fixture(params=names)
+    def link(request: pytest.FixtureRequest) -> Link:
+        return Link(request.param)
+
+    return link
+
+
+@pytest.fixture
+async def agent(version: int, link: Link) -> AsyncIterator[ReferenceAgent]:
+    """A reference agent speaking ``version`` on 127.0.0.1, ready for ``link``, stopped afterwards."""
+    async with link.agent(version) as running:
         yield running
 
 
@@ -98,6 +211,16 @@ def no_asyncio_errors_in_any_loop() -> Iterator[None]:
         f"{record.getMessage()[:600]} {record.exc_info[1]!r}" if record.exc_info else record.getMessage()[:600]
         for record in collector.records
     ]
+@pytest.fixture(autouse=True)
+def sigint_handler_restored() -> Iterator[None]:
+    """Fail a test that leaves another SIGINT handler installed: tests share xdist worker processes, and a
+    stale handler makes a later test's Ctrl-C (test_sync_facade) do nothing."""
+    import signal
+
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    assert after is before, f"the test left SIGINT handled by {after!r} (it was {before!r})"
 
 
 class RedisServers:

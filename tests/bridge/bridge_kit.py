@@ -101,7 +101,14 @@ async def official_editor(
     argv = bridge_argv(url, *options)
     with stderr.open("ab") as err:
         async with spawn_agent_process(
-            client, argv[0], *argv[1:], env=bridge_env(), cwd=str(ROOT), transport_kwargs={"stderr": err}
+            client,
+            argv[0],
+            *argv[1:],
+            env=bridge_env(),
+            cwd=str(ROOT),
+            # the SDK waits this long for the bridge to exit once stdin closes before it sends SIGTERM (2 s by
+            # default: too short on a loaded machine, and the tests assert a clean exit)
+            transport_kwargs={"stderr": err, "shutdown_timeout": bound(15)},
         ) as (conn, process):
             yield conn, client, process
 

@@ -20,7 +20,10 @@ from acp_client import (
 )
 from acp_client.sessions import SessionUpdate
 from acp_client.testing import ReferenceAgent
-from tests.conftest import bound
+from tests.conftest import Link, bound, over_links
+
+#: tests that take ``link`` (or ``agent``) run over WebSocket, and Streamable HTTP over HTTP/1.1 and h2c
+link = over_links("ws", "http1", "h2c")
 
 
 async def collect(session: Any, stream: Any, kinds: set[str], count: int) -> list[SessionUpdate]:
@@ -35,8 +38,8 @@ async def collect(session: Any, stream: Any, kinds: set[str], count: int) -> lis
     return seen
 
 
-async def test_initialize_negotiates_the_agents_version(agent: ReferenceAgent, version: int) -> None:
-    async with connect(agent.url) as client:
+async def test_initialize_negotiates_the_agents_version(link: Link, agent: ReferenceAgent, version: int) -> None:
+    async with connect(link.url(agent), **link.options) as client:
         assert client.protocol_version == version
         assert client.agent_info["name"]
         assert client.supports("status")
@@ -45,8 +48,8 @@ async def test_initialize_negotiates_the_agents_version(agent: ReferenceAgent, v
         assert agent.count("initialize") == 1
 
 
-async def test_new_session_and_prompt_stream_updates(agent: ReferenceAgent, version: int) -> None:
-    async with connect(agent.url) as client:
+async def test_new_session_and_prompt_stream_updates(link: Link, agent: ReferenceAgent, version: int) -> None:
+    async with connect(link.url(agent), **link.options) as client:
         session = await client.new_session("/work/project")
         stream = session.updates()
         result = await asyncio.wait_for(session.prompt("stream 5"), bound(5))
@@ -62,8 +65,8 @@ async def test_new_session_and_prompt_stream_updates(agent: ReferenceAgent, vers
         assert agent.count("session/prompt", session.id) == 1
 
 
-async def test_status_active_and_unknown(agent: ReferenceAgent, version: int) -> None:
-    async with connect(agent.url) as client:
+async def test_status_active_and_unknown(link: Link, agent: ReferenceAgent, version: int) -> None:
+    async with connect(link.url(agent), **link.options) as client:
         session = await client.new_session("/work/project")
         status = await client.session_status(session.id)
         assert status.status == "active"
@@ -77,19 +80,19 @@ async def test_status_active_and_unknown(agent: ReferenceAgent, version: int) ->
         assert info.value.session_id == "sess_does_not_exist"
 
 
-async def test_status_inactive_after_restart(agent: ReferenceAgent) -> None:
-    async with connect(agent.url) as client:
+async def test_status_inactive_after_restart(link: Link, agent: ReferenceAgent) -> None:
+    async with connect(link.url(agent), **link.options) as client:
         session = await client.new_session("/w")
     await agent.restart(keep_sessions=True)
-    async with connect(agent.url) as client:
+    async with connect(link.url(agent), **link.options) as client:
         assert (await client.session_status(session.id)).status == "inactive"
 
 
-async def test_resume_reattaches_on_a_new_connection(agent: ReferenceAgent, version: int) -> None:
-    async with connect(agent.url) as first:
+async def test_resume_reattaches_on_a_new_connection(link: Link, agent: ReferenceAgent, version: int) -> None:
+    async with connect(link.url(agent), **link.options) as first:
         created = await first.new_session("/w")
         await created.prompt("echo: before")
-    async with connect(agent.url) as second:
+    async with connect(link.url(agent), **link.options) as second:
         session = await second.resume_session(created.id, "/w")
         result = await asyncio.wait_for(session.prompt("echo: after"), bound(5))
         assert result.stop_reason == "end_turn"
@@ -99,12 +102,12 @@ async def test_resume_reattaches_on_a_new_connection(agent: ReferenceAgent, vers
         assert agent.count("session/resume", created.id) == 1
 
 
-async def test_replay_rebuilds_the_transcript(agent: ReferenceAgent, version: int) -> None:
-    async with connect(agent.url) as first:
+async def test_replay_rebuilds_the_transcript(link: Link, agent: ReferenceAgent, version: int) -> None:
+    async with connect(link.url(agent), **link.options) as first:
         created = await first.new_session("/w")
         await created.prompt("echo: one")
         await created.prompt("echo: two")
-    async with connect(agent.url) as second:
+    async with connect(link.url(agent), **link.options) as second:
         if version == 1:
             session = await second.load_session(created.id, "/w")
         else:
@@ -123,16 +126,16 @@ async def test_replay_rebuilds_the_transcript(agent: ReferenceAgent, version: in
         assert finished == []
 
 
-async def test_list_pages(version: int) -> None:
-    async with ReferenceAgent(version, list_page_size=2) as agent, connect(agent.url) as client:
+async def test_list_pages(link: Link, version: int) -> None:
+    async with link.agent(version, list_page_size=2) as agent, connect(link.url(agent), **link.options) as client:
         ids = {(await client.new_session(f"/w/{i}")).id for i in range(5)}
         listed = [info async for info in client.list_sessions()]
         assert {info.session_id for info in listed} == ids
         assert agent.count("session/list") == 3  # 2 + 2 + 1
 
 
-async def test_close_and_delete(agent: ReferenceAgent) -> None:
-    async with connect(agent.url) as client:
+async def test_close_and_delete(link: Link, agent: ReferenceAgent) -> None:
+    async with connect(link.url(agent), **link.options) as client:
         session = await client.new_session("/w")
         await client.close_session(session.id)
         assert session.id not in client.sessions
@@ -141,8 +144,8 @@ async def test_close_and_delete(agent: ReferenceAgent) -> None:
         assert other.id not in [info.session_id async for info in client.list_sessions()]
 
 
-async def test_cancel_mid_turn(agent: ReferenceAgent) -> None:
-    async with connect(agent.url) as client:
+async def test_cancel_mid_turn(link: Link, agent: ReferenceAgent) -> None:
+    async with connect(link.url(agent), **link.options) as client:
         session = await client.new_session("/w")
         turn = asyncio.create_task(session.prompt("sleep 30"))
         await agent.wait_for_method("session/prompt", timeout=bound(5))
@@ -161,9 +164,9 @@ class Approver(ClientHandlers):
         return option.option_id if option else None
 
 
-async def test_permission_answered_by_a_handler(agent: ReferenceAgent, version: int) -> None:
+async def test_permission_answered_by_a_handler(link: Link, agent: ReferenceAgent, version: int) -> None:
     handlers = Approver()
-    async with connect(agent.url, handlers=handlers) as client:
+    async with connect(link.url(agent), **link.options, handlers=handlers) as client:
         session = await client.new_session("/w")
         result = await asyncio.wait_for(session.prompt("permission"), bound(5))
         assert result.stop_reason == "end_turn"
@@ -171,23 +174,23 @@ async def test_permission_answered_by_a_handler(agent: ReferenceAgent, version: 
         assert "permission granted" in session.transcript.text()
 
 
-async def test_default_handlers_refuse_permission_safely(agent: ReferenceAgent) -> None:
-    async with connect(agent.url) as client:
+async def test_default_handlers_refuse_permission_safely(link: Link, agent: ReferenceAgent) -> None:
+    async with connect(link.url(agent), **link.options) as client:
         session = await client.new_session("/w")
         result = await asyncio.wait_for(session.prompt("permission"), bound(5))
         assert result.stop_reason == "cancelled"
 
 
-async def test_unadvertised_method_raises_before_sending(version: int) -> None:
+async def test_unadvertised_method_raises_before_sending(link: Link, version: int) -> None:
     hidden = {"sessionCapabilities.status": False} if version == 1 else {"session.status": False}
-    async with ReferenceAgent(version, capabilities=hidden) as agent, connect(agent.url) as client:
+    async with link.agent(version, capabilities=hidden) as agent, connect(link.url(agent), **link.options) as client:
         with pytest.raises(CapabilityNotSupported, match="status"):
             await client.session_status("sess_x")
         assert agent.count("session/status") == 0
 
 
-async def test_v2_has_no_load_and_v1_has_no_replay_resume(agent: ReferenceAgent, version: int) -> None:
-    async with connect(agent.url) as client:
+async def test_v2_has_no_load_and_v1_has_no_replay_resume(link: Link, agent: ReferenceAgent, version: int) -> None:
+    async with connect(link.url(agent), **link.options) as client:
         if version == 2:
             with pytest.raises(CapabilityNotSupported):
                 await client.load_session("sess_x", "/w")
@@ -197,34 +200,34 @@ async def test_v2_has_no_load_and_v1_has_no_replay_resume(agent: ReferenceAgent,
         assert agent.count("session/load") == agent.count("session/resume") == 0
 
 
-async def test_auto_falls_back_to_v1_and_reinitializes_for_fs() -> None:
+async def test_auto_falls_back_to_v1_and_reinitializes_for_fs(link: Link) -> None:
     class FsHandlers(ClientHandlers):
         async def read_text_file(self, session_id: str, path: str, *, line: int | None, limit: int | None) -> str:
             return "hello"
 
-    async with ReferenceAgent(1) as agent, connect(agent.url, handlers=FsHandlers()) as client:
+    async with link.agent(1) as agent, connect(link.url(agent), **link.options, handlers=FsHandlers()) as client:
         assert client.protocol_version == 1
         inits = await agent.wait_for_method("initialize", 2)
         assert inits[0].params["protocolVersion"] == 2 and "clientCapabilities" not in inits[0].params
         assert inits[1].params["clientCapabilities"]["fs"]["readTextFile"] is True
 
 
-async def test_explicit_v2_refuses_a_v1_agent() -> None:
-    async with ReferenceAgent(1) as agent:
+async def test_explicit_v2_refuses_a_v1_agent(link: Link) -> None:
+    async with link.agent(1) as agent:
         with pytest.raises(UnsupportedProtocolVersion):
-            await connect(agent.url, protocol_version=2)
+            await connect(link.url(agent), **link.options, protocol_version=2)
 
 
-async def test_connect_is_awaitable(agent: ReferenceAgent) -> None:
-    client = await connect(agent.url)
+async def test_connect_is_awaitable(link: Link, agent: ReferenceAgent) -> None:
+    client = await connect(link.url(agent), **link.options)
     try:
         assert client.protocol_version in (1, 2)
     finally:
         await client.aclose()
 
 
-async def test_cancelled_caller_sends_cancel_request(agent: ReferenceAgent, version: int) -> None:
-    async with connect(agent.url) as client:
+async def test_cancelled_caller_sends_cancel_request(link: Link, agent: ReferenceAgent, version: int) -> None:
+    async with connect(link.url(agent), **link.options) as client:
         session = await client.new_session("/w")
         turn = asyncio.create_task(
             client.request(
@@ -243,8 +246,8 @@ async def test_cancelled_caller_sends_cancel_request(agent: ReferenceAgent, vers
         assert client.connection.stats["cancel_requests_out"] == 1
 
 
-async def test_pending_requests_fail_when_the_link_dies(agent: ReferenceAgent) -> None:
-    async with connect(agent.url) as client:
+async def test_pending_requests_fail_when_the_link_dies(link: Link, agent: ReferenceAgent) -> None:
+    async with connect(link.url(agent), **link.options) as client:
         session = await client.new_session("/w")
         other = await client.new_session("/w")
         turn = asyncio.create_task(session.prompt("sleep 30"))
@@ -259,8 +262,8 @@ async def test_pending_requests_fail_when_the_link_dies(agent: ReferenceAgent) -
         assert client.connection._core.pending == {}
 
 
-async def test_method_not_found_is_typed(agent: ReferenceAgent) -> None:
-    async with connect(agent.url) as client:
+async def test_method_not_found_is_typed(link: Link, agent: ReferenceAgent) -> None:
+    async with connect(link.url(agent), **link.options) as client:
         with pytest.raises(MethodNotFound):
             await client.request("_acp_client/unknown", {})
 
@@ -275,9 +278,9 @@ class SlowUser(ClientHandlers):
         return None
 
 
-async def test_session_cancel_answers_pending_permission_cancelled(agent: ReferenceAgent) -> None:
+async def test_session_cancel_answers_pending_permission_cancelled(link: Link, agent: ReferenceAgent) -> None:
     handlers = SlowUser()
-    async with connect(agent.url, handlers=handlers) as client:
+    async with connect(link.url(agent), **link.options, handlers=handlers) as client:
         session = await client.new_session("/w")
         turn = asyncio.create_task(session.prompt("permission"))
         await asyncio.wait_for(handlers.asked.wait(), bound(5))
@@ -305,10 +308,10 @@ class WatchedCounter(collections.Counter[str]):
                 await self.changed.wait()
 
 
-async def test_prompt_timeout_is_typed_in_both_versions(agent: ReferenceAgent, version: int) -> None:
+async def test_prompt_timeout_is_typed_in_both_versions(link: Link, agent: ReferenceAgent, version: int) -> None:
     from acp_client import ACPTimeoutError
 
-    async with connect(agent.url) as client:
+    async with connect(link.url(agent), **link.options) as client:
         stats = client.connection.stats = WatchedCounter(client.connection.stats)
         session = await client.new_session("/w")
         finished = asyncio.Event()

@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from websockets.asyncio.server import ServerConnection, serve
@@ -163,6 +164,7 @@ frames = st.one_of(
 )
 
 
+@pytest.mark.xdist_group("cpu_heavy")  # one at a time: tracemalloc or thousands of examples, CPU-bound
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(frames, min_size=1, max_size=8))
 def test_random_frames_never_break_the_client(batch: list[str]) -> None:

@@ -32,9 +32,8 @@ from acp_client import (
 )
 from acp_client.sessions import SessionUpdate
 from acp_client.transports.http import StreamableHTTPTransport
-from tests.conftest import bound
+from tests.conftest import bound, client_options, recorder
 from tests.interop._ts_sdk import ts_sdk_dir  # noqa: F401  (a fixture)
-from tests.reconnect.test_reconnect import FAST, Recorder
 
 HERE = Path(__file__).parent
 
@@ -142,8 +141,8 @@ async def test_cancel_reaches_the_typescript_agent(peer: tuple[Peer, str]) -> No
 
 async def test_reconnect(peer: tuple[Peer, str]) -> None:
     spec, url = peer
-    client = ReconnectingClient(url, transport_options=TransportOptions(http2=spec.http2), **FAST)
-    rec = Recorder(client)
+    client = ReconnectingClient(url, **client_options(http2=spec.http2))
+    rec = recorder(client)
     try:
         await client.start()
         await client.wait_ready(timeout=bound(10))

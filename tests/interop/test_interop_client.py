@@ -22,9 +22,8 @@ from acp_client import (
     connect,
 )
 from acp_client.sessions import SessionUpdate
-from tests.conftest import bound
+from tests.conftest import bound, recorder
 from tests.interop.conftest import OfficialAgentServer
-from tests.reconnect.test_reconnect import Recorder
 
 FAST: dict[str, Any] = {"policy": RecoveryPolicy(start_jitter=0.0), "backoff": Backoff(base=0.02, cap=0.2)}
 
@@ -76,7 +75,7 @@ async def test_reconnecting_client_falls_back_to_load_after_a_restart(
     official_ws_agent_server: OfficialAgentServer,
 ) -> None:
     client = ReconnectingClient(official_ws_agent_server.url, **FAST)
-    rec = Recorder(client)
+    rec = recorder(client)
     await client.start()
     try:
         await client.wait_ready(timeout=bound(10))
@@ -103,7 +102,7 @@ async def test_reconnecting_client_resume_method_not_found_falls_back_to_load(
 
     # a chat frontend that never wants replays: resume first, the SDK refuses it, load takes over
     client = ReconnectingClient(official_ws_agent_server.url, strategy=DefaultStrategy(replay=False), **FAST)
-    rec = Recorder(client)
+    rec = recorder(client)
     await client.start()
     try:
         await client.wait_ready(timeout=bound(10))

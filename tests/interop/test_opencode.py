@@ -31,9 +31,8 @@ from acp_client import (
 )
 from acp_client.sessions import SessionRecord
 from acp_client.transports import Transport
-from tests.conftest import bound
+from tests.conftest import bound, recorder
 from tests.interop._opencode import offline_prefix, opencode_bin, spawn_opencode, spawn_opencode_offline
-from tests.reconnect.test_reconnect import Recorder
 
 __all__ = ["opencode_bin"]  # the session fixture, imported so that pytest finds it here
 
@@ -97,7 +96,7 @@ async def test_reconnecting_client_recovers_a_session_after_the_agent_is_killed(
     opencode: Callable[[], Awaitable[Transport]], project: Path
 ) -> None:
     client = ReconnectingClient(opencode, **SLOW)
-    rec = Recorder(client)
+    rec = recorder(client)
     await client.start()
     try:
         await client.wait_ready(timeout=bound(60))
@@ -127,7 +126,7 @@ async def test_reconnecting_client_recovers_a_session_in_a_new_process_from_the_
         created = await first.new_session(str(project), timeout=bound(60))
     # the first agent process exited with its client; a new client and a new process pick the session up
     client = ReconnectingClient(opencode, store=SQLiteSessionStore(path), **SLOW)
-    rec = Recorder(client)
+    rec = recorder(client)
     await client.start()
     try:
         recovered = await rec.wait(lambda e: isinstance(e, SessionRecovered) and e.session_id == created.id, timeout=90)
@@ -151,7 +150,7 @@ async def test_reconnecting_client_forgets_a_session_the_agent_never_had_and_kee
     await seed.close()
 
     client = ReconnectingClient(opencode, store=SQLiteSessionStore(path), **SLOW)
-    rec = Recorder(client)
+    rec = recorder(client)
     await client.start()
     try:
         # opencode answers -32603 to the load of the stranger. That is not an unknown-session code (default

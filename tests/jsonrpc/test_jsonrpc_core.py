@@ -20,6 +20,7 @@ from acp_client.jsonrpc import (
     Response,
     encode,
 )
+from tests.conftest import bound
 
 EVENT_TYPES = (Request, Notification, Response, ErrorResponse, Invalid)
 INVALID_KINDS = {"parse_error", "invalid_request", "empty_batch", "unknown_id", "oversize"}
@@ -635,6 +636,8 @@ def check_events(core: JsonRpcCore, text: str) -> None:
     assert set(before) - set(core.pending) == settled
 
 
+@pytest.mark.xdist_group("cpu_heavy")  # one at a time: tracemalloc or thousands of examples, CPU-bound
+@pytest.mark.timeout(bound(180))  # 1500 examples of pure CPU work: slow on a loaded machine, never a hang
 @settings(
     max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.large_base_example]
 )

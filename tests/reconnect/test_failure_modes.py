@@ -12,7 +12,6 @@ import statistics
 import tracemalloc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -35,26 +34,30 @@ from acp_client import (
     SessionRecoveryFailed,
     SessionUpdate,
     StateChanged,
-    Timeouts,
     TransportOptions,
 )
-from acp_client.testing import FaultProxy, ProxyMode, ReferenceAgent
-from tests.conftest import bound
-from tests.reconnect.test_reconnect import FAST, FAST_POLICY, Recorder
+from acp_client.testing import FAST_RETRY, EventRecorder, FaultProxy, ProxyMode, ReferenceAgent
+from tests.conftest import WEBSOCKET, Link, bound, client_options, over_links, recorder
+
+#: tests that take ``link`` (or ``agent``) run over WebSocket, and Streamable HTTP over HTTP/1.1 and h2c
+link = over_links("ws", "http1", "h2c")
 
 PING: dict[str, Any] = {"transport_options": TransportOptions(ping_interval=0.2, ping_timeout=0.2, close_timeout=0.2)}
 
 
 @asynccontextmanager
-async def behind_proxy(version: int = 2, **agent_options: Any) -> AsyncIterator[tuple[ReferenceAgent, FaultProxy]]:
-    async with ReferenceAgent(version, **agent_options) as agent, FaultProxy("127.0.0.1", agent.port) as proxy:
+async def behind_proxy(
+    link: Link = WEBSOCKET, version: int = 2, **agent_options: Any
+) -> AsyncIterator[tuple[ReferenceAgent, FaultProxy]]:
+    """An agent served for ``link`` and a fault proxy in front of it; reach it at ``link.via(proxy)``."""
+    async with link.agent(version, **agent_options) as agent, FaultProxy("127.0.0.1", agent.port) as proxy:
         yield agent, proxy
 
 
 @asynccontextmanager
-async def client_for(url: str, **options: Any) -> AsyncIterator[tuple[ReconnectingClient, Recorder]]:
-    client = ReconnectingClient(url, **{**FAST, **options})
-    rec = Recorder(client)
+async def client_for(url: str, **options: Any) -> AsyncIterator[tuple[ReconnectingClient, EventRecorder]]:
+    client = ReconnectingClient(url, **client_options(**options))
+    rec = recorder(client)
     await client.start()
     try:
         await client.wait_ready(timeout=bound(5))
@@ -67,19 +70,23 @@ async def client_for(url: str, **options: Any) -> AsyncIterator[tuple[Reconnecti
 # ---------------------------------------------------------------- 1. thundering herd after a restart
 
 
-async def test_fm01_herd_spreads_reconnects_after_a_restart() -> None:
+async def test_fm01_herd_spreads_reconnects_after_a_restart(link: Link) -> None:
     # Judged on the delays the clients drew (exact, whatever the machine's load), not on handshake times: on a
     # loaded machine a stalled event loop bunches the handshakes of well-spread clients (this wall-clock
     # version failed about once in 19 runs there). The spread on the wire is a measurement, not a test.
     n = 40
-    async with ReferenceAgent(2) as agent:
+    async with link.agent(2) as agent:
         clients = [
             ReconnectingClient(
-                agent.url, policy=RecoveryPolicy(start_jitter=0.0), rng=random.Random(seed), breaker=None
+                link.url(agent),
+                **link.options,
+                policy=RecoveryPolicy(start_jitter=0.0),  # the default backoff: its spread is what is judged
+                rng=random.Random(seed),
+                breaker=None,
             )
             for seed in range(n)
         ]
-        recorders = [Recorder(c) for c in clients]
+        recorders = [recorder(c) for c in clients]
         try:
             await asyncio.gather(*(c.start() for c in clients))
             await asyncio.gather(*(c.wait_ready(timeout=bound(10)) for c in clients))
@@ -111,6 +118,7 @@ async def test_fm01_herd_spreads_reconnects_after_a_restart() -> None:
 
 @pytest.mark.parametrize("code", [1008, 4001])
 async def test_fm02_fatal_close_codes_stop_reconnecting(code: int) -> None:
+    # WebSocket only (close codes); the fatal HTTP statuses: tests/transports/test_transport_http.py
     async with ReferenceAgent(2) as agent, client_for(agent.url) as (client, rec):
         agent.close_after_initialize(0.0, code=code)
         await agent.drop_all_connections(code=code)
@@ -125,8 +133,11 @@ async def test_fm02_fatal_close_codes_stop_reconnecting(code: int) -> None:
 
 
 @pytest.mark.parametrize("direction", ["both", "s2c", "c2s"])
-async def test_fm03_half_open_link_is_detected(direction: str) -> None:
-    async with behind_proxy() as (agent, proxy), client_for(proxy.url(), **PING) as (client, rec):
+async def test_fm03_half_open_link_is_detected(link: Link, direction: str) -> None:
+    async with (
+        behind_proxy(link) as (agent, proxy),
+        client_for(link.via(proxy), **{**link.options, **PING}) as (client, rec),
+    ):
         session = await client.new_session("/w")
         turn = asyncio.create_task(session.prompt("sleep 30"))
         await agent.wait_for_method("session/prompt", timeout=bound(5))
@@ -142,10 +153,13 @@ async def test_fm03_half_open_link_is_detected(direction: str) -> None:
         await session.cancel()  # the agent's turn went on: stop it before prompting again
 
 
-async def test_fm03_liveness_check_on_wake_up() -> None:
+async def test_fm03_liveness_check_on_wake_up(link: Link) -> None:
     # "laptop sleep": nothing scheduled will ping for a long time, the hint checks at once
-    slow_ping = {"transport_options": TransportOptions(ping_interval=60.0, ping_timeout=0.2)}
-    async with behind_proxy() as (_agent, proxy), client_for(proxy.url(), **slow_ping) as (client, rec):
+    slow_ping = link.transport(ping_interval=60.0, ping_timeout=0.2)
+    async with (
+        behind_proxy(link) as (_agent, proxy),
+        client_for(link.via(proxy), transport_options=slow_ping) as (client, rec),
+    ):
         proxy.blackhole_all()
         client.notify_resumed_from_sleep()
         await rec.wait(lambda e: isinstance(e, ConnectionDropped), timeout=2)
@@ -156,9 +170,12 @@ async def test_fm03_liveness_check_on_wake_up() -> None:
 # ---------------------------------------------------------------- 4. in-flight requests fail fast
 
 
-async def test_fm04_in_flight_requests_fail_fast_and_nothing_stays_pending() -> None:
+async def test_fm04_in_flight_requests_fail_fast_and_nothing_stays_pending(link: Link) -> None:
     backoff = Backoff(base=0.02, cap=0.2)  # this client's own: slowed down below
-    async with behind_proxy() as (agent, proxy), client_for(proxy.url(), backoff=backoff) as (client, rec):
+    async with (
+        behind_proxy(link) as (agent, proxy),
+        client_for(link.via(proxy), **link.options, backoff=backoff) as (client, rec),
+    ):
         sessions = [await client.new_session("/w") for _ in range(2)]
         proxy.set_mode(ProxyMode.hold(), "s2c")  # answers never come back
         calls = [
@@ -195,8 +212,8 @@ async def test_fm04_in_flight_requests_fail_fast_and_nothing_stays_pending() -> 
 # tests/reconnect/test_reconnect.py::test_prompt_in_flight_raises_connection_lost_and_runs_once; the control below
 
 
-async def test_fm05_prompt_lost_is_not_resent_status_lost_is_retried_once() -> None:
-    async with behind_proxy() as (agent, proxy), client_for(proxy.url()) as (client, rec):
+async def test_fm05_prompt_lost_is_not_resent_status_lost_is_retried_once(link: Link) -> None:
+    async with behind_proxy(link) as (agent, proxy), client_for(link.via(proxy), **link.options) as (client, rec):
         session = await client.new_session("/w")
         proxy.set_mode(ProxyMode.hold(), "s2c")
         prompt = asyncio.create_task(session.prompt("echo: once"))
@@ -216,8 +233,8 @@ async def test_fm05_prompt_lost_is_not_resent_status_lost_is_retried_once() -> N
 # ---------------------------------------------------------------- 6. the gap signal
 
 
-async def test_fm06_gap_is_signalled_before_post_resume_updates() -> None:
-    async with behind_proxy(1) as (agent, proxy), client_for(proxy.url()) as (client, rec):
+async def test_fm06_gap_is_signalled_before_post_resume_updates(link: Link) -> None:
+    async with behind_proxy(link, 1) as (agent, proxy), client_for(link.via(proxy), **link.options) as (client, rec):
         session = await client.new_session("/w")
         stream = session.updates()
         turn = asyncio.create_task(session.prompt("stream 12 every 0.05"))
@@ -250,15 +267,15 @@ async def test_fm06_gap_is_signalled_before_post_resume_updates() -> None:
         )
 
 
-async def test_fm06_load_strategy_replays_history() -> None:
+async def test_fm06_load_strategy_replays_history(link: Link) -> None:
     def always_load(record: Any, probe: Any, caps: Any) -> Reattach:
         return Reattach("load", replay=True, outcome="reattached")
 
     from acp_client.reconnect.strategy import strategy_from_callable
 
     async with (
-        behind_proxy(1) as (_agent, proxy),
-        client_for(proxy.url(), strategy=strategy_from_callable(always_load)) as (client, rec),
+        behind_proxy(link, 1) as (_agent, proxy),
+        client_for(link.via(proxy), **link.options, strategy=strategy_from_callable(always_load)) as (client, rec),
     ):
         session = await client.new_session("/w")
         await session.prompt("echo: history")
@@ -282,9 +299,12 @@ async def test_fm06_load_strategy_replays_history() -> None:
 # tests/reconnect/test_reconnect.py::test_replay_over_existing_transcript...
 
 
-async def test_fm07_recovery_cut_mid_replay_leaves_no_duplicates() -> None:
+async def test_fm07_recovery_cut_mid_replay_leaves_no_duplicates(link: Link) -> None:
     breaker = CrashLoopBreaker(threshold=1000)  # the cut links here are deliberate
-    async with behind_proxy(1) as (agent, proxy), client_for(proxy.url(), breaker=breaker) as (client, rec):
+    async with (
+        behind_proxy(link, 1) as (agent, proxy),
+        client_for(link.via(proxy), **link.options, breaker=breaker) as (client, rec),
+    ):
         session = await client.new_session("/w")
         rng = random.Random(5)
         history = [f"{i} " + "".join(rng.choice("0123456789abcdef") for _ in range(300)) for i in range(10)]
@@ -317,6 +337,7 @@ async def test_fm07_recovery_cut_mid_replay_leaves_no_duplicates() -> None:
 
 
 async def test_fm08_blackholed_connection_is_replaced_and_its_late_frames_ignored() -> None:
+    # WebSocket only: it needs the one TCP link of a WebSocket; the HTTP variant is in test_transport_http.py
     async with behind_proxy() as (agent, proxy), client_for(proxy.url(), **PING) as (client, rec):
         session = await client.new_session("/w")
         (old_link,) = proxy.links
@@ -345,13 +366,10 @@ async def test_fm08_blackholed_connection_is_replaced_and_its_late_frames_ignore
 #    ::test_session_not_found_from_prompt_never_forgets; B: ::test_restart_restores_forgets_unknown_...
 
 
-async def test_fm09_status_timeout_is_a_failed_recovery_not_a_forget() -> None:
+async def test_fm09_status_timeout_is_a_failed_recovery_not_a_forget(link: Link) -> None:
     async with (
-        ReferenceAgent(2) as agent,
-        client_for(agent.url, timeouts=Timeouts(probe=bound(0.3)), policy=replace(FAST_POLICY, tries=1)) as (
-            client,
-            rec,
-        ),
+        link.agent(2) as agent,
+        client_for(link.url(agent), **link.options, recovery_timeout=bound(0.3), recovery_tries=1) as (client, rec),
     ):
         client._retry_cap = 0.1
         slow, fine = await client.new_session("/w"), await client.new_session("/w")
@@ -370,18 +388,20 @@ async def test_fm09_status_timeout_is_a_failed_recovery_not_a_forget() -> None:
 # ---------------------------------------------------------------- 10. cancellation leaves nothing behind
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)  # link: immutable
 @given(cancel_after=st.floats(min_value=0.0, max_value=0.25), refuse=st.booleans())
-def test_fm10_cancellation_at_any_point_leaves_no_tasks(cancel_after: float, refuse: bool) -> None:
+def test_fm10_cancellation_at_any_point_leaves_no_tasks(link: Link, cancel_after: float, refuse: bool) -> None:
     async def scenario() -> None:
-        async with behind_proxy() as (agent, proxy):
+        async with behind_proxy(link) as (agent, proxy):
             for i in range(3):
-                async with ReconnectingClient(proxy.url(), **FAST) as seed:
+                async with ReconnectingClient(link.via(proxy), **link.options, **FAST_RETRY) as seed:
                     await seed.new_session(f"/w/{i}")
             baseline = {t for t in asyncio.all_tasks() if not t.done()}
             if refuse:
                 proxy.set_listener("refuse")
-            client = ReconnectingClient(proxy.url(), **FAST)
+            client = ReconnectingClient(link.via(proxy), **link.options, **FAST_RETRY)
 
             async def owner() -> None:
                 async with client:
@@ -417,8 +437,8 @@ def test_fm10_cancellation_at_any_point_leaves_no_tasks(cancel_after: float, ref
     asyncio.run(scenario())
 
 
-async def test_fm10_caller_timeout_is_a_timeout_not_a_reconnect() -> None:
-    async with ReferenceAgent(2) as agent, client_for(agent.url) as (client, rec):
+async def test_fm10_caller_timeout_is_a_timeout_not_a_reconnect(link: Link) -> None:
+    async with link.agent(2) as agent, client_for(link.url(agent), **link.options) as (client, rec):
         session = await client.new_session("/w")
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.1):
@@ -430,14 +450,15 @@ async def test_fm10_caller_timeout_is_a_timeout_not_a_reconnect() -> None:
 # ---------------------------------------------------------------- 11. bounded buffers while offline
 
 
-async def test_fm11_nothing_queues_while_offline() -> None:
+async def test_fm11_nothing_queues_while_offline(link: Link) -> None:
     async with (
-        behind_proxy() as (agent, proxy),
+        behind_proxy(link) as (agent, proxy),
         client_for(
-            proxy.url(),
+            link.via(proxy),
+            **link.options,
             backoff=Backoff(base=0.05, cap=0.1),
             wait_for_ready=True,
-            timeouts=Timeouts(session_wait=60.0),
+            session_wait_timeout=60.0,
         ) as (client, rec),
     ):
         session = await client.new_session("/w")
@@ -474,13 +495,14 @@ async def test_fm11_nothing_queues_while_offline() -> None:
 # fan-out bound: ::test_recovery_concurrency_is_bounded; a slow session: test_fm09 above
 
 
-async def test_fm12_breaker_counts_only_short_lived_connections() -> None:
+async def test_fm12_breaker_counts_only_short_lived_connections(link: Link) -> None:
     async with (
-        ReferenceAgent(2) as agent,
+        link.agent(2) as agent,
         client_for(
-            agent.url,
+            link.url(agent),
+            **link.options,
             breaker=CrashLoopBreaker(threshold=2, short_lived=60.0, window=60.0),
-            policy=replace(FAST_POLICY, stable_after=60.0),
+            stable_after=60.0,
         ) as (client, rec),
     ):
         agent.close_after_initialize(0.05)

@@ -10,8 +10,7 @@ import pytest
 
 from acp_client import SessionForgotten, SessionLink, SessionRecovered, SessionRecoveryFailed
 from acp_client.testing import RawAnswer, ReferenceAgent
-from tests.conftest import bound
-from tests.reconnect.test_reconnect import started
+from tests.conftest import bound, started
 
 MALFORMED = [None, {}, {"status": 5}, {"status": None}, "active", [{"status": "active"}]]
 
@@ -20,7 +19,7 @@ MALFORMED = [None, {}, {"status": 5}, {"status": None}, "active", [{"status": "a
 @pytest.mark.parametrize("answer", MALFORMED, ids=["null", "empty", "number", "null-status", "bare-string", "list"])
 async def test_a_malformed_status_answer_goes_straight_to_resume_or_load(version: int, answer: Any) -> None:
     async with ReferenceAgent(version) as agent:
-        client, rec = await started(agent)
+        client, rec = await started(agent.url)
         try:
             session = await client.new_session("/w")
             agent.status_override[session.id] = RawAnswer(answer)

@@ -25,9 +25,11 @@ from acp_client import (
     connect,
     sync,
 )
-from acp_client.testing import ReferenceAgent
+from acp_client.testing import FAST_RETRY, ReferenceAgent
 from acp_client.transports import CookieJar
-from tests.reconnect.test_reconnect import FAST_POLICY, started
+from tests.conftest import started
+
+FAST_POLICY = FAST_RETRY["policy"]
 
 URL = "ws://127.0.0.1:1/acp"  # never connected to: these tests only build clients
 
@@ -239,7 +241,7 @@ async def test_the_probe_timeout_bounds_the_status_probe_and_the_replay_silence_
     attempt at its own step; the other step, as slow, goes through."""
     async with ReferenceAgent(2) as agent:
         client, rec = await started(
-            agent,
+            agent.url,
             timeouts=Timeouts(**{"probe": 30.0, "replay_silence": 30.0, short: 0.3}),
             policy=dataclasses.replace(FAST_POLICY, tries=1),
         )

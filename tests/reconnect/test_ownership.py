@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import pytest
@@ -51,11 +51,22 @@ class Recorder:
     def of(self, kind: type) -> list[Any]:
         return [e for e in self.events if isinstance(e, kind)]
 
-    async def wait(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    async def wait(
+        self, predicate: Callable[[], bool], timeout: float = 10.0, *, also: Sequence[Recorder] = ()
+    ) -> None:
+        """Return once ``predicate()`` holds, re-checked on every event of this recorder and of ``also``."""
+        recorders = [self, *also]
         async with asyncio.timeout(bound(timeout)):
             while not predicate():
-                self._changed.clear()
-                await self._changed.wait()
+                for each in recorders:
+                    each._changed.clear()
+                waits = [asyncio.ensure_future(each._changed.wait()) for each in recorders]
+                try:
+                    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for waiting in waits:
+                        waiting.cancel()
+                    await asyncio.gather(*waits, return_exceptions=True)
 
     async def close(self) -> None:
         self._task.cancel()
@@ -127,8 +138,7 @@ async def test_dead_worker_sessions_are_adopted_once_each(workers: Workers, agen
     def adopted() -> set[str]:
         return {e.session_id for r in (b_events, c_events) for e in r.of(SessionRecovered)}
 
-    await b_events.wait(lambda: adopted() >= ids or len(c_events.of(SessionRecovered)) >= len(ids), timeout=10)
-    await c_events.wait(lambda: adopted() >= ids, timeout=10)
+    await b_events.wait(lambda: adopted() >= ids, timeout=10, also=[c_events])  # whichever worker adopts
     assert all(reattaches(agent, sid) == 1 for sid in ids)  # exactly one re-attach each
     assert not set(b.sessions) & set(c.sessions)
     assert set(b.sessions) | set(c.sessions) == ids

@@ -9,85 +9,34 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from acp_client import (
-    Backoff,
     ClientState,
     ConnectionDropped,
     ConnectionLost,
     MemorySessionStore,
     ReconnectingClient,
     RecoveryMarker,
-    RecoveryPolicy,
     SessionForgotten,
     SessionLost,
     SessionRecovered,
     SQLiteSessionStore,
-    StateChanged,
-    TransportOptions,
 )
-from acp_client.reconnect import Event
-from acp_client.testing import ReferenceAgent
-from tests.conftest import bound
+from acp_client.testing import FAST_RETRY, ReferenceAgent
+from tests.conftest import Link, bound, over_links, recorder, started
 
-#: Test settings: no recovery start jitter, short backoff (the delays stay random, just smaller).
-FAST_POLICY = RecoveryPolicy(start_jitter=0.0, stable_after=0.0)
-FAST: dict[str, Any] = {"policy": FAST_POLICY, "backoff": Backoff(base=0.02, cap=0.2)}
+#: tests that take ``link`` (or ``agent``) run over WebSocket, and Streamable HTTP over HTTP/1.1 and h2c
+link = over_links("ws", "http1", "h2c")
 
 
-class Recorder:
-    """Collects a client's events from the moment it is created; waits on them with bounds."""
-
-    def __init__(self, client: ReconnectingClient) -> None:
-        self.events: list[Event] = []
-        self._stream: AsyncIterator[Event] = client.events()
-        self._changed = asyncio.Event()
-        self._task = asyncio.create_task(self._pump())
-
-    async def _pump(self) -> None:
-        async for event in self._stream:
-            self.events.append(event)
-            self._changed.set()
-
-    async def wait(self, predicate: Any, timeout: float = 5.0) -> list[Event]:
-        async with asyncio.timeout(bound(timeout)):
-            while True:
-                found = [e for e in self.events if predicate(e)]
-                if found:
-                    return found
-                self._changed.clear()
-                await self._changed.wait()
-
-    async def ready_count(self, n: int, timeout: float = 5.0) -> None:
-        """Wait until the client became READY ``n`` times."""
-        async with asyncio.timeout(bound(timeout)):
-            while sum(isinstance(e, StateChanged) and e.new is ClientState.READY for e in self.events) < n:
-                self._changed.clear()
-                await self._changed.wait()
-
-    def of(self, kind: type) -> list[Any]:
-        return [e for e in self.events if isinstance(e, kind)]
-
-    async def close(self) -> None:
-        self._task.cancel()
-        await asyncio.wait({self._task})
-
-
-async def started(agent: ReferenceAgent, **options: Any) -> tuple[ReconnectingClient, Recorder]:
-    client = ReconnectingClient(agent.url, **{**FAST, **options})
-    recorder = Recorder(client)
-    await client.start()
-    await client.wait_ready(timeout=bound(5))
-    return client, recorder
-
-
-async def test_drop_with_active_sessions_reattaches_with_resume(agent: ReferenceAgent, version: int) -> None:
-    client, rec = await started(agent)
+async def test_drop_with_active_sessions_reattaches_with_resume(
+    link: Link, agent: ReferenceAgent, version: int
+) -> None:
+    client, rec = await started(link.url(agent), **link.options)
     try:
         sessions = [await client.new_session(f"/w/{i}") for i in range(3)]
         await agent.drop_all_connections()
@@ -107,9 +56,11 @@ async def test_drop_with_active_sessions_reattaches_with_resume(agent: Reference
         await client.aclose()
 
 
-async def test_restart_restores_forgets_unknown_and_keeps_odd_statuses(agent: ReferenceAgent, version: int) -> None:
+async def test_restart_restores_forgets_unknown_and_keeps_odd_statuses(
+    link: Link, agent: ReferenceAgent, version: int
+) -> None:
     store = MemorySessionStore()
-    client, rec = await started(agent, store=store)
+    client, rec = await started(link.url(agent), **link.options, store=store)
     try:
         kept, gone, odd = [await client.new_session("/w") for _ in range(3)]
         markers = gone.updates()
@@ -137,14 +88,14 @@ async def test_restart_restores_forgets_unknown_and_keeps_odd_statuses(agent: Re
 
 
 @pytest.mark.parametrize("variant", ["not_advertised", "method_not_found"])
-async def test_without_status_goes_straight_to_reattach(version: int, variant: str) -> None:
+async def test_without_status_goes_straight_to_reattach(link: Link, version: int, variant: str) -> None:
     options: dict[str, Any] = {}
     if variant == "not_advertised":
         options["capabilities"] = {"sessionCapabilities.status" if version == 1 else "session.status": False}
     else:
         options["status_answers_method_not_found"] = True
-    async with ReferenceAgent(version, **options) as agent:
-        client, rec = await started(agent)
+    async with link.agent(version, **options) as agent:
+        client, rec = await started(link.url(agent), **link.options)
         try:
             session = await client.new_session("/w")
             await agent.drop_all_connections()
@@ -161,9 +112,9 @@ async def test_without_status_goes_straight_to_reattach(version: int, variant: s
             await client.aclose()
 
 
-async def test_v1_resume_method_not_found_falls_back_to_load() -> None:
-    async with ReferenceAgent(1, resume_answers_method_not_found=True) as agent:
-        client, rec = await started(agent)
+async def test_v1_resume_method_not_found_falls_back_to_load(link: Link) -> None:
+    async with link.agent(1, resume_answers_method_not_found=True) as agent:
+        client, rec = await started(link.url(agent), **link.options)
         try:
             session = await client.new_session("/w")
             await session.prompt("echo: history")
@@ -178,8 +129,10 @@ async def test_v1_resume_method_not_found_falls_back_to_load() -> None:
             await client.aclose()
 
 
-async def test_replay_over_existing_transcript_has_no_duplicates(agent: ReferenceAgent, version: int) -> None:
-    client, rec = await started(agent)
+async def test_replay_over_existing_transcript_has_no_duplicates(
+    link: Link, agent: ReferenceAgent, version: int
+) -> None:
+    client, rec = await started(link.url(agent), **link.options)
     try:
         session = await client.new_session("/w")
         finished: list[str | None] = []
@@ -218,9 +171,9 @@ async def test_replay_over_existing_transcript_has_no_duplicates(agent: Referenc
         await client.aclose()
 
 
-async def test_v2_state_after_resume_without_snapshot_is_unknown() -> None:
-    async with ReferenceAgent(2, resume_snapshot=False) as agent:
-        client, rec = await started(agent)
+async def test_v2_state_after_resume_without_snapshot_is_unknown(link: Link) -> None:
+    async with link.agent(2, resume_snapshot=False) as agent:
+        client, rec = await started(link.url(agent), **link.options)
         try:
             session = await client.new_session("/w")
             await agent.drop_all_connections()
@@ -231,9 +184,9 @@ async def test_v2_state_after_resume_without_snapshot_is_unknown() -> None:
             await client.aclose()
 
 
-async def test_v2_state_snapshot_reports_running_turn() -> None:
-    async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent)
+async def test_v2_state_snapshot_reports_running_turn(link: Link) -> None:
+    async with link.agent(2) as agent:
+        client, rec = await started(link.url(agent), **link.options)
         try:
             session = await client.new_session("/w")
             turn = asyncio.create_task(session.prompt("sleep 30"))
@@ -250,8 +203,10 @@ async def test_v2_state_snapshot_reports_running_turn() -> None:
             await client.aclose()
 
 
-async def test_prompt_in_flight_raises_connection_lost_and_runs_once(agent: ReferenceAgent, version: int) -> None:
-    client, rec = await started(agent)
+async def test_prompt_in_flight_raises_connection_lost_and_runs_once(
+    link: Link, agent: ReferenceAgent, version: int
+) -> None:
+    client, rec = await started(link.url(agent), **link.options)
     try:
         session = await client.new_session("/w")
         ended = asyncio.Event()
@@ -276,8 +231,8 @@ async def test_prompt_in_flight_raises_connection_lost_and_runs_once(agent: Refe
         await client.aclose()
 
 
-async def test_call_on_recovering_session_waits_for_reattach(agent: ReferenceAgent) -> None:
-    client, rec = await started(agent, wait_for_ready=True)
+async def test_call_on_recovering_session_waits_for_reattach(link: Link, agent: ReferenceAgent) -> None:
+    client, rec = await started(link.url(agent), **link.options, wait_for_ready=True)
     try:
         session = await client.new_session("/w")
         await agent.drop_all_connections(abort=True)
@@ -293,10 +248,10 @@ async def test_call_on_recovering_session_waits_for_reattach(agent: ReferenceAge
         await client.aclose()
 
 
-async def test_half_open_link_is_detected_by_ping(agent: ReferenceAgent) -> None:
+async def test_half_open_link_is_detected_by_ping(link: Link, agent: ReferenceAgent) -> None:
     interval, timeout = 0.2, 0.2
     client, rec = await started(
-        agent, transport_options=TransportOptions(ping_interval=interval, ping_timeout=timeout, close_timeout=0.2)
+        link.url(agent), **link.options, ping_interval=interval, ping_timeout=timeout, close_timeout=0.2
     )
     try:
         await client.new_session("/w")
@@ -313,10 +268,12 @@ async def test_half_open_link_is_detected_by_ping(agent: ReferenceAgent) -> None
         await client.aclose()
 
 
-async def test_sqlite_store_recovers_in_a_new_process(tmp_path: Path, version: int) -> None:
+async def test_sqlite_store_recovers_in_a_new_process(link: Link, tmp_path: Path, version: int) -> None:
     db = tmp_path / "sessions.db"
-    async with ReferenceAgent(version) as agent:
-        async with ReconnectingClient(agent.url, store=SQLiteSessionStore(db), **FAST) as client:
+    async with link.agent(version) as agent:
+        async with ReconnectingClient(
+            link.url(agent), **link.options, store=SQLiteSessionStore(db), **FAST_RETRY
+        ) as client:
             ids = sorted([(await client.new_session(f"/w/{i}")).id for i in range(2)])
         await agent.restart(keep_sessions=True)
         script = textwrap.dedent(
@@ -327,8 +284,7 @@ async def test_sqlite_store_recovers_in_a_new_process(tmp_path: Path, version: i
             from acp_client import ReconnectingClient, RecoveryPolicy, SQLiteSessionStore
             async def main():
                 store = SQLiteSessionStore({str(db)!r})
-                policy = RecoveryPolicy(start_jitter=0)
-                async with ReconnectingClient({agent.url!r}, store=store, policy=policy) as client:
+                async with ReconnectingClient({link.url(agent)!r}, store=store, recovery_start_jitter=0) as client:
                     out = {{sid: s.link.value for sid, s in client.sessions.items()}}
                     session = client.sessions[sorted(out)[0]]
                     result = await session.prompt("echo: from the new process")
@@ -348,9 +304,9 @@ async def test_sqlite_store_recovers_in_a_new_process(tmp_path: Path, version: i
         assert all(agent.count(method, sid) == 1 for sid in ids)
 
 
-async def test_forget_removes_from_client_and_store(agent: ReferenceAgent) -> None:
+async def test_forget_removes_from_client_and_store(link: Link, agent: ReferenceAgent) -> None:
     store = MemorySessionStore()
-    client, rec = await started(agent, store=store)
+    client, rec = await started(link.url(agent), **link.options, store=store)
     try:
         session = await client.new_session("/w")
         await client.forget(session.id)
@@ -363,8 +319,8 @@ async def test_forget_removes_from_client_and_store(agent: ReferenceAgent) -> No
     assert client.state is ClientState.CLOSED
 
 
-async def test_session_not_found_from_prompt_never_forgets(agent: ReferenceAgent) -> None:
-    client, rec = await started(agent)
+async def test_session_not_found_from_prompt_never_forgets(link: Link, agent: ReferenceAgent) -> None:
+    client, rec = await started(link.url(agent), **link.options)
     try:
         session = await client.new_session("/w")
         agent.forget_session(session.id)
@@ -379,8 +335,8 @@ async def test_session_not_found_from_prompt_never_forgets(agent: ReferenceAgent
 
 async def test_stdio_agent_exit_is_a_drop_and_a_new_process_is_spawned() -> None:
     command = [sys.executable, "-m", "acp_client.testing.reference_agent", "--stdio", "--protocol", "2"]
-    client = ReconnectingClient(command, **FAST)
-    rec = Recorder(client)
+    client = ReconnectingClient(command, **FAST_RETRY)
+    rec = recorder(client)
     await client.start()
     try:
         await client.wait_ready(timeout=bound(10))

@@ -1,10 +1,10 @@
 """The rebuilt recovery engine (issue 9), one test (or more) per numbered behaviour, over real loopback links.
 
-Most tests talk to :class:`ScriptedAgent`, a small ACP agent on a real WebSocket server (127.0.0.1) whose
-answers each test scripts: a handler per method may hold its answer until the test releases it, stream a
-replay slowly, answer an error, or wait for the client's ``$/cancel_request``. Every frame it receives is
-logged, so "no further request reached the agent" is read from the agent's own log. The others use the
-reference agent (``acp_client.testing.ReferenceAgent``).
+Most tests talk to :class:`acp_client.testing.ScriptedAgent`, a small ACP agent on a real WebSocket server
+(127.0.0.1) whose answers each test scripts: a handler per method may hold its answer until the test
+releases it, stream a replay slowly, answer an error, or wait for the client's ``$/cancel_request``. Every
+frame it receives is logged, so "no further request reached the agent" is read from the agent's own log.
+The others use the reference agent (``acp_client.testing.ReferenceAgent``).
 """
 
 from __future__ import annotations
@@ -12,15 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import itertools
-import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
-from websockets.asyncio.server import Server, ServerConnection, serve
-from websockets.exceptions import ConnectionClosed
 
 from acp_client import (
     ACPTimeoutError,
@@ -28,7 +24,6 @@ from acp_client import (
     ClientState,
     ConnectionDropped,
     CrashLoopBreaker,
-    Limits,
     MemorySessionStore,
     NotConnected,
     ReconnectingClient,
@@ -45,272 +40,25 @@ from acp_client import (
 )
 from acp_client.reconnect import EventsDropped, RecoveryRoundFinished, SessionStoreFailed
 from acp_client.reconnect._backoff import Clock
-from acp_client.testing import AgentError, ReferenceAgent
-from tests.conftest import bound
-from tests.reconnect.test_reconnect import FAST, FAST_POLICY, Recorder, started
+from acp_client.testing import (
+    FAST_RETRY,
+    AgentError,
+    EventRecorder,
+    ReferenceAgent,
+    ScriptedAgent,
+    ScriptedCall,
+    ScriptedError,
+)
+from tests.conftest import bound, client_options, recorder, started
 
-# ---------------------------------------- the agent
-
-
-class ScriptedError(Exception):
-    """Raise from a handler to answer the request with a JSON-RPC error."""
-
-    def __init__(self, code: int, message: str = "scripted error") -> None:
-        super().__init__(f"{code} {message}")
-        self.code = code
-        self.message = message
-
-
-@dataclass
-class Call:
-    """One inbound request as a handler sees it."""
-
-    agent: ScriptedAgent
-    conn: AgentLink
-    id: Any
-    method: str
-    params: dict[str, Any]
-    cancelled: asyncio.Event = field(default_factory=asyncio.Event)
-
-    @property
-    def session_id(self) -> str:
-        return str(self.params.get("sessionId"))
-
-    async def update(self, update: dict[str, Any]) -> None:
-        """Send one ``session/update`` for this call's session on its connection."""
-        await self.conn.notify("session/update", {"sessionId": self.session_id, "update": update})
-
-
-Handler = Callable[[Call], Awaitable[Any]]
-
-
-class AgentLink:
-    """One accepted WebSocket connection of the scripted agent."""
-
-    def __init__(self, agent: ScriptedAgent, ws: ServerConnection, number: int) -> None:
-        self.agent = agent
-        self.ws = ws
-        self.number = number
-        self.calls: dict[Any, Call] = {}
-        self._ids = itertools.count(1)
-        self._waiting: dict[Any, asyncio.Future[dict[str, Any]]] = {}
-        self.tasks: set[asyncio.Task[None]] = set()
-
-    async def send(self, message: dict[str, Any]) -> None:
-        with contextlib.suppress(ConnectionClosed):
-            await self.ws.send(json.dumps(message))
-
-    async def notify(self, method: str, params: Any) -> None:
-        await self.send({"jsonrpc": "2.0", "method": method, "params": params})
-
-    async def request(self, method: str, params: Any = None, *, raw: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Send a request to the client and return its whole response object."""
-        id_ = f"agent-{next(self._ids)}"
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._waiting[id_] = fut
-        message = raw if raw is not None else {"jsonrpc": "2.0", "id": id_, "method": method}
-        message = {**message, "id": id_}
-        if params is not None:
-            message["params"] = params
-        await self.send(message)
-        try:
-            return await fut
-        finally:
-            self._waiting.pop(id_, None)
-
-    async def run(self) -> None:
-        try:
-            async for text in self.ws:
-                message = json.loads(text)
-                method = message.get("method")
-                if method is None:  # a response to one of our requests
-                    fut = self._waiting.get(message.get("id"))
-                    if fut is not None and not fut.done():
-                        fut.set_result(message)
-                    continue
-                params = message.get("params") or {}
-                self.agent.log.append((self.number, method, params))
-                self.agent.changed()
-                if "id" not in message:
-                    if method == "$/cancel_request":
-                        call = self.calls.get(params.get("requestId"))
-                        if call is not None:
-                            call.cancelled.set()
-                    continue
-                call = Call(self.agent, self, message["id"], method, params)
-                self.calls[call.id] = call
-                task = asyncio.create_task(self._serve(call))
-                self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
-        except ConnectionClosed:
-            pass
-        finally:
-            for task in list(self.tasks):
-                task.cancel()
-            if self.tasks:
-                await asyncio.wait(list(self.tasks))
-            self.agent.changed()
-
-    async def _serve(self, call: Call) -> None:
-        handler = self.agent.handlers.get(call.method) or self.agent.defaults.get(call.method)
-        try:
-            if handler is None:
-                raise ScriptedError(-32601, "Method not found")
-            result = await handler(call)
-            answer: dict[str, Any] = {"jsonrpc": "2.0", "id": call.id, "result": result}
-        except ScriptedError as exc:
-            answer = {"jsonrpc": "2.0", "id": call.id, "error": {"code": exc.code, "message": exc.message}}
-        self.agent.answered.append((self.number, call.method, call.params, answer))
-        await self.send(answer)
-        self.agent.changed()
-
-
-class ScriptedAgent:
-    """A tiny ACP agent (v1 or v2) on a real loopback WebSocket server; see the module docstring.
-
-    ``status``/``list``/``load``/``resume`` choose what ``initialize`` advertises (v2 always offers resume and
-    list). Sessions it knows are in ``sessions`` (id → cwd). ``handlers[method]`` overrides a default.
-    """
-
-    def __init__(
-        self, version: int = 2, *, status: bool = False, list_: bool = True, load: bool = True, resume: bool = True
-    ) -> None:
-        self.version = version
-        self.status, self.list, self.load, self.resume = status, list_, load, resume
-        self.sessions: dict[str, str] = {}
-        self.log: list[tuple[int, str, dict[str, Any]]] = []
-        self.answered: list[tuple[int, str, dict[str, Any], dict[str, Any]]] = []
-        self.handlers: dict[str, Handler] = {}
-        self.links: list[AgentLink] = []
-        self._server: Server | None = None
-        self._cond: asyncio.Condition | None = None
-        self._ids = itertools.count(1)
-        self.defaults: dict[str, Handler] = {
-            "initialize": self._initialize,
-            "session/new": self._new,
-            "session/resume": self._attach,
-            "session/load": self._attach,
-            "session/status": self._status,
-            "session/list": self._list,
-            "session/prompt": self._prompt,
-        }
-
-    async def __aenter__(self) -> ScriptedAgent:
-        self._cond = asyncio.Condition()
-        self._server = await serve(self._accept, "127.0.0.1", 0, max_size=None, ping_interval=None, close_timeout=1)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close(close_connections=True)
-        await self._server.wait_closed()
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None
-        return f"ws://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/acp"
-
-    async def _accept(self, ws: ServerConnection) -> None:
-        link = AgentLink(self, ws, len(self.links) + 1)
-        self.links.append(link)
-        self.changed()
-        await link.run()
-
-    # ------------------------------------------------------------------ observation
-
-    def changed(self) -> None:
-        cond = self._cond
-        if cond is None:
-            return
-
-        async def notify() -> None:
-            async with cond:
-                cond.notify_all()
-
-        task = asyncio.ensure_future(notify())
-        task.add_done_callback(lambda _t: None)
-
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-        assert self._cond is not None
-        async with asyncio.timeout(bound(timeout)), self._cond:
-            await self._cond.wait_for(predicate)
-
-    def requests(self, method: str, session_id: str | None = None) -> list[tuple[int, dict[str, Any]]]:
-        """``(connection number, params)`` of every ``method`` received (for ``session_id`` when given)."""
-        return [
-            (n, p) for n, m, p in self.log if m == method and (session_id is None or p.get("sessionId") == session_id)
-        ]
-
-    def for_session(self, session_id: str) -> list[str]:
-        """Every method received that names ``session_id``."""
-        return [m for _n, m, p in self.log if p.get("sessionId") == session_id]
-
-    async def drop(self, code: int = 1011) -> None:
-        """Close every open connection with ``code``."""
-        for link in self.links:
-            with contextlib.suppress(ConnectionClosed):
-                await link.ws.close(code, "scripted drop")
-
-    @property
-    def live(self) -> AgentLink:
-        return self.links[-1]
-
-    # ------------------------------------------------------------------ default handlers
-
-    async def _initialize(self, call: Call) -> Any:
-        if self.version >= 2:
-            session: dict[str, Any] = {"prompt": {}, "mcp": {"stdio": {}, "http": {}}}
-            if self.status:
-                session["status"] = {}
-            return {
-                "protocolVersion": 2,
-                "capabilities": {"session": session},
-                "info": {"name": "scripted", "version": "1"},
-            }
-        caps: dict[str, Any] = {}
-        for name, on in (("status", self.status), ("list", self.list), ("resume", self.resume)):
-            if on:
-                caps[name] = {}
-        return {
-            "protocolVersion": 1,
-            "agentCapabilities": {"loadSession": self.load, "sessionCapabilities": caps},
-            "agentInfo": {"name": "scripted", "version": "1"},
-            "authMethods": [],
-        }
-
-    async def _new(self, call: Call) -> Any:
-        session_id = f"s{next(self._ids)}"
-        self.sessions[session_id] = str(call.params.get("cwd"))
-        return {"sessionId": session_id}
-
-    def known(self, call: Call) -> None:
-        if call.session_id not in self.sessions:
-            raise ScriptedError(-32002, "Resource not found")
-
-    async def _attach(self, call: Call) -> Any:
-        self.known(call)
-        return {}
-
-    async def _status(self, call: Call) -> Any:
-        self.known(call)
-        return {"status": "active"}
-
-    async def _list(self, call: Call) -> Any:
-        return {"sessions": [{"sessionId": s, "cwd": cwd} for s, cwd in self.sessions.items()]}
-
-    async def _prompt(self, call: Call) -> Any:
-        if self.version >= 2:
-            await call.update({"sessionUpdate": "state_update", "state": "running"})
-            await call.update({"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"})
-            return {}
-        return {"stopReason": "end_turn"}
+FAST_POLICY = FAST_RETRY["policy"]
 
 
 @contextlib.asynccontextmanager
-async def client_of(url: str, **options: Any) -> AsyncIterator[tuple[ReconnectingClient, Recorder]]:
-    """A started, ready reconnecting client with FAST settings and an event recorder; closed afterwards."""
-    client = ReconnectingClient(url, **{**FAST, **options})
-    rec = Recorder(client)
+async def client_of(url: str, **options: Any) -> AsyncIterator[tuple[ReconnectingClient, EventRecorder]]:
+    """A started, ready reconnecting client with FAST_RETRY settings and an event recorder; closed afterwards."""
+    client = ReconnectingClient(url, **client_options(**options))
+    rec = recorder(client)
     await client.start()
     try:
         await client.wait_ready(timeout=bound(5))
@@ -368,7 +116,7 @@ async def round_trip(client: ReconnectingClient) -> None:
     await current.connection.request("session/list", {}, timeout=bound(5))
 
 
-def forgotten_of(rec: Recorder, session_id: str) -> list[SessionForgotten]:
+def forgotten_of(rec: EventRecorder, session_id: str) -> list[SessionForgotten]:
     return [e for e in rec.of(SessionForgotten) if e.session_id == session_id]
 
 
@@ -385,7 +133,7 @@ async def test_forget_during_a_status_probe_sends_nothing_more_and_discards_the_
     async with ScriptedAgent(2, status=True) as agent, client_of(agent.url, store=store) as (client, rec):
         doomed, other = await client.new_session("/w/doomed"), await client.new_session("/w/other")
 
-        async def status(call: Call) -> Any:
+        async def status(call: ScriptedCall) -> Any:
             if call.session_id == doomed.id and call.conn.number == 2:
                 await gate.hold()
             return {"status": "active"}
@@ -421,7 +169,7 @@ async def test_forget_during_an_outstanding_resume_never_brings_the_session_back
     async with ScriptedAgent(2) as agent, client_of(agent.url, store=store) as (client, rec):
         doomed, other = await client.new_session("/w/doomed"), await client.new_session("/w/other")
 
-        async def resume(call: Call) -> Any:
+        async def resume(call: ScriptedCall) -> Any:
             agent.known(call)
             if call.session_id == doomed.id:
                 await call.update(
@@ -463,15 +211,14 @@ async def test_forget_while_a_background_retry_is_scheduled_cancels_it() -> None
     clock = HeldClock()
     store = MemorySessionStore()
     async with ScriptedAgent(2) as agent:
-        policy = replace(FAST_POLICY, tries=1)
-        client = ReconnectingClient(agent.url, **{**FAST, "clock": clock, "store": store, "policy": policy})
-        rec = Recorder(client)
+        client = ReconnectingClient(agent.url, **client_options(clock=clock, store=store, recovery_tries=1))
+        rec = recorder(client)
         await client.start()
         try:
             await client.wait_ready(timeout=bound(5))
             doomed = await client.new_session("/w/doomed")
 
-            async def resume(call: Call) -> Any:
+            async def resume(call: ScriptedCall) -> Any:
                 agent.known(call)
                 if call.session_id == doomed.id:
                     raise ScriptedError(-32099, "transient storage error")
@@ -541,7 +288,7 @@ class FlakyStore:
 async def test_a_failing_store_save_never_fails_recovery_nor_causes_another_resume() -> None:
     store = FlakyStore()
     async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent, store=store)
+        client, rec = await started(agent.url, store=store)
         try:
             session = await client.new_session("/w")
             assert session.id in store.records
@@ -579,7 +326,7 @@ async def test_a_failing_store_never_fails_new_session_either() -> None:
     store = FlakyStore()
     store.fail_save = True  # e.g. a read-only database from the start
     async with ReferenceAgent(1) as agent:
-        client, rec = await started(agent, store=store)
+        client, rec = await started(agent.url, store=store)
         try:
             session = await client.new_session("/w")
             (failed,) = await rec.wait(lambda e: isinstance(e, SessionStoreFailed), timeout=5)
@@ -597,7 +344,7 @@ async def test_a_failing_store_never_fails_new_session_either() -> None:
 async def test_unknown_session_is_forgotten_even_when_the_store_delete_fails() -> None:
     store = FlakyStore()
     async with ReferenceAgent(2, capabilities={"status": False}) as agent:
-        client, rec = await started(agent, store=store)
+        client, rec = await started(agent.url, store=store)
         try:
             gone, kept = await client.new_session("/w/gone"), await client.new_session("/w/kept")
             store.fail_delete = True
@@ -655,10 +402,10 @@ async def test_an_abandoned_attempt_is_cancelled_and_settled_before_the_next_and
         client_of(agent.url, timeouts=Timeouts(replay_silence=bound(0.5))) as (client, rec),
     ):
         session = await client.new_session("/w")
-        attempts: list[Call] = []
+        attempts: list[ScriptedCall] = []
         overlapped: list[bool] = []
 
-        async def attach(call: Call) -> Any:
+        async def attach(call: ScriptedCall) -> Any:
             agent.known(call)
             attempts.append(call)
             previous = [a for a in attempts[:-1] if a.conn is call.conn]
@@ -718,7 +465,7 @@ async def test_a_long_replay_that_keeps_streaming_recovers_on_the_first_attempt(
         loop = asyncio.get_running_loop()
         took: list[float] = []
 
-        async def attach(call: Call) -> Any:
+        async def attach(call: ScriptedCall) -> Any:
             agent.known(call)
             started = loop.time()
             for i in range(count):
@@ -745,10 +492,10 @@ async def test_a_replay_that_never_ends_is_cut_by_the_optional_overall_deadline(
     }
     async with ScriptedAgent(2) as agent, client_of(agent.url, **options) as (client, rec):
         session = await client.new_session("/w")
-        calls: list[Call] = []
+        calls: list[ScriptedCall] = []
         streamed = 0
 
-        async def endless(call: Call) -> Any:
+        async def endless(call: ScriptedCall) -> Any:
             nonlocal streamed
             agent.known(call)
             calls.append(call)
@@ -774,7 +521,7 @@ async def test_a_replay_that_never_ends_is_cut_by_the_optional_overall_deadline(
 # ---------------------------------------- 6. the breaker suspends
 
 
-async def die_at_initialize(call: Call) -> Any:
+async def die_at_initialize(call: ScriptedCall) -> Any:
     """An agent that crashes while initializing: the connection closes without an answer."""
     await call.conn.ws.close(1011, "crashed")
     await asyncio.Event().wait()
@@ -819,7 +566,7 @@ async def test_an_agent_that_dies_before_it_was_ever_ready_fails_and_async_with_
     breaker = CrashLoopBreaker(threshold=3, short_lived=60.0, window=600.0)
     async with ScriptedAgent(2) as agent:
         agent.handlers["initialize"] = die_at_initialize
-        client = ReconnectingClient(agent.url, **{**FAST, "breaker": breaker})
+        client = ReconnectingClient(agent.url, **client_options(breaker=breaker))
         with pytest.raises(Exception) as caught:
             async with asyncio.timeout(bound(10)):
                 async with client:
@@ -865,7 +612,7 @@ async def test_oversized_frames_in_a_loop_are_guarded_by_the_breaker_not_fatal()
     async with ScriptedAgent(2) as agent, client_of(agent.url, **options) as (client, rec):
         default_initialize = agent.defaults["initialize"]
 
-        async def bloated(call: Call) -> Any:
+        async def bloated(call: ScriptedCall) -> Any:
             return {**await default_initialize(call), "_padding": "x" * 10_000}  # too big for the client
 
         agent.handlers["initialize"] = bloated
@@ -901,7 +648,7 @@ async def test_reconnect_now_while_initializing_spares_only_that_attempt() -> No
     async with ScriptedAgent(2) as agent, client_of(agent.url, breaker=breaker, backoff=slow) as (client, rec):
         default_initialize = agent.defaults["initialize"]
 
-        async def held_initialize(call: Call) -> Any:
+        async def held_initialize(call: ScriptedCall) -> Any:
             if call.conn.number == 2:
                 await gate.hold()
             return await default_initialize(call)
@@ -929,7 +676,7 @@ async def test_reconnect_now_while_connecting_cuts_the_backoff_after_that_failed
         arrived: list[int] = []
         gate = Gate()
 
-        async def failing_initialize(call: Call) -> Any:
+        async def failing_initialize(call: ScriptedCall) -> Any:
             arrived.append(call.conn.number)
             if call.conn.number == 2:
                 await gate.hold()
@@ -954,7 +701,7 @@ async def test_reconnect_now_while_connecting_cuts_the_backoff_after_that_failed
 
 async def test_event_subscriptions_register_on_the_call_and_never_leak() -> None:
     async with ScriptedAgent(2) as agent:
-        client = ReconnectingClient(agent.url, **FAST)
+        client = ReconnectingClient(agent.url, **FAST_RETRY)
         bus = client._bus
         try:
             assert bus.subscribers == 0
@@ -1015,7 +762,7 @@ async def collect_all(stream: AsyncIterator[Any]) -> list[Any]:
 
 async def test_a_slow_events_reader_gets_events_dropped_with_the_count() -> None:
     async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent, limits=Limits(event_buffer=4))
+        client, rec = await started(agent.url, event_buffer=4)
         try:
             await client.new_session("/w")
             slow = client.events()
@@ -1045,7 +792,7 @@ class KeepOne:
 
 async def test_one_recovery_round_finished_per_round_with_counts_and_generations_on_every_event() -> None:
     async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent, timeouts=Timeouts(probe=bound(0.5)), policy=replace(FAST_POLICY, tries=1))
+        client, rec = await started(agent.url, recovery_timeout=bound(0.5), recovery_tries=1)
         try:
             live, odd, gone, hung, kept = [await client.new_session(f"/w/{i}") for i in range(5)]
             agent.status_override[odd.id] = "hibernating"  # not active: restored
@@ -1105,7 +852,7 @@ async def test_a_32603_to_resume_is_read_through_session_list_or_the_configured_
     codes = {-32603} if case == "configured_code" else {-32002}
     options: dict[str, Any] = {"policy": replace(FAST_POLICY, tries=1, unknown_session_codes=codes)}
     async with ReferenceAgent(version, capabilities=capabilities) as agent:
-        client, rec = await started(agent, **options)
+        client, rec = await started(agent.url, **options)
         try:
             session = await client.new_session("/w")
             if case != "present_in_list":
@@ -1180,7 +927,7 @@ async def test_a_prompt_waiting_for_reattachment_says_it_was_never_sent(version:
     async with ScriptedAgent(version) as agent, client_of(agent.url, **options) as (client, rec):
         session = await client.new_session("/w")
 
-        async def held(call: Call) -> Any:
+        async def held(call: ScriptedCall) -> Any:
             agent.known(call)
             await gate.hold()
             return {}
@@ -1236,7 +983,7 @@ async def test_a_given_up_request_frees_its_slot_before_its_cancel_is_answered()
     async with ScriptedAgent(2) as agent, client_of(agent.url, **options) as (client, rec):
         silent, healthy = await client.new_session("/w/silent"), await client.new_session("/w/healthy")
 
-        async def resume(call: Call) -> Any:
+        async def resume(call: ScriptedCall) -> Any:
             agent.known(call)
             if call.session_id == silent.id:
                 await asyncio.Event().wait()  # never answered, not even the cancel

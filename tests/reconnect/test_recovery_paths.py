@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import textwrap
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +33,9 @@ from acp_client import (
     SessionRecovered,
     SessionRecoveryFailed,
     StateChanged,
-    Timeouts,
 )
-from acp_client.testing import AgentError, ReferenceAgent
-from tests.conftest import bound
-from tests.reconnect.test_reconnect import FAST, FAST_POLICY, Recorder, started
+from acp_client.testing import FAST_RETRY, AgentError, ReferenceAgent
+from tests.conftest import bound, recorder, started
 
 #: The state the crash-loop breaker leaves the client in: ``SUSPENDED`` (issue 9 item 6) once it exists.
 BREAKER_STATE: ClientState = getattr(ClientState, "SUSPENDED", ClientState.FAILED)
@@ -56,7 +53,7 @@ async def test_unknown_session_from_resume_or_load_is_forgotten(version: int, vi
     # no session/status advertised: the re-attach call is the first to learn that the agent lost the session
     store = MemorySessionStore()
     async with ReferenceAgent(version, capabilities={"status": False}) as agent:
-        client, rec = await started(agent, store=store)
+        client, rec = await started(agent.url, store=store)
         try:
             gone, kept = await client.new_session("/w/gone"), await client.new_session("/w/kept")
             agent.forget_session(gone.id)
@@ -90,7 +87,7 @@ async def test_auth_required_during_recovery_calls_on_auth_required_then_reattac
 
     login_method = "auth/login" if version == 2 else "authenticate"
     async with ReferenceAgent(version, require_auth=True) as agent:
-        client, rec = await started(agent, on_auth_required=login)
+        client, rec = await started(agent.url, on_auth_required=login)
         try:
             await client.authenticate("agent-login")  # the application logs the first connection in itself
             session = await client.new_session("/w")
@@ -114,7 +111,7 @@ async def test_auth_required_during_recovery_calls_on_auth_required_then_reattac
 @pytest.mark.parametrize("version", [2, 1], ids=["v2", "v1"])
 async def test_a_failing_status_probe_is_skipped_and_the_reattach_decides(version: int) -> None:
     async with ReferenceAgent(version) as agent:
-        client, rec = await started(agent)
+        client, rec = await started(agent.url)
         try:
             session = await client.new_session("/w")
             agent.status_override[session.id] = AgentError(-32603, "status storage hiccup")
@@ -133,7 +130,7 @@ async def test_a_failing_status_probe_is_skipped_and_the_reattach_decides(versio
 
 async def test_a_status_probe_timeout_fails_the_attempt_and_is_retried_never_forgotten() -> None:
     async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent, timeouts=Timeouts(probe=bound(0.5)), policy=replace(FAST_POLICY, tries=2))
+        client, rec = await started(agent.url, recovery_timeout=bound(0.5), recovery_tries=2)
         try:
             slow, fine = await client.new_session("/w/slow"), await client.new_session("/w/fine")
             agent.hang_status.add(slow.id)
@@ -179,8 +176,8 @@ async def test_an_agent_process_that_keeps_crashing_trips_the_breaker_and_reconn
     script, healthy = tmp_path / "crashing_agent.py", tmp_path / "healthy"
     script.write_text(CRASHING_AGENT)
     breaker = CrashLoopBreaker(threshold=3, short_lived=60.0, window=600.0)
-    client = ReconnectingClient([sys.executable, str(script), str(healthy)], breaker=breaker, **FAST)
-    rec = Recorder(client)
+    client = ReconnectingClient([sys.executable, str(script), str(healthy)], breaker=breaker, **FAST_RETRY)
+    rec = recorder(client)
     await client.start()
     try:
         tripped = await rec.wait(lambda e: isinstance(e, StateChanged) and e.new is BREAKER_STATE, timeout=20)
@@ -209,7 +206,7 @@ async def test_a_crash_inside_the_reconnect_loop_ends_in_failed_not_in_a_dead_ta
         raise RuntimeError("a bug in the application's classifier")
 
     async with ReferenceAgent(2) as agent:
-        client, rec = await started(agent, classifier=broken_classifier)
+        client, rec = await started(agent.url, classifier=broken_classifier)
         try:
             session = await client.new_session("/w")
             await agent.drop_all_connections()  # the loop classifies the drop: the classifier raises

@@ -15,7 +15,6 @@ from structlog.testing import capture_logs
 from websockets.asyncio.server import ServerConnection, serve
 
 from acp_client import (
-    Limits,
     ReconnectFailed,
     ReconnectingClient,
     TLSError,
@@ -24,9 +23,8 @@ from acp_client import (
     connect,
 )
 from acp_client.reconnect import EventsDropped, StateChanged
-from acp_client.testing import ReferenceAgent
-from tests.conftest import bound
-from tests.reconnect.test_reconnect import FAST, Recorder
+from acp_client.testing import FAST_RETRY, ReferenceAgent
+from tests.conftest import bound, client_options, recorder
 
 SECRET = "s3cr3t-token-value-7f1c"
 
@@ -74,7 +72,7 @@ async def test_wss_self_signed_is_refused_by_default_and_is_fatal(tls: tuple[ssl
         url = f"wss://127.0.0.1:{port}/acp"
         with pytest.raises(TLSError):
             await connect(url)
-        client = ReconnectingClient(url, **FAST)
+        client = ReconnectingClient(url, **FAST_RETRY)
         with pytest.raises(ReconnectFailed) as info:
             async with client:
                 pass
@@ -89,10 +87,9 @@ async def test_tokens_never_appear_in_logs_or_reprs() -> None:
         with capture_logs() as logs:
             client = ReconnectingClient(
                 agent.url + f"?token={SECRET}",
-                transport_options=TransportOptions(headers={"Authorization": f"Bearer {SECRET}", "X-Api-Key": SECRET}),
-                **FAST,
+                **client_options(headers={"Authorization": f"Bearer {SECRET}", "X-Api-Key": SECRET}),
             )
-            rec = Recorder(client)
+            rec = recorder(client)
             await client.start()
             try:
                 await client.wait_ready(timeout=bound(5))
@@ -118,6 +115,7 @@ async def test_tokens_never_appear_in_logs_or_reprs() -> None:
         assert handshake["authorization"] == f"Bearer {SECRET}"  # it was sent, just never shown
 
 
+@pytest.mark.xdist_group("cpu_heavy")  # one at a time: tracemalloc or thousands of examples, CPU-bound
 async def test_slow_consumer_cannot_grow_memory_without_bound() -> None:
     async with ReferenceAgent(2) as agent, connect(agent.url) as client:
         session = await client.new_session("/w")
@@ -141,9 +139,9 @@ async def test_slow_consumer_cannot_grow_memory_without_bound() -> None:
 
 async def test_event_buffer_is_bounded() -> None:
     async with ReferenceAgent(2) as agent:
-        client = ReconnectingClient(agent.url, limits=Limits(event_buffer=5), **FAST)
+        client = ReconnectingClient(agent.url, **client_options(event_buffer=5))
         stale = client.events()
-        rec = Recorder(client)
+        rec = recorder(client)
         try:
             await client.start()
             first = await asyncio.wait_for(stale.__anext__(), bound(5))  # registered now; then never read

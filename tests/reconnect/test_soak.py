@@ -32,8 +32,7 @@ from acp_client import (
     TransportOptions,
 )
 from acp_client.testing import FaultProxy, ProxyMode, ReferenceAgent
-from tests.conftest import bound
-from tests.reconnect.test_reconnect import Recorder
+from tests.conftest import bound, recorder
 
 SESSIONS = 50
 MAX_CYCLES = 14
@@ -76,7 +75,7 @@ async def soak(agent: ReferenceAgent, proxy: FaultProxy, rng: random.Random, ses
         wait_for_ready=True,
         rng=random.Random(2),
     )
-    rec = Recorder(client)
+    rec = recorder(client)
     outcomes: Counter[str] = Counter()
     prompts: list[asyncio.Task[None]] = []
     forgotten_on_agent: set[str] = set()
@@ -180,6 +179,7 @@ def client_memory() -> int:
 
 
 @pytest.mark.soak
+@pytest.mark.xdist_group("cpu_heavy")  # one at a time: tracemalloc or thousands of examples, CPU-bound
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("version", [2, 1], ids=["v2", "v1"])
 async def test_soak_random_faults_many_sessions(version: int) -> None:

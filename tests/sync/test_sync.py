@@ -9,17 +9,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from collections.abc import Callable, Coroutine, Iterator
-from types import TracebackType
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import pytest
 
 from acp_client import (
-    Backoff,
     ClientState,
     RecoveryMarker,
-    RecoveryPolicy,
     SessionNotFound,
     SessionRecovered,
     SessionUpdate,
@@ -27,58 +24,19 @@ from acp_client import (
     UsageError,
     sync,
 )
-from acp_client.testing import ReferenceAgent
-from tests.conftest import bound
+from acp_client.testing import FAST_RETRY, AgentThread
+from tests.conftest import Link, bound, over_links
+
+#: tests that take ``link`` (or ``agent``) run over WebSocket, and Streamable HTTP over HTTP/1.1 and h2c
+link = over_links("ws", "http1", "h2c")
 
 T = TypeVar("T")
-
-FAST: dict[str, Any] = {
-    "policy": RecoveryPolicy(start_jitter=0.0, stable_after=0.0),
-    "backoff": Backoff(base=0.02, cap=0.2),
-}
-
-
-class AgentThread:
-    """A :class:`ReferenceAgent` served by an event loop of its own, in a thread of its own."""
-
-    def __init__(self, version: int = 2) -> None:
-        self.version = version
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._main, name="test-agent", daemon=True)
-        self.agent = ReferenceAgent(version)
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        try:
-            self.loop.run_forever()
-        finally:
-            self.loop.run_until_complete(self.loop.shutdown_default_executor())
-            self.loop.close()
-
-    def call(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the agent's loop and wait (bounded) for its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(bound(15))
-
-    def __enter__(self) -> AgentThread:
-        self.thread.start()
-        self.call(self.agent.__aenter__())
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        try:
-            self.call(self.agent.aclose())
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(bound(10))
-            assert not self.thread.is_alive()
 
 
 @pytest.fixture(params=[1, 2], ids=["v1", "v2"])
 def host(request: pytest.FixtureRequest) -> Iterator[AgentThread]:
     """A reference agent (v1 and v2) in its own thread, stopped afterwards."""
-    with AgentThread(int(request.param)) as running:
+    with AgentThread(int(request.param), timeout=bound(15)) as running:
         yield running
 
 
@@ -93,9 +51,9 @@ def drain_until(items: Iterator[T], predicate: Any) -> list[T]:
     raise AssertionError(f"the stream ended without the expected item; saw {seen!r}")
 
 
-def test_plain_blocking_client(host: AgentThread) -> None:
+def test_plain_blocking_client(link: Link, host: AgentThread) -> None:
     baseline = threading.active_count()
-    with sync.connect(host.agent.url, timeout=bound(10)) as client:
+    with sync.connect(link.url(host.agent), **link.options, timeout=bound(10)) as client:
         assert client.protocol_version == host.version
         session = client.new_session("/w")
         updates = session.updates(timeout=bound(5))
@@ -122,9 +80,9 @@ def test_plain_blocking_client(host: AgentThread) -> None:
     assert threading.active_count() == baseline
 
 
-def test_reconnecting_client_recovers_after_restart(host: AgentThread) -> None:
+def test_reconnecting_client_recovers_after_restart(link: Link, host: AgentThread) -> None:
     baseline = threading.active_count()
-    with sync.ReconnectingClient(host.agent.url, **FAST) as client:
+    with sync.ReconnectingClient(link.url(host.agent), **link.options, **FAST_RETRY) as client:
         assert client.state is ClientState.READY
         session = client.new_session("/w")
         session.prompt("echo: before the restart", timeout=bound(10))
@@ -157,10 +115,10 @@ def test_reconnecting_client_recovers_after_restart(host: AgentThread) -> None:
     assert threading.active_count() == baseline
 
 
-async def test_called_from_inside_a_running_event_loop() -> None:
+async def test_called_from_inside_a_running_event_loop(link: Link) -> None:
     """A notebook cell or an IDE callback: the caller's loop is busy, the facade runs on its own loop."""
     loop = asyncio.get_running_loop()
-    with AgentThread(2) as host:
+    with AgentThread(2, timeout=bound(15)) as host:
         baseline = threading.active_count()
         # off the loop thread (our own pool, so that its threads are accounted for): the caller's loop runs on
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
@@ -168,7 +126,7 @@ async def test_called_from_inside_a_running_event_loop() -> None:
             async def off_loop(fn: Callable[..., T], *args: Any) -> T:
                 return await asyncio.wait_for(loop.run_in_executor(pool, fn, *args), bound(15))
 
-            client = await off_loop(sync.connect, host.agent.url)
+            client = await off_loop(lambda: sync.connect(link.url(host.agent), **link.options))
             try:
                 session = await off_loop(client.new_session, "/w")
                 first = await off_loop(session.prompt, "echo: via a worker thread")
@@ -183,13 +141,16 @@ async def test_called_from_inside_a_running_event_loop() -> None:
             await off_loop(client.close)  # idempotent
         assert threading.active_count() == baseline
         # asyncio.to_thread works the same way (its pool is the loop's default executor, left running)
-        with sync.connect(host.agent.url) as other:
+        with sync.connect(link.url(host.agent), **link.options) as other:
             status = await asyncio.wait_for(asyncio.to_thread(other.session_status, session.id), bound(15))
             assert status.is_active
 
 
-def test_cancel_from_another_thread(host: AgentThread) -> None:
-    with sync.connect(host.agent.url) as client, concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+def test_cancel_from_another_thread(link: Link, host: AgentThread) -> None:
+    with (
+        sync.connect(link.url(host.agent), **link.options) as client,
+        concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool,
+    ):
         session = client.new_session("/w")
         pending = pool.submit(lambda: session.prompt("sleep 30", timeout=bound(20)))
         host.call(host.agent.wait_for_method("session/prompt", timeout=bound(10)))
@@ -200,8 +161,8 @@ def test_cancel_from_another_thread(host: AgentThread) -> None:
         session.cancel()
 
 
-def test_a_call_from_the_clients_own_loop_is_refused(host: AgentThread) -> None:
-    with sync.connect(host.agent.url) as client:
+def test_a_call_from_the_clients_own_loop_is_refused(link: Link, host: AgentThread) -> None:
+    with sync.connect(link.url(host.agent), **link.options) as client:
         session = client.new_session("/w")
 
         async def inside() -> BaseException | None:

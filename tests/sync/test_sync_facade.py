@@ -25,8 +25,8 @@ from acp_client import (
     sync,
 )
 from acp_client import ReconnectingClient as AsyncReconnectingClient
+from acp_client.testing import FAST_RETRY, AgentThread
 from tests.conftest import bound
-from tests.sync.test_sync import FAST, AgentThread
 
 #: async name -> why it has no blocking twin of the same name
 NOT_MIRRORED = {
@@ -74,7 +74,7 @@ def test_every_async_method_and_parameter_has_a_blocking_twin(async_cls: type, s
 
 
 def test_the_shared_wrapper_copies_name_signature_and_docstring() -> None:
-    with AgentThread(2) as host, sync.connect(host.agent.url) as client:
+    with AgentThread(2, timeout=bound(15)) as host, sync.connect(host.agent.url) as client:
         assert inspect.signature(client.new_session) == sync.SyncClient.new_session.signature
         assert client.new_session.__doc__ == ACPClient.new_session.__doc__
         assert client.new_session.__name__ == "new_session"
@@ -82,7 +82,7 @@ def test_the_shared_wrapper_copies_name_signature_and_docstring() -> None:
 
 def test_a_typed_timeout_reaches_the_caller_unchanged() -> None:
     for version in (1, 2):
-        with AgentThread(version) as host, sync.connect(host.agent.url) as client:
+        with AgentThread(version, timeout=bound(15)) as host, sync.connect(host.agent.url) as client:
             session = client.new_session("/work")
             with pytest.raises(ACPTimeoutError) as caught:
                 session.prompt("sleep 20", timeout=0.5)
@@ -115,7 +115,7 @@ def test_the_facade_bound_is_typed_too() -> None:
 def test_keyboard_interrupt_during_a_prompt_cancels_the_turn(version: int) -> None:
     main = threading.get_ident()
     assert main == threading.main_thread().ident, "the interrupt must reach the thread that prompts"
-    with AgentThread(version) as host, sync.connect(host.agent.url) as client:
+    with AgentThread(version, timeout=bound(15)) as host, sync.connect(host.agent.url) as client:
         session = client.new_session("/work")
         agent = host.agent
         failures: list[BaseException] = []
@@ -159,8 +159,8 @@ def test_keyboard_interrupt_during_a_prompt_cancels_the_turn(version: int) -> No
 
 
 def test_a_reconnecting_client_outside_with_connects_on_first_use() -> None:
-    with AgentThread(2) as host:
-        client = sync.ReconnectingClient(host.agent.url, **FAST)
+    with AgentThread(2, timeout=bound(15)) as host:
+        client = sync.ReconnectingClient(host.agent.url, **FAST_RETRY)
         try:
             assert client.state is ClientState.IDLE  # nothing happens before it is used
             session = client.new_session("/work", meta={"title": "first"})
@@ -174,7 +174,7 @@ def test_a_reconnecting_client_outside_with_connects_on_first_use() -> None:
 
 
 def test_session_arguments_are_unwrapped() -> None:
-    with AgentThread(2) as host, sync.ReconnectingClient(host.agent.url, **FAST) as client:
+    with AgentThread(2, timeout=bound(15)) as host, sync.ReconnectingClient(host.agent.url, **FAST_RETRY) as client:
         session = client.new_session("/work", meta={"n": 1})
         session.record.meta["n"] = 2
         client.save_session(session)  # takes the blocking handle, passes the async one
@@ -193,8 +193,8 @@ def test_first_use_of_a_client_whose_agent_cannot_start_raises_at_once() -> None
 
 
 def test_subscribing_to_events_starts_the_client_and_sees_its_first_connection() -> None:
-    with AgentThread(2) as host:
-        client = sync.ReconnectingClient(host.agent.url, **FAST)
+    with AgentThread(2, timeout=bound(15)) as host:
+        client = sync.ReconnectingClient(host.agent.url, **FAST_RETRY)
         try:
             events = client.events(timeout=bound(10))
             for event in events:

@@ -2,8 +2,8 @@
 the httpx/HTTP/2 pitfalls it is built around, ordering across streams, stream resumption, the failure
 answers of servers that are not (quite) ACP endpoints, cookies, ``transport="auto"``.
 
-The client suite and the failure modes run over HTTP too: tests/client/test_client_http.py and
-tests/reconnect/test_failure_modes_http.py.
+The client suite, the reconnect manager, its policy, the failure modes and the blocking facade run over HTTP
+too: their tests take the ``link`` fixture (tests/conftest.py: ``ws``, ``http1``, ``h2c``).
 """
 
 from __future__ import annotations
@@ -29,12 +29,11 @@ from acp_client import (
     connect,
 )
 from acp_client.sessions import SessionUpdate
-from acp_client.testing import FaultProxy, ProxyMode, ReferenceAgent
+from acp_client.testing import FAST_RETRY, FaultProxy, ProxyMode, ReferenceAgent
 from acp_client.transports.http import StreamableHTTPTransport
 from acp_client.transports.http._sse import SSEEvent, SSEParser
 from acp_client.transports.websocket import WebSocketTransport
-from tests.conftest import bound
-from tests.reconnect.test_reconnect import FAST, Recorder
+from tests.conftest import bound, client_options, recorder
 
 HTTP_VERSIONS = {"h1": False, "h2c": "prior_knowledge"}
 
@@ -143,8 +142,8 @@ async def test_cancel_reaches_the_agent(http2: Any) -> None:
 
 async def test_reconnecting_client_recovers_after_a_drop(http2: Any) -> None:
     async with ReferenceAgent(2) as agent:
-        client = ReconnectingClient(agent.http_url, transport_options=TransportOptions(http2=http2), **FAST)
-        rec = Recorder(client)
+        client = ReconnectingClient(agent.http_url, **client_options(http2=http2))
+        rec = recorder(client)
         try:
             await client.start()
             await client.wait_ready(timeout=bound(5))
@@ -170,8 +169,8 @@ async def test_replay_result_waits_for_the_delayed_session_stream() -> None:
     # the resume result (connection stream) overtakes the replay (session stream, held back by the server):
     # the transport hands the result over only after the replay, so nothing is misread as live
     async with ReferenceAgent(2) as agent:
-        client = ReconnectingClient(agent.http_url, **FAST)
-        rec = Recorder(client)
+        client = ReconnectingClient(agent.http_url, **FAST_RETRY)
+        rec = recorder(client)
         try:
             await client.start()
             await client.wait_ready(timeout=bound(5))
@@ -196,8 +195,8 @@ async def test_refused_session_stream_ends_the_session_with_a_reason() -> None:
     # like the official Python server: a session stream on a new link is refused (404), the agent would
     # resume it but its updates could never be routed here; the session is forgotten, not retried forever
     async with ReferenceAgent(1) as agent:
-        client = ReconnectingClient(agent.http_url, **FAST)
-        rec = Recorder(client)
+        client = ReconnectingClient(agent.http_url, **FAST_RETRY)
+        rec = recorder(client)
         try:
             await client.start()
             await client.wait_ready(timeout=bound(5))
@@ -251,8 +250,8 @@ async def test_resumed_streams_are_reported_as_recoveries_by_their_path() -> Non
 
     async with ReferenceAgent(2) as agent:
         agent.http.event_ids = True
-        client = ReconnectingClient(agent.http_url, **FAST)
-        rec = Recorder(client)
+        client = ReconnectingClient(agent.http_url, **FAST_RETRY)
+        rec = recorder(client)
         try:
             await client.start()
             await client.wait_ready(timeout=bound(5))
@@ -321,10 +320,8 @@ async def test_blackholed_link_is_replaced_and_its_late_frames_ignored() -> None
 
     async with ReferenceAgent(2) as agent, FaultProxy("127.0.0.1", agent.port) as proxy:
         agent.http.keepalive_interval = 0.05
-        client = ReconnectingClient(
-            proxy.url(scheme="http"), transport_options=TransportOptions(ping_interval=0.2, ping_timeout=0.2), **FAST
-        )
-        rec = Recorder(client)
+        client = ReconnectingClient(proxy.url(scheme="http"), **client_options(ping_interval=0.2, ping_timeout=0.2))
+        rec = recorder(client)
         try:
             await client.start()
             await client.wait_ready(timeout=bound(5))
@@ -368,8 +365,8 @@ async def test_liveness_ping_checks_the_request_path() -> None:
 
 async def test_cookies_are_stored_and_returned_across_reconnects() -> None:
     async with ReferenceAgent(2, set_cookie="lb=backend-7; Path=/") as agent:
-        client = ReconnectingClient(agent.http_url, **FAST)
-        rec = Recorder(client)
+        client = ReconnectingClient(agent.http_url, **FAST_RETRY)
+        rec = recorder(client)
         try:
             await client.start()
             await client.wait_ready(timeout=bound(5))
