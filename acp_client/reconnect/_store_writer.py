@@ -1,15 +1,17 @@
 """Writes session records to the store without ever letting a store fault become a recovery fault.
 
 A save or delete that raises (read-only file, full disk, a broken custom store, Redis away) is reported
-once per session as :class:`~acp_client.reconnect.SessionStoreFailed` and retried later with backoff; the
-session itself is unaffected. A pending save of a session that is then deleted is dropped, so a retry can
-never bring a forgotten session back.
+once per session as :class:`~acp_client.reconnect.SessionStoreFailed` and retried later with backoff (a
+tenacity schedule, see :meth:`StoreWriter._retry_loop`); the session itself is unaffected. A pending save
+of a session that is then deleted is dropped, so a retry can never bring a forgotten session back.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+
+from tenacity import AsyncRetrying, retry_if_result, stop_never
 
 from acp_client._logging import get_logger
 from acp_client.reconnect._backoff import Backoff, Clock
@@ -42,6 +44,7 @@ class StoreWriter:
         self._pending: dict[str, SessionRecord | None] = {}
         self._reported: set[str] = set()
         self._retry: asyncio.Task[None] | None = None
+        self._streak = 1  # retry passes in a row that wrote nothing: the backoff's exponent
         self.failures = 0
 
     @property
@@ -85,15 +88,30 @@ class StoreWriter:
             self._retry = asyncio.get_running_loop().create_task(self._retry_loop(), name="acp-store-retry")
 
     async def _retry_loop(self) -> None:
-        attempt = 0
-        while self._pending:
-            attempt += 1
-            await self._clock.sleep(self._backoff.delay(attempt))
-            for session_id, record in list(self._pending.items()):
-                if self._pending.get(session_id, ...) is not record:
-                    continue  # replaced by a newer write meanwhile
-                if await self._write(session_id, record):
-                    attempt = 0
+        """Retry the owed writes until none is left. tenacity drives the schedule: one attempt is a pass over
+        the owed writes, retried while any is still owed, never stopped (the client's close cancels it);
+        the wait is our :class:`Backoff` for the number of passes in a row that wrote nothing (a pass that
+        wrote something starts the count again), and the sleep is the client's injectable clock."""
+        self._streak = 1
+        await self._clock.sleep(self._backoff.delay(self._streak))  # it just failed: not again at once
+        retrying = AsyncRetrying(
+            sleep=self._clock.sleep,
+            wait=lambda _state: self._backoff.delay(self._streak),
+            retry=retry_if_result(bool),
+            stop=stop_never,
+        )
+        await retrying(self._retry_pass)
+
+    async def _retry_pass(self) -> bool:
+        """Try every owed write once; ``True`` while some are still owed."""
+        wrote = False
+        for session_id, record in list(self._pending.items()):
+            if self._pending.get(session_id, ...) is not record:
+                continue  # replaced by a newer write meanwhile
+            if await self._write(session_id, record):
+                wrote = True
+        self._streak = 1 if wrote else self._streak + 1
+        return bool(self._pending)
 
     async def flush(self) -> None:
         """Try every owed write once now (e.g. before closing)."""
