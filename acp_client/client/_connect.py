@@ -9,11 +9,12 @@ each one through the same :class:`Connector` and the same :class:`~acp_client.tr
 
 from __future__ import annotations
 
-import shlex
+import os
 from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Any, TypeAlias
+from urllib.parse import urlsplit
 
-from acp_client._logging import get_logger
+from acp_client._logging import get_logger, redact_url
 from acp_client.client import ACPClient, ProtocolVersionOption
 from acp_client.client.options import Destination, Timeouts, fold_flat_keywords
 from acp_client.exceptions import UnsupportedProtocolVersion, UsageError
@@ -26,13 +27,53 @@ __all__ = ["CONNECT_FLAT_KEYWORDS", "Connector", "Target", "check_protocol_versi
 
 log = get_logger("acp_client.client")
 
-#: What to connect to: a ``ws://``/``wss://`` URL, a command (string or argv list) to spawn over stdio, an
-#: open :class:`~acp_client.transports.Transport`, or a zero-argument coroutine function returning one.
+#: What to connect to: a ``ws://``/``wss://``/``http://``/``https://`` URL (a string is always a URL), an argv
+#: list or tuple to spawn a stdio agent, an open :class:`~acp_client.transports.Transport`, or a zero-argument
+#: coroutine function returning one.
 Target: TypeAlias = str | Sequence[str] | Transport | Callable[[], Awaitable[Transport]]
 
 
+_URL_SCHEMES = ("ws", "wss", "http", "https")
+_TARGET_HELP = (
+    "connect to an agent with a URL such as 'ws://127.0.0.1:8765/acp' or 'http://127.0.0.1:8765/acp', or "
+    "spawn a stdio agent with an argv list such as ['my-agent', '--acp']"
+)
+
+
+def check_target(target: object) -> None:
+    """Raise :class:`UsageError` unless ``target`` is a usable :data:`Target`, before any I/O.
+
+    A ``str`` is always a URL (``ws``, ``wss``, ``http`` or ``https``, with a host): a string is never
+    started as a program, so an "agent URL" taken from a settings field or a form cannot run a command. A
+    stdio agent is an argv list or tuple of strings (or paths).
+    """
+    if isinstance(target, Transport) or callable(target):
+        return
+    if isinstance(target, str):
+        shown = redact_url(target)
+        scheme, sep, rest = target.partition("://")
+        if not sep:
+            raise UsageError(f"bad URL {shown!r}: a target string must be a URL; {_TARGET_HELP}")
+        if scheme.lower() not in _URL_SCHEMES:
+            raise UsageError(f"bad URL {shown!r}: unsupported scheme {scheme!r}; {_TARGET_HELP}")
+        host = urlsplit(target).hostname if rest else None
+        if not host:
+            raise UsageError(f"bad URL {shown!r}: no host; {_TARGET_HELP}")
+        return
+    if isinstance(target, list | tuple):
+        if not target:
+            raise UsageError(f"an empty argv list cannot be spawned; {_TARGET_HELP}")
+        if not all(isinstance(arg, str | os.PathLike) for arg in target):
+            raise UsageError(f"a stdio agent's argv must hold strings (or paths) only; {_TARGET_HELP}")
+        return
+    raise UsageError(f"a target must be a URL string, an argv list, a transport or a factory, not "
+                     f"{type(target).__name__}; {_TARGET_HELP}")
+
+
 async def open_transport(target: Target, options: TransportOptions | None = None) -> Transport:
-    """Open a transport for ``target`` (see :data:`Target`) with ``options`` (defaults when ``None``)."""
+    """Open a transport for ``target`` (see :data:`Target`, checked by :func:`check_target`) with
+    ``options`` (defaults when ``None``)."""
+    check_target(target)
     options = options if options is not None else TransportOptions()
     if isinstance(target, Transport):
         return target
@@ -50,15 +91,10 @@ async def open_transport(target: Target, options: TransportOptions | None = None
                 "Streamable HTTP (http://, https://) needs httpx: pip install 'acp-reconnect[http]'"
             ) from None
         return await http.open_endpoint(target, options)  # transport=None/"http"/"websocket"/"auto"
-    if isinstance(target, str) and "://" in target:
-        scheme = target.split("://", 1)[0]
-        raise UsageError(f"unsupported URL scheme in {scheme!r}: use ws://, wss://, http://, https:// or a command")
     from acp_client.transports.stdio import open_stdio
 
-    argv = shlex.split(target) if isinstance(target, str) else list(target)
-    if not argv:
-        raise UsageError("an empty command cannot be spawned")
-    return await open_stdio(argv, options)
+    assert isinstance(target, list | tuple)  # check_target let nothing else through
+    return await open_stdio([os.fspath(arg) for arg in target], options)
 
 
 class Connector:
@@ -81,6 +117,7 @@ class Connector:
         session_owner: SessionOwner | None = None,
         generation: int | None = None,
     ) -> None:
+        check_target(target)
         self._target = target
         self._options = options if options is not None else TransportOptions()
         self._handlers = handlers

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any
 
 from acp_client.client import ACPClient, ProtocolVersionOption, SessionInfo
-from acp_client.client._connect import Target, check_protocol_version
+from acp_client.client._connect import Target, check_protocol_version, check_target
 from acp_client.client.options import fold_flat_keywords
 from acp_client.exceptions import ClientClosed, ReconnectFailed, UsageError
 from acp_client.handlers import ClientHandlers
@@ -109,7 +109,7 @@ class ReconnectingClient:
     Keywords, grouped the way websockets' ``connect()`` groups its own (every one is optional):
 
     What it talks to:
-        ``target``: a ``ws(s)://`` or ``http(s)://`` URL, a command (string or argv list) to spawn over
+        ``target``: a ``ws(s)://`` or ``http(s)://`` URL, an argv list (a string is always a URL) to spawn over
         stdio, or a zero-argument coroutine function returning a transport (not an open transport: the
         client must be able to reopen it). ``handlers`` (default: a plain :class:`ClientHandlers`) answer
         the agent's requests. ``protocol_version``: ``1``, ``2`` or ``"auto"`` (default). ``client_info``
@@ -182,7 +182,8 @@ class ReconnectingClient:
         **deprecated: object,
     ) -> None:
         if isinstance(target, Transport):
-            raise UsageError("a ReconnectingClient needs something it can reopen: a URL, a command or a factory")
+            raise UsageError("a ReconnectingClient needs something it can reopen: a URL, an argv list or a factory")
+        check_target(target)
         check_protocol_version(protocol_version)
         objects = _checked_objects(timeouts=timeouts, policy=policy, limits=limits, transport_options=transport_options)
         if deprecated:

@@ -94,7 +94,7 @@ class EventRecorder:
 async def start_client(
     target: str | Sequence[str], *, timeout: float = 5.0, timeout_scale: float = 1.0, **options: Any
 ) -> tuple[ReconnectingClient, EventRecorder]:
-    """A started :class:`~acp_client.ReconnectingClient` for ``target`` (a URL, or a command to spawn over
+    """A started :class:`~acp_client.ReconnectingClient` for ``target`` (a URL, or an argv list to spawn over
     stdio) that is READY, and its recorder.
 
     ``options`` go to the client's constructor on top of :data:`FAST_RETRY`. Waits ``timeout`` seconds
