@@ -53,6 +53,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from acp_client._redact import scrub_urls
+
 __all__ = [
     "ACPError",
     "ACPTimeoutError",
@@ -91,7 +93,14 @@ __all__ = [
 
 
 class ACPError(Exception):
-    """Root of every error acp-client raises on purpose."""
+    """Root of every error acp-client raises on purpose.
+
+    Its text never shows a URL's userinfo or the value of a token-like query parameter, even when it quotes
+    a lower library's message (see :func:`acp_client._redact.scrub_urls`).
+    """
+
+    def __str__(self) -> str:
+        return scrub_urls(super().__str__())
 
 
 # --------------------------------------------------------------------------- transport

@@ -16,7 +16,7 @@ from websockets.http11 import Request
 
 from acp_client import ReconnectingClient, connect
 from acp_client._logging import get_logger, loggable_headers, scrub_urls
-from acp_client.exceptions import ReconnectFailed, UsageError
+from acp_client.exceptions import ConnectError, ReconnectFailed, UsageError
 from acp_client.testing import ReferenceAgent
 from acp_client.transports import TransportOptions
 from acp_client.transports.options import resolve_headers
@@ -131,3 +131,8 @@ async def test_httpx_own_request_log_shows_no_password_or_token(caplog: pytest.L
     assert not any("pw-secret" in line or "tok-secret" in line for line in lines), lines
     assert any("token=<redacted>" in line for line in lines)
     assert not logging.getLogger("httpx").filters  # gone with the last link that needed it
+
+
+def test_error_texts_never_show_url_credentials_even_from_lower_libraries() -> None:
+    error = ConnectError("could not connect to wss://me:pw-secret@h/acp?token=tok-secret: [Errno 111] refused")
+    assert str(error) == "could not connect to wss://<redacted>@h/acp?token=<redacted>: [Errno 111] refused"
