@@ -349,6 +349,7 @@ class ACPClient(InboundRouter):
         deadline: float | None = None,
         on_give_up: Callable[[], None] | None = None,
         max_replay: int | None = None,
+        mcp_servers: list[dict[str, Any]] | None = None,
     ) -> None:
         """Attach a known session on this connection with ``session/resume`` or (v1) ``session/load``.
 
@@ -360,7 +361,8 @@ class ACPClient(InboundRouter):
         With ``silence`` (seconds) the call is timed by progress instead of ``timeout``: it is given up only
         after that long with neither an answer nor a replayed update (and after ``deadline`` in all), see
         :meth:`~acp_client.client.connection.Connection.request_watched` (``on_give_up`` is passed on, and
-        ``max_replay`` as its ``max_progress``: more replayed updates than that give the attempt up). A
+        ``max_replay`` as its ``max_progress``: more replayed updates than that give the attempt up).
+        ``mcp_servers`` replaces the record's servers in the request (secrets supplied at recovery time). A
         session recorded under another protocol version is sent in this connection's shape (v2
         ``mcpServers`` entries carry ``type``).
         """
@@ -377,7 +379,7 @@ class ACPClient(InboundRouter):
                 raise CapabilityNotSupported(
                     "session/resume with replay", None, 1, hint="v1 resume never replays: use load_session()"
                 )
-        servers = shape_mcp_servers(record.mcp_servers, self.protocol_version)
+        servers = shape_mcp_servers(record.mcp_servers if mcp_servers is None else mcp_servers, self.protocol_version)
         params: dict[str, Any] = {"sessionId": record.session_id, "cwd": record.cwd, "mcpServers": servers}
         if record.additional_directories is not None and self.supports("additional_directories"):
             params["additionalDirectories"] = list(record.additional_directories)

@@ -39,7 +39,7 @@ from acp_client.reconnect._recoverer import SessionRecoverer
 from acp_client.reconnect._session_api import SessionCalls
 from acp_client.reconnect._store_writer import StoreWriter
 from acp_client.reconnect._supervisor import BackgroundTasks, ChangeSignal, ConnectionSupervisor
-from acp_client.reconnect.options import FLAT_KEYWORDS, Limits, RecoveryPolicy, Timeouts
+from acp_client.reconnect.options import FLAT_KEYWORDS, Limits, McpSecrets, RecoveryPolicy, Timeouts
 from acp_client.reconnect.strategy import DefaultStrategy, RecoveryStrategy
 from acp_client.schema import SessionStatusResponse
 from acp_client.sessions import (
@@ -123,7 +123,11 @@ class ReconnectingClient:
         :class:`~acp_client.reconnect.strategy.DefaultStrategy`) decides resume, load, keep or forget per
         session. ``policy`` (default ``RecoveryPolicy()``): concurrency, tries, start jitter,
         unknown-session codes, backoff reset, suspended retry interval. ``should_own`` (default: every
-        session; needs a shared store) says which sessions this worker serves.
+        session; needs a shared store) says which sessions this worker serves. ``mcp_secrets`` (default
+        ``None``: the store keeps the MCP servers whole) keeps every ``env``/``headers`` value of a
+        session's MCP servers out of the store and supplies them at each re-attach: called as
+        ``mcp_secrets(session_id, servers)`` (sync or async) with the blanked servers, it returns the
+        servers to send.
 
     Timing and bounds:
         ``timeouts`` (default ``Timeouts()``): one setting per wait (initialize, request,
@@ -169,6 +173,7 @@ class ReconnectingClient:
         strategy: RecoveryStrategy | None = None,
         policy: RecoveryPolicy | None = None,
         should_own: Callable[[str], bool] | None = None,
+        mcp_secrets: McpSecrets | None = None,
         timeouts: Timeouts | None = None,
         limits: Limits | None = None,
         transport_options: TransportOptions | None = None,
@@ -188,7 +193,9 @@ class ReconnectingClient:
         objects = _checked_objects(timeouts=timeouts, policy=policy, limits=limits, transport_options=transport_options)
         if deprecated:
             objects = fold_flat_keywords("ReconnectingClient", deprecated, FLAT_KEYWORDS, objects)
-        _check_callables(classifier=classifier, on_auth_required=on_auth_required, should_own=should_own)
+        _check_callables(
+            classifier=classifier, on_auth_required=on_auth_required, should_own=should_own, mcp_secrets=mcp_secrets
+        )
         if not isinstance(wait_for_ready, bool):
             raise UsageError(f"wait_for_ready must be True or False, not {wait_for_ready!r}")
         assert isinstance(objects["timeouts"], Timeouts) and isinstance(objects["policy"], RecoveryPolicy)
@@ -218,7 +225,12 @@ class ReconnectingClient:
         elif should_own is not None:
             raise UsageError("should_own needs a store shared by several workers (RedisSessionStore)")
         self._writer = StoreWriter(
-            writes, emit=self._bus.emit, generation=lambda: self.generation, backoff=backoff, clock=clock
+            writes,
+            emit=self._bus.emit,
+            generation=lambda: self.generation,
+            backoff=backoff,
+            clock=clock,
+            keep_mcp_secrets=mcp_secrets is None,
         )
         links = SessionLinks(emit=self._bus.emit, changed=self._changes.notify)
         self._keeper = SessionKeeper(
@@ -234,6 +246,7 @@ class ReconnectingClient:
             policy=policy_,
             timeouts=timeouts_,
             max_replay=limits_.replay_updates,
+            mcp_secrets=mcp_secrets,
             backoff=backoff,
             clock=clock,
             rng=rng,

@@ -33,7 +33,7 @@ from acp_client.reconnect._backoff import Backoff, Clock
 from acp_client.reconnect._events import RecoveryRoundFinished
 from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
 from acp_client.reconnect._links import LeftDetached, Outcome, Reattached, RetryLater, StillRecovering
-from acp_client.reconnect.options import RecoveryPolicy, Timeouts
+from acp_client.reconnect.options import McpSecrets, RecoveryPolicy, Timeouts
 from acp_client.reconnect.strategy import (
     Action,
     Capabilities,
@@ -128,9 +128,11 @@ class SessionRecoverer:
         rng: random.Random,
         on_auth_required: Callable[[ACPClient], Awaitable[None]] | None = None,
         max_replay: int | None = None,
+        mcp_secrets: McpSecrets | None = None,
     ) -> None:
         self._host = host
         self._max_replay = max_replay
+        self._mcp_secrets = mcp_secrets
         self.policy = policy
         self.timeouts = timeouts
         self.limit = limit
@@ -152,6 +154,7 @@ class SessionRecoverer:
         rng: random.Random,
         on_auth_required: Callable[[ACPClient], Awaitable[None]] | None = None,
         max_replay: int | None = None,
+        mcp_secrets: McpSecrets | None = None,
     ) -> SessionRecoverer:
         """A recoverer with the concurrency limit ``policy.concurrency`` asks for."""
         limit = AdaptiveLimit() if policy.concurrency == "adaptive" else FixedLimit(policy.concurrency)
@@ -165,6 +168,7 @@ class SessionRecoverer:
             rng=rng,
             on_auth_required=on_auth_required,
             max_replay=max_replay,
+            mcp_secrets=mcp_secrets,
         )
 
     def __repr__(self) -> str:
@@ -401,6 +405,12 @@ class SessionRecoverer:
             "max_replay": self._max_replay,
             "on_give_up": lambda: slot.release(ok=False),
         }
+        if self._mcp_secrets is not None:  # the store keeps no secret values: the application supplies them
+            stored = session.record.without_mcp_secrets().mcp_servers
+            filled = self._mcp_secrets(session.id, stored)
+            if inspect.isawaitable(filled):
+                filled = await filled
+            watch["mcp_servers"] = list(filled)
         try:
             await client.attach(session, mode=mode, replay=replay, timeout=None, **watch)
         except MethodNotFound:

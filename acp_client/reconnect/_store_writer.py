@@ -34,8 +34,10 @@ class StoreWriter:
         generation: Callable[[], int],
         backoff: Backoff,
         clock: Clock,
+        keep_mcp_secrets: bool = True,
     ) -> None:
         self.store = store
+        self._keep_mcp_secrets = keep_mcp_secrets
         self._emit = emit
         self._generation = generation
         self._backoff = backoff
@@ -53,8 +55,10 @@ class StoreWriter:
         return len(self._pending)
 
     async def save(self, record: SessionRecord) -> bool:
-        """Save ``record``; ``False`` if it failed (reported, retried later)."""
-        return await self._write(record.session_id, record)
+        """Save ``record`` (without its MCP server secrets when the client supplies them at recovery
+        time); ``False`` if it failed (reported, retried later)."""
+        stored = record if self._keep_mcp_secrets else record.without_mcp_secrets()
+        return await self._write(record.session_id, stored)
 
     async def delete(self, session_id: str) -> bool:
         """Delete ``session_id``; ``False`` if it failed (reported, retried later)."""

@@ -13,15 +13,15 @@ The flat keywords of earlier releases map onto their fields through :data:`FLAT_
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from acp_client.client.options import Destination, Timeouts, check_count, check_seconds
 from acp_client.exceptions import UsageError
 from acp_client.transports.options import TRANSPORT_FIELDS
 
-__all__ = ["FLAT_KEYWORDS", "Limits", "RecoveryPolicy", "Timeouts"]
+__all__ = ["FLAT_KEYWORDS", "Limits", "McpSecrets", "RecoveryPolicy", "Timeouts"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +99,12 @@ class Limits:
         check_count("Limits", "event_buffer", self.event_buffer)
         check_count("Limits", "probe_concurrency", self.probe_concurrency)
         check_count("Limits", "replay_updates", self.replay_updates)
+
+
+#: ``mcp_secrets(session_id, servers)``, sync or async: the MCP servers to send when a session is re-attached,
+#: given the servers as the store keeps them (names, commands, URLs and the names of ``env``/``headers``
+#: entries, every value blanked). With it set, no secret value of an MCP server is ever written to the store.
+McpSecrets = Callable[[str, list[dict[str, Any]]], list[dict[str, Any]] | Awaitable[list[dict[str, Any]]]]
 
 
 def _to(group: str, *fields: str, factor: float = 1.0) -> tuple[Destination, ...]:

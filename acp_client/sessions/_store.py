@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 import json
 import os
@@ -48,6 +49,23 @@ class SessionRecord:
         # a shallow field map: asdict() deep-copies every list and dict first, for nothing
         fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
         return json.dumps(fields, separators=(",", ":"), sort_keys=True)
+
+    def without_mcp_secrets(self) -> SessionRecord:
+        """A copy whose MCP servers keep their names, commands, URLs and the *names* of their ``env`` and
+        ``headers`` entries, with every value blanked (``""``): what a store keeps when the application
+        supplies the values at recovery time instead (``ReconnectingClient(mcp_secrets=...)``)."""
+        servers = []
+        for server in self.mcp_servers:
+            copy = dict(server)
+            for key in ("env", "headers"):
+                entries = copy.get(key)
+                if isinstance(entries, list):
+                    copy[key] = [
+                        {**entry, "value": ""} if isinstance(entry, dict) and "value" in entry else entry
+                        for entry in entries
+                    ]
+            servers.append(copy)
+        return dataclasses.replace(self, mcp_servers=servers, meta=dict(self.meta))
 
     @classmethod
     def from_json(cls, text: str) -> SessionRecord:
