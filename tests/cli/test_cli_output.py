@@ -4,35 +4,20 @@ the terminal (escape sequences, forged lines), and credentials in URLs are not e
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from acp_client import SQLiteSessionStore, connect
 from acp_client.cli import main
 from acp_client.cli._console import printable, shown_url
 from acp_client.sessions import SessionRecord
 from acp_client.testing import AgentError, ReferenceAgent
+from tests.cli.test_cli import quiet_agent_logs  # noqa: F401  (autouse: the agents' logs stay quiet)
 from tests.conftest import bound
 
 #: sets the terminal title, clears the screen, then forges a line of output
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J\rsess_forged: active\n\u202edesrever"
-
-
-@pytest.fixture(autouse=True)
-def quiet_agent_logs() -> Iterator[None]:
-    was_configured, previous = structlog.is_configured(), structlog.get_config()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
-    try:
-        yield
-    finally:
-        if was_configured:
-            structlog.configure(**previous)
-        else:
-            structlog.reset_defaults()
 
 
 async def run_cli(*argv: str) -> int:
