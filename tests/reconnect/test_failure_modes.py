@@ -371,7 +371,6 @@ async def test_fm09_status_timeout_is_a_failed_recovery_not_a_forget(link: Link)
         link.agent(2) as agent,
         client_for(link.url(agent), **link.options, recovery_timeout=bound(0.3), recovery_tries=1) as (client, rec),
     ):
-        client._retry_cap = 0.1
         slow, fine = await client.new_session("/w"), await client.new_session("/w")
         agent.hang_status.add(slow.id)
         await agent.drop_all_connections()

@@ -267,7 +267,6 @@ async def test_failed_recovery_is_retried_never_forgotten(link: Link, version: i
         client, rec = await started(
             link.url(agent), **link.options, recovery_tries=2, backoff=Backoff(base=0.01, cap=0.05)
         )
-        client._retry_cap = 0.05
         try:
             session = await client.new_session("/w")
             method = "session/resume" if version == 2 else "session/load"
