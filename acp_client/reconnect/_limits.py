@@ -3,13 +3,21 @@
 A recovery slot is held only while a request is on the wire (never during a retry's backoff). The
 adaptive limit is a latency gradient, like Netflix's concurrency-limits ``Gradient2`` and TCP Vegas: after
 each answer the limit moves towards ``limit * gradient + sqrt(limit)``, where ``gradient`` is how close the
-answer's round trip stayed to the fastest one seen (1 while it is within ``tolerance`` times the fastest,
-down to 0.5 as requests start to queue at the agent) and ``sqrt(limit)`` is the queue it allows. So while
+answer's round trip stayed to the baseline (1 while it is within ``tolerance`` times the baseline, down to
+0.5 as requests start to queue at the agent) and ``sqrt(limit)`` is the queue it allows. So while
 the link has room the limit grows by about half of itself per round trip (latency dominates, not the
 agent: it climbs towards the pipelined floor), and against an agent with a bounded worker pool it settles
 where only a small queue forms. An overload answer halves it, and so does a timeout or a lost link unless
 other requests were answered fine meanwhile (then it was that session's own fault: a few hung sessions
 must not throttle the healthy ones).
+
+The baseline is the fastest round trip of the last ``baseline_window`` seconds (10 s, a sliding minimum as
+BBR keeps its min RTT), forgotten at every new connection (:meth:`AdaptiveLimit.new_path`). A minimum that
+never decays is TCP Vegas's known weakness when a route changes: after a move from loopback to a 20 ms
+path every answer would read as congestion for the rest of the client's life. Queueing the client causes
+itself raises the round trips of a burst, not the minimum over a window in which quieter moments occur;
+a slower path raises every round trip, so the minimum follows it once the window has passed (at once
+after a reconnect, which is when a path change usually shows).
 """
 
 from __future__ import annotations
@@ -83,6 +91,9 @@ class FixedLimit:
     def _observe(self, rtt: float, *, ok: bool, overloaded: bool) -> None:
         """Fixed: nothing to learn."""
 
+    def new_path(self) -> None:
+        """A new connection starts (it may run over another network path). Fixed: nothing to forget."""
+
     def _wake(self) -> None:
         """Wake as many waiters, oldest first, as there are free slots (O(woken), whatever the queue's
         length: ten thousand sessions recovering at once must not cost a copy of the queue per answer)."""
@@ -112,6 +123,7 @@ class AdaptiveLimit(FixedLimit):
         tolerance: float = 2.0,
         smoothing: float = 0.2,
         noise: float = 0.002,
+        baseline_window: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(initial, clock=clock)
@@ -121,9 +133,32 @@ class AdaptiveLimit(FixedLimit):
         self.tolerance = tolerance
         self.smoothing = smoothing
         self.noise = noise
-        self.fastest: float | None = None
+        self.baseline_window = baseline_window
+        # (time, rtt) of fine answers, rtt increasing from the front: the front is the fastest round trip of
+        # the last ``baseline_window`` seconds (a sliding minimum, as BBR keeps its min RTT)
+        self._window: collections.deque[tuple[float, float]] = collections.deque()
         self._last_cut = float("-inf")
         self._last_ok = float("-inf")  # when a request was last answered fine
+
+    @property
+    def fastest(self) -> float | None:
+        """The baseline: the fastest fine round trip of the last ``baseline_window`` seconds on this path."""
+        return self._window[0][1] if self._window else None
+
+    def new_path(self) -> None:
+        """A new connection starts: forget the baseline (the limit stays). A laptop that moved from the
+        office network to a tether, or a VPN that came up, has a new round trip; a baseline kept from the
+        old path would read every answer of the new one as congestion and pin the limit near 4."""
+        self._window.clear()
+
+    def _remember(self, now: float, rtt: float) -> None:
+        window = self._window
+        while window and window[-1][1] >= rtt:
+            window.pop()  # never the minimum again while this faster, newer sample is in the window
+        window.append((now, rtt))
+        horizon = now - self.baseline_window
+        while len(window) > 1 and window[0][0] < horizon:
+            window.popleft()  # a baseline older than the window: the path may have changed since
 
     @property
     def limit(self) -> int:
@@ -141,9 +176,9 @@ class AdaptiveLimit(FixedLimit):
                 self._last_cut = now
             return
         self._last_ok = now
-        if self.fastest is None or rtt < self.fastest:
-            self.fastest = rtt
-        allowed = max(self.fastest * self.tolerance, self.fastest + self.noise)
+        self._remember(now, rtt)
+        fastest = self._window[0][1]
+        allowed = max(fastest * self.tolerance, fastest + self.noise)
         gradient = max(0.5, min(1.0, allowed / rtt)) if rtt > 0 else 1.0
         target = self._value * gradient + self._value**0.5
         if target > self._value and self.in_flight + 1 < self.limit / 2:

@@ -185,6 +185,7 @@ class SessionRecoverer:
         retrying in the background while the connection lives), or after ``Timeouts.recovery_round``:
         a session still recovering then is reported failed-and-retrying while its attempt goes on, so one
         replay that never ends cannot keep the client from ``READY``."""
+        self.limit.new_path()  # a new connection: the adaptive limit re-learns the round trip
         outcomes = [self._start(client, s, generation, jitter=True).outcome for s in sessions]
         if outcomes:
             await asyncio.wait(outcomes, timeout=self.timeouts.recovery_round)

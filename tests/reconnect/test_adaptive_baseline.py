@@ -1,0 +1,69 @@
+"""The adaptive recovery limit re-learns the round trip (issue 21, item 1): its baseline is a sliding minimum,
+forgotten at each new connection, so a path that got slower (loopback, then a 20 ms tether) is not read as
+congestion for the rest of the client's life. Driven with a scripted clock: no network, no sleeps."""
+
+from __future__ import annotations
+
+import pytest
+
+from acp_client.reconnect import AdaptiveLimit
+
+LOOPBACK, TETHER = 0.0003, 0.020
+
+
+class Path:
+    """Round trips of a link without queueing of its own: every request of a burst takes ``rtt``."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.limit = AdaptiveLimit(clock=lambda: self.now)
+
+    async def round_trips(self, rtt: float, count: int) -> None:
+        """``count`` bursts, each as wide as the limit allows, answered fine after ``rtt``."""
+        for _ in range(count):
+            starts = [await self.limit.acquire() for _ in range(self.limit.limit)]
+            self.now += rtt
+            for started in starts:
+                self.limit.release(started, ok=True)
+
+
+async def test_a_new_connection_on_a_slower_path_keeps_the_limit() -> None:
+    path = Path()
+    await path.round_trips(LOOPBACK, 60)
+    learned = path.limit.limit
+    assert learned >= 64  # it grew on the fast path
+    path.limit.new_path()  # the reconnect after the laptop moved to a tether
+    await path.round_trips(TETHER, 30)
+    assert path.limit.limit >= learned // 2, path.limit.limit  # was pinned near 4 by the loopback baseline
+    await path.round_trips(LOOPBACK, 10)  # and back: a faster round trip lowers the baseline at once
+    assert path.limit.fastest == pytest.approx(LOOPBACK) and path.limit.limit >= learned // 2
+
+
+async def test_within_one_connection_the_baseline_follows_the_path_after_its_window() -> None:
+    path = Path()
+    await path.round_trips(LOOPBACK, 60)
+    learned = path.limit.limit
+    await path.round_trips(TETHER, 30)  # same connection: at first every answer reads as congestion
+    assert path.limit.limit < learned // 2
+    window_trips = int(path.limit.baseline_window / TETHER)
+    await path.round_trips(TETHER, window_trips + 200)  # the old minimum leaves the window, the limit regrows
+    assert path.limit.fastest == pytest.approx(TETHER)
+    assert path.limit.limit >= learned // 2, path.limit.limit
+
+
+async def test_its_own_queueing_still_reads_as_congestion() -> None:
+    """A burst whose round trips grow with its width (the agent queues it) is not taken for a path change:
+    quieter answers keep the windowed minimum low, so the limit settles instead of growing forever."""
+    path = Path()
+    for _ in range(200):
+        width = path.limit.limit
+        starts = [await path.limit.acquire() for _ in range(width)]
+        path.now += LOOPBACK * (1 + width / 8)  # a worker pool of 8: the queue grows with the burst
+        for started in starts:
+            path.limit.release(started, ok=True)
+        path.now += LOOPBACK
+        quiet = await path.limit.acquire()  # one request alone: the path's own round trip
+        path.now += LOOPBACK
+        path.limit.release(quiet, ok=True)
+    assert path.limit.fastest == pytest.approx(LOOPBACK)
+    assert path.limit.limit <= 128, path.limit.limit  # settles far below the 512 maximum
