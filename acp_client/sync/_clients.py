@@ -135,6 +135,9 @@ async def _connect(target: Target, options: dict[str, Any]) -> ACPClient:
 class _Unset:
     """The type of a keyword that was not given."""
 
+    def __repr__(self) -> str:
+        return "<not given: Timeouts.ready, else the facade's default>"
+
 
 _UNSET = _Unset()
 
