@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import acp_client
 from acp_client import (
     ACPClient,
     ACPTimeoutError,
@@ -107,6 +108,19 @@ def test_every_blocking_method_has_a_real_signature_matching_its_async_twin(asyn
             assert ours.return_annotation == _blocking_return(theirs.return_annotation), name
         compared += 1
     assert compared >= 3
+
+
+@pytest.mark.parametrize(
+    ("blocking", "forwarded_to"),
+    [(sync.ReconnectingClient, AsyncReconnectingClient), (sync.connect, acp_client.connect)],
+    ids=["ReconnectingClient", "connect"],
+)
+def test_forwarded_keywords_are_spelled_out(blocking: Any, forwarded_to: Any) -> None:
+    ours = inspect.signature(blocking).parameters
+    for name, parameter in inspect.signature(forwarded_to).parameters.items():
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY:
+            assert ours[name].default == parameter.default, name
+    assert next(iter(ours)) == "target"
 
 
 def test_help_reads_like_the_async_one() -> None:
