@@ -22,7 +22,9 @@ handler) would deadlock and raises :class:`~acp_client.exceptions.UsageError` in
 
 **One wrapper, no copies.** Every blocking method is made from its async twin by one shared wrapper
 (:class:`_Blocking` and its variants): same name, same parameters with the same defaults, same docstring.
-So the blocking API cannot fall behind the async one (a test compares them). Session handles come back as
+Each is a plain function on the class, so ``help()`` and ``inspect.signature`` show it like any method, and
+its return annotation names the blocking type (``SyncSession``, ``list[SessionInfo]``). So the blocking API
+cannot fall behind the async one (a test compares them). Session handles come back as
 :class:`SyncSession`; ``session/list`` comes back as a list; update and event streams as blocking generators.
 
 **Errors are the async API's, unchanged**: an ``ACPTimeoutError`` raised by the call reaches the caller as

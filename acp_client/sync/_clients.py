@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Coroutine, Generator
 from types import TracebackType
 from typing import Any
@@ -134,6 +135,9 @@ async def _connect(target: Target, options: dict[str, Any]) -> ACPClient:
 
 class _Unset:
     """The type of a keyword that was not given."""
+
+    def __repr__(self) -> str:
+        return "<not given: Timeouts.ready, else the facade's default>"
 
 
 _UNSET = _Unset()
@@ -301,3 +305,20 @@ class ReconnectingClient(_Facade):
         events = _subscribe(self._runner, self.client.events, timeout)
         self.start()
         return events
+
+
+def _forwarding_signature(ours: Callable[..., Any], theirs: Callable[..., Any]) -> inspect.Signature:
+    """``ours``'s signature with its ``**options`` spelled out as the keywords ``theirs`` takes (what
+    ``help()`` and IDEs show); the ``**`` parameter stays for the rest (deprecated keywords)."""
+    mine = inspect.signature(ours)
+    forwarded = inspect.signature(theirs).parameters.values()
+    named = [p for p in mine.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    extra = [p for p in forwarded if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in mine.parameters]
+    rest = [p for p in mine.parameters.values() if p.kind is inspect.Parameter.VAR_KEYWORD]
+    return mine.replace(parameters=named + extra + rest)
+
+
+ReconnectingClient.__init__.__signature__ = _forwarding_signature(  # type: ignore[attr-defined]
+    ReconnectingClient.__init__, _AsyncReconnectingClient.__init__
+)
+connect.__signature__ = _forwarding_signature(connect, _async_connect)  # type: ignore[attr-defined]

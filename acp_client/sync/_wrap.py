@@ -7,10 +7,10 @@ parameters, defaults and docstring (see :mod:`acp_client.sync`).
 
 from __future__ import annotations
 
-import functools
 import inspect
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from acp_client._logging import get_logger
 from acp_client.exceptions import ACPError
@@ -48,6 +48,11 @@ class _Twin:
         return self
 
 
+def _blocking_annotation(annotation: Any) -> Any:
+    """A parameter annotation for the blocking method: a ``Session`` argument may be its :class:`SyncSession`."""
+    return "SyncSession | Session" if annotation in ("Session", Session) else annotation
+
+
 def _unwrap(value: Any) -> Any:
     """A :class:`SyncSession` passed to a blocking method reaches the async method as its ``Session``."""
     return value._as_argument() if isinstance(value, _Twin) else value
@@ -56,11 +61,14 @@ def _unwrap(value: Any) -> Any:
 class _Wrapper(Generic[P, R]):
     """The blocking twin of one method of the async object: same name, parameters, defaults and docstring.
 
-    Used as a class attribute (``new_session = _ReturnsSession(AsyncClient.new_session)``). A call creates
-    the coroutine on the private loop, waits for it there (bounded by its ``timeout`` argument plus
-    :data:`TIMEOUT_SLACK` when the method has one) and returns :meth:`convert` of its result. Plain
-    (non-async) methods run on the loop thread too, so the async object is only ever touched there. The
-    subclasses only say, for typing, what kind of method they wrap.
+    Used as a class attribute (``new_session = _ReturnsSession(AsyncClient.new_session)``). When the class
+    is created, the wrapper makes a plain function of that name (:attr:`function`): what the class and its
+    instances hand out, so ``help()``, ``inspect.signature`` and IDEs see an ordinary method whose return
+    annotation names the blocking type (:meth:`returns`). A call creates the coroutine on the private loop,
+    waits for it there (bounded by its ``timeout`` argument plus :data:`TIMEOUT_SLACK` when the method has
+    one) and returns :meth:`convert` of its result. Plain (non-async) methods run on the loop thread too, so
+    the async object is only ever touched there. The subclasses only say, for typing, what kind of method
+    they wrap.
     """
 
     needs_connection: bool
@@ -73,28 +81,45 @@ class _Wrapper(Generic[P, R]):
         #: The async method's signature without ``self``: what the blocking method accepts.
         self.signature = full.replace(parameters=list(full.parameters.values())[1:])
         self.__doc__ = method.__doc__
+        #: The blocking method itself (made by :meth:`__set_name__`).
+        self.function: Callable[..., Any] = self._make_function(object)
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
         self.name = name  # the async object's attribute of the same name is called (aliases included)
+        self.function = self._make_function(owner)
+
+    def returns(self, annotation: Any) -> Any:
+        """The blocking method's return annotation, from the async one's (unchanged by default)."""
+        return annotation
+
+    def _make_function(self, owner: type[Any]) -> Callable[..., Any]:
+        wrapper = self
+
+        def blocking(twin: _Twin, /, *args: Any, **kwargs: Any) -> Any:
+            return wrapper.call(twin, args, kwargs)
+
+        self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        parameters = [self_parameter] + [
+            p.replace(annotation=_blocking_annotation(p.annotation)) for p in self.signature.parameters.values()
+        ]
+        blocking.__name__ = self.name
+        blocking.__qualname__ = f"{owner.__qualname__}.{self.name}"
+        blocking.__module__ = owner.__module__
+        blocking.__doc__ = self.method.__doc__
+        blocking.__signature__ = self.signature.replace(  # type: ignore[attr-defined]
+            parameters=parameters, return_annotation=self.returns(self.signature.return_annotation)
+        )
+        return blocking
 
     @overload
-    def __get__(self, obj: None, owner: type[Any]) -> Self: ...
+    def __get__(self, obj: None, owner: type[Any]) -> Callable[Concatenate[Any, P], R]: ...
 
     @overload
     def __get__(self, obj: _Twin, owner: type[Any]) -> Callable[P, R]: ...
 
-    def __get__(self, obj: _Twin | None, owner: type[Any]) -> Self | Callable[P, R]:
-        if obj is None:
-            return self
-        twin = obj
-
-        @functools.wraps(self.method)
-        def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            result: R = self.call(twin, args, kwargs)
-            return result
-
-        call.__signature__ = self.signature  # type: ignore[attr-defined]
-        return call
+    def __get__(self, obj: _Twin | None, owner: type[Any]) -> Callable[Concatenate[Any, P], R] | Callable[P, R]:
+        bound: Callable[..., Any] = self.function.__get__(obj, owner)
+        return bound
 
     def wait_bound(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> float | None:
         """How long the calling thread waits: the call's ``timeout`` plus slack, unbounded without one."""
@@ -160,6 +185,9 @@ class _ReturnsSession(_Wrapper[P, "SyncSession"]):
     ) -> None:
         super().__init__(method, needs_connection=needs_connection)
 
+    def returns(self, annotation: Any) -> Any:
+        return "SyncSession"
+
     def convert(self, twin: _Twin, result: Any) -> Any:
         return twin._wrap(result)
 
@@ -171,6 +199,11 @@ class _ReturnsList(_Wrapper[P, list[T]]):
         self, method: Callable[Concatenate[Any, P], AsyncIterator[T]], *, needs_connection: bool = True
     ) -> None:
         super().__init__(method, needs_connection=needs_connection)
+
+    def returns(self, annotation: Any) -> Any:
+        text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+        match = re.fullmatch(r"(?:collections\.abc\.|typing\.)?AsyncIterator\[(.+)\]", text)
+        return f"list[{match.group(1)}]" if match else "list[Any]"
 
     async def collect(self, result: Any) -> Any:
         return [item async for item in result]

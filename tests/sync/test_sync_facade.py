@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import pydoc
 import signal
 import threading
 from typing import Any
 
 import pytest
 
+import acp_client
 from acp_client import (
     ACPClient,
     ACPTimeoutError,
@@ -46,8 +48,7 @@ def _public(cls: type) -> dict[str, Any]:
 
 def _parameters(member: Any) -> dict[str, tuple[Any, Any]]:
     """Parameter name -> (kind, default), without ``self``."""
-    signature = member.signature if isinstance(member, sync._Wrapper) else inspect.signature(member)
-    params = list(signature.parameters.values())
+    params = list(inspect.signature(member).parameters.values())
     if params and params[0].name == "self":
         params = params[1:]
     return {p.name: (p.kind, p.default) for p in params}
@@ -73,11 +74,75 @@ def test_every_async_method_and_parameter_has_a_blocking_twin(async_cls: type, s
     assert different == []
 
 
+def _blocking_return(annotation: Any) -> Any:
+    """What a blocking method returns for an async method's return annotation."""
+    if annotation == "Session":
+        return "SyncSession"
+    if isinstance(annotation, str) and annotation.startswith("AsyncIterator["):
+        return "list[" + annotation.removeprefix("AsyncIterator[")
+    return annotation
+
+
+@pytest.mark.parametrize(("async_cls", "sync_cls"), PAIRS, ids=lambda c: c.__name__)
+def test_every_blocking_method_has_a_real_signature_matching_its_async_twin(async_cls: type, sync_cls: type) -> None:
+    """``inspect.signature`` works on the class attribute and on the bound method; the parameters are the
+    async method's (names, kinds, defaults), and the return annotation names the blocking type."""
+    compared = 0
+    for name, member in _public(sync_cls).items():
+        if isinstance(inspect.getattr_static(sync_cls, name), property) or not hasattr(async_cls, name):
+            continue
+        assert inspect.isfunction(member), f"{sync_cls.__name__}.{name} is a {type(member).__name__}"
+        assert member.__name__ == name
+        assert member.__qualname__ == f"{sync_cls.__name__}.{name}"
+        assert member.__doc__, f"{sync_cls.__name__}.{name} has no docstring"
+        ours, theirs = inspect.signature(member), inspect.signature(getattr(async_cls, name))
+        if name in ("events", "updates"):  # a blocking generator: one more parameter, bounding each wait
+            extra = _parameters(member)
+            assert extra.pop("timeout") == (inspect.Parameter.POSITIONAL_OR_KEYWORD, None)
+            assert extra == _parameters(getattr(async_cls, name)), name
+            assert str(ours.return_annotation).startswith("Generator["), name
+            compared += 1
+            continue
+        assert _parameters(member) == _parameters(getattr(async_cls, name)), name
+        if name not in ("close", "wait_ready", "notify_resumed_from_sleep"):
+            assert ours.return_annotation == _blocking_return(theirs.return_annotation), name
+        compared += 1
+    assert compared >= 3
+
+
+@pytest.mark.parametrize(
+    ("blocking", "forwarded_to"),
+    [(sync.ReconnectingClient, AsyncReconnectingClient), (sync.connect, acp_client.connect)],
+    ids=["ReconnectingClient", "connect"],
+)
+def test_forwarded_keywords_are_spelled_out(blocking: Any, forwarded_to: Any) -> None:
+    ours = inspect.signature(blocking).parameters
+    for name, parameter in inspect.signature(forwarded_to).parameters.items():
+        if parameter.kind is inspect.Parameter.KEYWORD_ONLY:
+            assert ours[name].default == parameter.default, name
+    assert next(iter(ours)) == "target"
+
+
+def test_help_reads_like_the_async_one() -> None:
+    text = pydoc.render_doc(sync.ReconnectingClient, renderer=pydoc.plaintext)
+    assert "object at 0x" not in text  # no descriptor objects, no bare sentinel
+    assert "new_session(self, cwd: 'str', *," in text
+    assert "-> 'SyncSession'" in text
+    assert (
+        "list_sessions(self, cwd: 'str | None' = None, *, timeout: 'float | None' = 30.0) -> 'list[SessionInfo]'"
+        in text
+    )
+    assert AsyncReconnectingClient.new_session.__doc__.splitlines()[0] in text  # type: ignore[union-attr]
+
+
 def test_the_shared_wrapper_copies_name_signature_and_docstring() -> None:
     with AgentThread(2, timeout=bound(15)) as host, sync.connect(host.agent.url) as client:
-        assert inspect.signature(client.new_session) == sync.SyncClient.new_session.signature
+        signature = inspect.signature(client.new_session)
+        assert list(signature.parameters) == list(inspect.signature(ACPClient.new_session).parameters)[1:]
+        assert signature.return_annotation == "SyncSession"
         assert client.new_session.__doc__ == ACPClient.new_session.__doc__
         assert client.new_session.__name__ == "new_session"
+        assert isinstance(client.new_session("/work"), sync.SyncSession)
 
 
 def test_a_typed_timeout_reaches_the_caller_unchanged() -> None:
