@@ -208,13 +208,11 @@ class Bridge:
         self._spawn(self._remote.watch(rc), "acp-bridge-events")
         remote = describe_url(options.url)
         try:
-            await rc.wait_ready(timeout=options.connect_timeout)
+            await rc.wait_ready(timeout=options.connect_timeout, first=True)
         except (TimeoutError, ReconnectFailed, ClientClosed) as exc:
-            why = (
-                f"no connection within {options.connect_timeout:g} s"
-                if isinstance(exc, TimeoutError)
-                else str(exc.__cause__ or exc)
-            )
+            # a timeout's text names the last attempt's cause ("could not connect to ...: ..."), which the
+            # editor shows to its user
+            why = str(exc) if isinstance(exc, TimeoutError) else str(exc.__cause__ or exc)
             message = f"cannot reach the remote agent at {remote}: {why}"
             log.error("bridge_remote_unreachable", remote=remote, error=why)
             self._give_up(message)

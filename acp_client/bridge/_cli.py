@@ -80,9 +80,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--connect-timeout",
         type=_seconds,
-        default=15.0,
+        default=5.0,
         metavar="S",
-        help="give up (exit 1) when the remote cannot be reached within S seconds at start (default 15)",
+        help="answer the editor's initialize with an error naming the cause, and exit 1, when the remote "
+        "cannot be reached within S seconds at start (default 5)",
     )
     parser.add_argument(
         "--max-backoff",

@@ -28,7 +28,8 @@ class BridgeOptions:
     """How the bridge reaches the remote agent and how long it waits (float seconds).
 
     ``outage_timeout`` bounds how long an editor request waits for the link to come back;
-    ``connect_timeout`` bounds reaching the remote when the editor initializes (then the bridge exits);
+    ``connect_timeout`` bounds reaching the remote when the editor initializes (5 s: then ``initialize`` is
+    answered with an error naming the last attempt's cause, and the bridge exits);
     ``ping_interval``/``ping_timeout`` set the liveness check that notices a silent (half-open) drop;
     ``max_backoff`` caps the wait between reconnect attempts (an editor request also cuts a wait short);
     ``max_frame_bytes`` bounds one message from the remote. The bridge hands them to the client's
@@ -40,7 +41,7 @@ class BridgeOptions:
     headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # Authorization ...
     store: str | None = None
     outage_timeout: float = 30.0
-    connect_timeout: float = 15.0
+    connect_timeout: float = 5.0
     ping_interval: float | None = 10.0
     ping_timeout: float | None = 10.0
     max_backoff: float = 5.0

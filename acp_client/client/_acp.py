@@ -19,6 +19,7 @@ from acp_client.client._support import _GATES, InboundRouter, SessionInfo, parse
 from acp_client.client.connection import Connection
 from acp_client.exceptions import (
     CapabilityNotSupported,
+    ClientClosed,
     ProtocolError,
     SessionLost,
     UnsupportedProtocolVersion,
@@ -89,6 +90,7 @@ class ACPClient(InboundRouter):
         # sessions made here answer to this client, or to the reconnecting client that owns it
         self._session_owner: SessionOwner = session_owner if session_owner is not None else self
         self._permission_waiters: dict[str, set[asyncio.Event]] = {}
+        self._closed_by_owner = False  # aclose() was called: a session call says "closed", not "detached"
         # sessions with a resume/load outstanding on this connection: their updates are routed here
         self._attaching: set[str] = set()
         # updates for a session id not known yet, kept while a session/new is outstanding (see below)
@@ -115,6 +117,7 @@ class ACPClient(InboundRouter):
         A client on its own (not one connection of a ``ReconnectingClient``) then tells its handlers
         (``handlers.client_closed()``), so they end what they still run for the agent.
         """
+        self._closed_by_owner = True
         await self.connection.close()
         self._detach_all()
         if self._session_owner is self:
@@ -509,6 +512,8 @@ class ACPClient(InboundRouter):
         self, session: Session, method: str, params: dict[str, Any], *, timeout: float | None
     ) -> Any:
         if session.link is not SessionLink.ATTACHED:
+            if self._closed_by_owner:
+                raise ClientClosed(f"session {session.id}: this client was closed; connect() again to go on")
             raise UsageError(f"session {session.id} is not attached to this connection ({session.link.value})")
         return await self.connection.request(method, params, timeout=timeout)
 

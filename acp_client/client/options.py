@@ -77,9 +77,11 @@ class Timeouts:
     ``session_wait`` (default ``30.0``)
         how long a session call waits for the connection, or for its session's re-attachment, before it
         fails without having been sent.
-    ``ready`` (default ``None``)
-        entering ``async with ReconnectingClient(...)`` (and the sync facade's first use): the wait for
-        the first ready connection.
+    ``ready`` (default ``30.0``, or ``None``: wait forever)
+        entering ``async with ReconnectingClient(...)`` (and the sync facade's ``with`` or first use): the
+        wait for the first ready connection. Past it the client closes and raises
+        :class:`~acp_client.exceptions.ACPTimeoutError` (a :class:`TimeoutError` too) whose text names the
+        last attempt's cause. ``Timeouts(ready=None)`` waits until the agent answers, however long.
 
     Every invalid value raises :class:`~acp_client.exceptions.UsageError` at construction. Change a copy
     with :func:`dataclasses.replace`.
@@ -94,7 +96,7 @@ class Timeouts:
     recovery_round: float | None = 60.0
     list_check: float = 40.0
     session_wait: float = 30.0
-    ready: float | None = None
+    ready: float | None = 30.0
 
     def __post_init__(self) -> None:
         for name in ("initialize", "request", "recovery_deadline", "recovery_round", "ready"):

@@ -70,8 +70,9 @@ LEGAL_TRANSITIONS: dict[ClientState, frozenset[ClientState]] = {
 class StateChanged:
     """``client.state`` moved from ``old`` to ``new``. Logged as ``acp.state_changed``.
 
-    For ``FAILED`` and ``SUSPENDED``, ``error`` says why (the OS error, the close code, ...) and, when the
-    agent is a local process, ``exit_code`` and ``stderr_tail`` (its last stderr lines) say how it ended.
+    For ``BACKOFF``, ``FAILED`` and ``SUSPENDED``, ``error`` says why (the OS error, the close code, the
+    HTTP status ...: the text of the error that ended the attempt) and, when the agent is a local process,
+    ``exit_code`` and ``stderr_tail`` (its last stderr lines) say how it ended.
     """
 
     old: ClientState

@@ -26,7 +26,7 @@ from acp_client._logging import get_logger
 from acp_client.client import ACPClient, ProtocolVersionOption
 from acp_client.client._connect import Connector, Target, open_transport
 from acp_client.client.options import Timeouts
-from acp_client.exceptions import ClientClosed, ConnectionLost, ReconnectFailed
+from acp_client.exceptions import ACPError, ACPTimeoutError, ClientClosed, ConnectionLost, ReconnectFailed
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
 from acp_client.reconnect._classify import Classifier
@@ -87,6 +87,7 @@ class _Plan:
     reason: str
     attempt: int
     failure: ReconnectFailed | None
+    cause: BaseException | None = None  #: how the attempt ended (what a ``BACKOFF`` reports as its ``error``)
 
 
 class ChangeSignal:
@@ -172,6 +173,7 @@ class ConnectionSupervisor:
         self._attempts = 0  # failed attempts since the last stable connection (the backoff's exponent)
         self._auth_retry_used = False  # the header provider had its one chance since the last open
         self._plan: _Plan | None = None  # what follows the attempt that just ended
+        self._last_error: BaseException | None = None  # how the last attempt ended (named when a wait times out)
 
     def __repr__(self) -> str:
         return f"<ConnectionSupervisor {self._state.value} generation={self._generation}>"
@@ -249,18 +251,34 @@ class ConnectionSupervisor:
 
     async def wait_ready(self, timeout: float | None = None, *, first: bool = False) -> None:
         """Wait until the state is ``READY``; see :meth:`~acp_client.ReconnectingClient.wait_ready`."""
-        async with asyncio.timeout(timeout):
-            while True:
-                changed = self.changed()
-                if self._state is ClientState.READY and self.live_client() is not None:
-                    return
-                if self._state is ClientState.FAILED and self._failure is not None:
-                    raise self._failure
-                if first and self._state is ClientState.SUSPENDED and self._failure and not self._ever_ready:
-                    raise self._failure
-                if self._state is ClientState.CLOSED:
-                    raise ClientClosed("the client was closed")
-                await changed.wait()
+        try:
+            async with asyncio.timeout(timeout):
+                while True:
+                    changed = self.changed()
+                    if self._state is ClientState.READY and self.live_client() is not None:
+                        return
+                    if self._state is ClientState.FAILED and self._failure is not None:
+                        raise self._failure
+                    if first and self._state is ClientState.SUSPENDED and self._failure and not self._ever_ready:
+                        raise self._failure
+                    if self._state is ClientState.CLOSED:
+                        raise ClientClosed("the client was closed")
+                    await changed.wait()
+        except TimeoutError as exc:
+            if isinstance(exc, ACPError):
+                raise
+            raise self._not_ready_in(timeout) from self._last_error
+
+    def _not_ready_in(self, timeout: float | None) -> ACPTimeoutError:
+        """The error of a ready wait that ran out: how long it waited, the state, and the last attempt's cause."""
+        waited = f"no ready connection within {timeout:g} s ({self._state.value}"
+        if self._generation:
+            waited += f", {self._generation} attempt{'s' if self._generation != 1 else ''}"
+        waited += ")"
+        last = self._last_error
+        if last is None:
+            return ACPTimeoutError(waited)
+        return ACPTimeoutError(f"{waited}; last attempt: {last}")
 
     def reconnect_now(self) -> None:
         """Reconnect without waiting; see :meth:`~acp_client.ReconnectingClient.reconnect_now`."""
@@ -380,6 +398,7 @@ class ConnectionSupervisor:
     def _plan_after(self, ended: _Ended) -> _Plan:
         error, generation = ended.error, ended.generation
         verdict = self._classify(error)
+        self._last_error = error
         if ended.lived is None:  # the connection never opened
             retry = verdict.retry
             if not retry and verdict.auth and self._options.refreshes_headers and not self._auth_retry_used:
@@ -408,7 +427,7 @@ class ConnectionSupervisor:
         delay = self._backoff.delay(self._attempts, verdict.retry_after)
         if self._skip_pause_of == generation:
             delay = 0.0  # reconnect_now() during this attempt
-        return _Plan(ClientState.BACKOFF, delay, verdict.reason, self._attempts, None)
+        return _Plan(ClientState.BACKOFF, delay, verdict.reason, self._attempts, None, error)
 
     def _planned_delay(self, retry_state: RetryCallState) -> float:
         """Tenacity's ``wait``: the planned pause (full-jitter backoff honouring server hints, or the
@@ -424,7 +443,7 @@ class ConnectionSupervisor:
             self._failure = plan.failure
             self._set_state(plan.state, reason=plan.reason, delay=plan.delay, error=plan.failure)
         else:
-            self._set_state(plan.state, reason=plan.reason, attempt=plan.attempt, delay=plan.delay)
+            self._set_state(plan.state, reason=plan.reason, attempt=plan.attempt, delay=plan.delay, error=plan.cause)
 
     async def _serve(self, client: ACPClient, generation: int) -> tuple[ConnectionLost, float]:
         """Recover the sessions on a new connection and be ``READY`` until it drops; returns the loss and

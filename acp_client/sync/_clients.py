@@ -148,8 +148,8 @@ class ReconnectingClient(_Facade):
     ``policy=``, ``limits=``, ``transport_options=`` ..., handed over as they are), plus ``ready_timeout``.
 
     Nothing connects until it is used: entering ``with`` — or, without ``with``, the first call that needs a
-    connection — starts the client and waits up to ``ready_timeout`` seconds (default: ``Timeouts.ready``
-    when set, else 30; ``None``: no bound) until it is ready; it raises ``ReconnectFailed`` if the client
+    connection — starts the client and waits up to ``ready_timeout`` seconds (default: ``Timeouts.ready``,
+    30 s unless set; ``None``: no bound) until it is ready; it raises ``ReconnectFailed`` if the client
     gives up first. ``with`` closes it on exit; without ``with``, call :meth:`close`. Every public method of
     the async client exists here with the same parameters; session handles stay valid across reconnects,
     exactly as in the async client.
@@ -169,8 +169,8 @@ class ReconnectingClient(_Facade):
         except BaseException:
             runner.stop()
             raise
-        if isinstance(ready_timeout, _Unset):  # a blocked thread gets a bound unless asked for none
-            ready_timeout = self.client.timeouts.ready if self.client.timeouts.ready is not None else 30.0
+        if isinstance(ready_timeout, _Unset):  # the same bound as ``async with``: Timeouts.ready
+            ready_timeout = self.client.timeouts.ready
         #: How long the first use (or ``with``) waits for a ready connection.
         self.ready_timeout: float | None = ready_timeout
 

@@ -324,12 +324,14 @@ async def test_a_new_bridge_without_a_store_loads_a_session_it_never_saw(
 async def test_an_unreachable_remote_fails_initialize_and_exits_non_zero(tmp_path: Path) -> None:
     async with FaultProxy("127.0.0.1", 9) as proxy:  # nothing behind it, and then not even listening
         proxy.set_listener("refuse")
-        options = ("--connect-timeout", "1")
-        async with RawEditor.spawn(proxy.url(), *options, stderr=tmp_path / "bridge.err") as editor:
-            answer = await editor.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        async with RawEditor.spawn(proxy.url(), stderr=tmp_path / "bridge.err") as editor:
+            # the default --connect-timeout is 5 s: the answer comes within it (plus slack for a slow machine)
+            answer = await editor.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}}, timeout=8)
             assert answer["error"]["code"] == -32603
             assert answer["error"]["data"][META_KEY]["reason"] == "unreachable"
-            assert "cannot reach the remote agent" in answer["error"]["message"]
+            message = answer["error"]["message"]
+            assert message.startswith(f"cannot reach the remote agent at {proxy.url()}: no ready connection within 5 s")
+            assert "last attempt: " in message, message  # the cause, for the editor to show
             code = await editor.close()
     assert code == 1
     assert "cannot reach the remote agent at ws://127.0.0.1:" in (tmp_path / "bridge.err").read_text()

@@ -14,6 +14,7 @@ from structlog.testing import capture_logs
 
 from acp_client import ACPTimeoutError, ClientClosed, ConnectionLost, InvalidParams, connect
 from acp_client.client.connection import Connection
+from acp_client.testing import ReferenceAgent
 from acp_client.transports import MemoryTransport, memory_pair
 from tests.conftest import bound
 
@@ -143,3 +144,12 @@ async def test_killed_stdio_agent_fails_pending_requests_quickly() -> None:
         # the bound of the issue is 100 ms; slow CI machines get ACP_TESTS_TIMEOUT_FACTOR
         assert elapsed < bound(0.1), f"pending requests took {elapsed:.3f}s to fail"
         assert client.connection._futures == {}
+
+
+async def test_a_session_call_after_the_client_was_closed_says_closed() -> None:
+    async with ReferenceAgent(2) as agent:
+        client = await connect(agent.url)
+        session = await client.new_session("/w")
+        await client.aclose()
+        with pytest.raises(ClientClosed, match=r"this client was closed; connect\(\) again to go on"):
+            await asyncio.wait_for(session.prompt("hi"), bound(5))
