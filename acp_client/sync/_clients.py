@@ -137,7 +137,7 @@ class _Unset:
     """The type of a keyword that was not given."""
 
     def __repr__(self) -> str:
-        return "<not given: Timeouts.ready, else the facade's default>"
+        return "<not given: the client's Timeouts.ready>"
 
 
 _UNSET = _Unset()
