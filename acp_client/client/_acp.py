@@ -28,6 +28,7 @@ from acp_client.client._support import (
 )
 from acp_client.client.connection import Connection
 from acp_client.exceptions import (
+    ACPTimeoutError,
     CapabilityNotSupported,
     ProtocolError,
     SessionLost,
@@ -147,7 +148,19 @@ class ACPClient(InboundRouter):
         Returns the negotiated version. Raises :class:`UnsupportedProtocolVersion` if the agent answers a
         version this client does not speak, or ``ProtocolError`` if the answer is malformed.
         """
-        result = await self.connection.request("initialize", self.initialize_params(version), timeout=timeout)
+        try:
+            result = await self.connection.request("initialize", self.initialize_params(version), timeout=timeout)
+        except ACPTimeoutError as exc:
+            stray = self.connection.last_discarded
+            if stray is None:
+                raise
+            kind, excerpt = stray
+            shown = excerpt if len(excerpt) <= 120 else excerpt[:117] + "..."
+            raise ACPTimeoutError(
+                f"{exc}; the agent did send a line that is not a JSON-RPC message ({kind}): {shown!r}. An ACP "
+                "agent must write only JSON-RPC messages to its output (stdout for a stdio agent); logs belong "
+                "on stderr"
+            ) from None
         if not isinstance(result, dict):
             raise ProtocolError(f"initialize answered {type(result).__name__}, expected an object")
         answered = result.get("protocolVersion")
