@@ -265,8 +265,10 @@ class ACPTimeoutError(ACPError, TimeoutError):
 class RPCError(ACPError):
     """The agent answered a request with a JSON-RPC error object.
 
-    ``code``, ``message`` and ``data`` are exactly what the agent sent. Use :func:`rpc_error_from_object`
-    to get the most specific subclass for a code.
+    ``code``, ``message`` and ``data`` are exactly what the agent sent. The text is ``[code] message``,
+    followed by ``data.reason`` and ``data.message`` when the agent gave them and they add something (many
+    agents put the useful part there: ``[-32602] Invalid params: 'cwd' must be an absolute path``). Use
+    :func:`rpc_error_from_object` to get the most specific subclass for a code.
     """
 
     default_code: ClassVar[int | None] = None
@@ -275,7 +277,8 @@ class RPCError(ACPError):
         self.code = code
         self.message = message
         self.data = data
-        super().__init__(f"[{code}] {message}")
+        detail = _data_detail(message, data)
+        super().__init__(f"[{code}] {message}: {detail}" if detail else f"[{code}] {message}")
 
     def to_object(self) -> dict[str, Any]:
         """The JSON-RPC error object (``code``, ``message`` and ``data`` when present)."""
@@ -283,6 +286,23 @@ class RPCError(ACPError):
         if self.data is not None:
             obj["data"] = self.data
         return obj
+
+
+#: the longest ``data.reason``/``data.message`` text an :class:`RPCError`'s message quotes
+_DETAIL_LIMIT = 200
+
+
+def _data_detail(message: str, data: Any) -> str:
+    """The agent's own explanation from ``data.reason`` / ``data.message``, when it adds to ``message``."""
+    if not isinstance(data, Mapping):
+        return ""
+    parts: list[str] = []
+    for key in ("reason", "message"):
+        value = data.get(key)
+        if isinstance(value, str) and value.strip() and value not in message and value not in parts:
+            parts.append(" ".join(value.split()))
+    text = "; ".join(parts)
+    return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 3] + "..."
 
 
 class ParseError(RPCError):
@@ -419,14 +439,26 @@ class RecoveryError(ACPError):
 class SessionLost(RecoveryError):
     """The agent does not know the session any more (``-32002``); the client forgot it.
 
-    ``reason`` names why (``"unknown"`` for -32002 from status, resume or load; ``"forgotten"`` when the
-    application forgot it).
+    ``reason`` is the machine-readable cause, as in :class:`~acp_client.SessionForgotten`: ``"unknown"``
+    (the agent answered -32002 to status, resume or load), ``"not_listed"`` (recovery failed and
+    ``session/list`` does not name it), ``"application"`` or ``"forgotten"`` (the application forgot it),
+    or a short phrase. The message says it as a sentence.
     """
 
     def __init__(self, session_id: str, reason: str = "unknown") -> None:
         self.session_id = session_id
         self.reason = reason
-        super().__init__(f"session {session_id} is lost ({reason})")
+        why = _LOSS_REASONS.get(reason, reason)
+        super().__init__(f"session {session_id} is lost: {why}")
+
+
+#: the sentence a :class:`SessionLost` message gives for each machine-readable reason
+_LOSS_REASONS: dict[str, str] = {
+    "unknown": "the agent no longer knows it",
+    "not_listed": "the agent could not restore it and no longer lists it",
+    "application": "it was forgotten by your application",
+    "forgotten": "it was forgotten by your application",
+}
 
 
 class RecoveryFailed(RecoveryError):

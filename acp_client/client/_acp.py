@@ -15,9 +15,20 @@ from typing import Any, Literal, TypeAlias
 
 from acp_client._logging import get_logger
 from acp_client._version import __version__
-from acp_client.client._support import _GATES, InboundRouter, SessionInfo, parse_list_page, shape_mcp_servers
+from acp_client.client._support import (
+    _GATES,
+    InboundRouter,
+    PathArg,
+    SessionInfo,
+    directory_list,
+    parse_list_page,
+    path_text,
+    server_list,
+    shape_mcp_servers,
+)
 from acp_client.client.connection import Connection
 from acp_client.exceptions import (
+    ACPTimeoutError,
     CapabilityNotSupported,
     ClientClosed,
     ProtocolError,
@@ -140,7 +151,19 @@ class ACPClient(InboundRouter):
         Returns the negotiated version. Raises :class:`UnsupportedProtocolVersion` if the agent answers a
         version this client does not speak, or ``ProtocolError`` if the answer is malformed.
         """
-        result = await self.connection.request("initialize", self.initialize_params(version), timeout=timeout)
+        try:
+            result = await self.connection.request("initialize", self.initialize_params(version), timeout=timeout)
+        except ACPTimeoutError as exc:
+            stray = self.connection.last_discarded
+            if stray is None:
+                raise
+            kind, excerpt = stray
+            shown = excerpt if len(excerpt) <= 120 else excerpt[:117] + "..."
+            raise ACPTimeoutError(
+                f"{exc}; the agent did send a line that is not a JSON-RPC message ({kind}): {shown!r}. An ACP "
+                "agent must write only JSON-RPC messages to its output (stdout for a stdio agent); logs belong "
+                "on stderr"
+            ) from None
         if not isinstance(result, dict):
             raise ProtocolError(f"initialize answered {type(result).__name__}, expected an object")
         answered = result.get("protocolVersion")
@@ -228,23 +251,28 @@ class ACPClient(InboundRouter):
 
     def _session_params(
         self,
-        cwd: str,
+        cwd: PathArg,
         mcp_servers: Sequence[Mapping[str, Any]] | None,
-        additional_directories: Sequence[str] | None,
+        additional_directories: Sequence[PathArg] | None,
         method: str,
     ) -> dict[str, Any]:
-        params: dict[str, Any] = {"cwd": cwd, "mcpServers": shape_mcp_servers(mcp_servers or (), self.protocol_version)}
+        servers = server_list(mcp_servers) if mcp_servers is not None else []
+        params: dict[str, Any] = {
+            "cwd": path_text(cwd, "cwd"),
+            "mcpServers": shape_mcp_servers(servers, self.protocol_version),
+        }
         if additional_directories is not None:
+            directories = directory_list(additional_directories)
             self._require(method, "additional_directories")
-            params["additionalDirectories"] = list(additional_directories)
+            params["additionalDirectories"] = directories
         return params
 
     async def new_session(
         self,
-        cwd: str,
+        cwd: PathArg,
         *,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
-        additional_directories: Sequence[str] | None = None,
+        additional_directories: Sequence[PathArg] | None = None,
         timeout: float | None = 30.0,
     ) -> Session:
         """Create a session (``session/new``) attached to this connection and return its handle."""
@@ -254,7 +282,7 @@ class ACPClient(InboundRouter):
         self._new_pending += 1
         try:
             result = await self.connection.request("session/new", params, timeout=timeout)
-            return self._register_new(result, params, cwd)
+            return self._register_new(result, params, params["cwd"])
         finally:
             self._new_pending -= 1
             if not self._new_pending:
@@ -290,18 +318,21 @@ class ACPClient(InboundRouter):
     def _existing(
         self,
         session_id: str,
-        cwd: str,
+        cwd: PathArg,
         mcp_servers: Sequence[Mapping[str, Any]] | None,
-        additional_directories: Sequence[str] | None,
+        additional_directories: Sequence[PathArg] | None,
     ) -> Session:
         """The handle of a session created elsewhere (this client's own if it knows the id already)."""
+        cwd_text = path_text(cwd, "cwd")
+        servers = server_list(mcp_servers) if mcp_servers is not None else []
+        directories = directory_list(additional_directories) if additional_directories is not None else None
         session = self.sessions.get(session_id)
         if session is None:
             record = SessionRecord(
                 session_id,
-                cwd,
-                [dict(s) for s in mcp_servers or ()],
-                list(additional_directories) if additional_directories is not None else None,
+                cwd_text,
+                [dict(s) for s in servers],
+                directories,
                 self.protocol_version,
             )
             session = Session(self._owner(), record)
@@ -311,10 +342,10 @@ class ACPClient(InboundRouter):
     async def load_session(
         self,
         session_id: str,
-        cwd: str,
+        cwd: PathArg,
         *,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
-        additional_directories: Sequence[str] | None = None,
+        additional_directories: Sequence[PathArg] | None = None,
         timeout: float | None = 60.0,
     ) -> Session:
         """v1 ``session/load``: attach an existing session here; the agent replays its whole history first.
@@ -328,10 +359,10 @@ class ACPClient(InboundRouter):
     async def resume_session(
         self,
         session_id: str,
-        cwd: str,
+        cwd: PathArg,
         *,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
-        additional_directories: Sequence[str] | None = None,
+        additional_directories: Sequence[PathArg] | None = None,
         replay: bool = False,
         timeout: float | None = 60.0,
     ) -> Session:

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from acp_client._logging import get_logger
-from acp_client.exceptions import ConnectionLost, ProtocolError
+from acp_client.exceptions import ConnectionLost, ProtocolError, UsageError
 from acp_client.handlers import ClientHandlers, dispatch_request
 from acp_client.schema import parse_session_update
 from acp_client.sessions import SessionLink, SessionRegistry
@@ -85,6 +86,45 @@ def parse_list_page(result: Any) -> tuple[list[SessionInfo], str | None]:
             )
     cursor = result.get("nextCursor")
     return infos, cursor if isinstance(cursor, str) and cursor else None
+
+
+#: a path argument: a ``str`` or an ``os.PathLike`` (``pathlib.Path`` ...)
+PathArg = str | os.PathLike[str]
+
+
+def path_text(value: object, name: str) -> str:
+    """``value`` as the ``str`` path the protocol sends; ``UsageError`` naming ``name`` if it is no path."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, os.PathLike):
+        text = os.fspath(value)
+        if isinstance(text, str):
+            return text
+    raise UsageError(f"{name} must be a path (a str or os.PathLike such as pathlib.Path), not {type(value).__name__}")
+
+
+def _as_list(value: object, name: str, what: str) -> list[object]:
+    """``value`` as a list; a lone string, path or dict where a list belongs is a :class:`UsageError`."""
+    if isinstance(value, str | bytes | Mapping | os.PathLike) or not isinstance(value, Iterable):
+        raise UsageError(
+            f"{name} takes a list of {what}, not a {type(value).__name__} ({value!r:.60}); wrap a single one in [...]"
+        )
+    return list(value)
+
+
+def directory_list(value: object, name: str = "additional_directories") -> list[str]:
+    """Checked ``additional_directories``: a list of paths, each sent as ``str``."""
+    return [path_text(item, f"{name}[{i}]") for i, item in enumerate(_as_list(value, name, "paths"))]
+
+
+def server_list(value: object, name: str = "mcp_servers") -> list[Mapping[str, Any]]:
+    """Checked ``mcp_servers``: a list of MCP server entries, each a mapping."""
+    servers: list[Mapping[str, Any]] = []
+    for i, item in enumerate(_as_list(value, name, "MCP server entries (dicts)")):
+        if not isinstance(item, Mapping):
+            raise UsageError(f"{name}[{i}] must be an MCP server entry (a dict), not {type(item).__name__}")
+        servers.append(item)
+    return servers
 
 
 def shape_mcp_servers(servers: Sequence[Mapping[str, Any]], version: int) -> list[dict[str, Any]]:

@@ -140,6 +140,9 @@ class Connection:
         self._closing = False
         #: Counters of what this connection saw: frames, invalid frames by kind, discarded responses, ...
         self.stats: Counter[str] = Counter()
+        #: the last frame from the agent that was discarded as unusable: its kind (``"parse_error"`` ...) and
+        #: an excerpt. Error texts quote it (an agent that logs to stdout answers nothing readable).
+        self.last_discarded: tuple[str, str] | None = None
         self._log = log.bind(connection_id=self.id, generation=generation, peer=transport.description)
 
     def __repr__(self) -> str:
@@ -466,6 +469,7 @@ class Connection:
                 self._log.debug("late_response_discarded", request_id=event.id)
                 return
             self.stats[f"invalid_{event.kind}"] += 1
+            self.last_discarded = (event.kind, event.excerpt)
             self._log.warning("invalid_frame_discarded", kind=event.kind, detail=event.detail)
             self._log.debug("invalid_frame_excerpt", kind=event.kind, excerpt=event.excerpt)
             if event.reply is not None:

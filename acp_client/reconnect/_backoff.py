@@ -60,7 +60,7 @@ class CrashLoopBreaker:
     short_lived: float = 10.0
     window: float = 180.0
     clock: Callable[[], float] = time.monotonic
-    _deaths: collections.deque[float] = field(default_factory=collections.deque)
+    _deaths: collections.deque[float] = field(default_factory=collections.deque, init=False, repr=False)
 
     def record(self, lived: float) -> bool:
         """Record a connection that lived ``lived`` seconds after ready; ``True`` if the breaker trips."""

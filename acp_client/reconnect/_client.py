@@ -18,6 +18,7 @@ public methods to them:
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -455,10 +456,10 @@ class ReconnectingClient:
 
     async def new_session(
         self,
-        cwd: str,
+        cwd: str | os.PathLike[str],
         *,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
-        additional_directories: Sequence[str] | None = None,
+        additional_directories: Sequence[str | os.PathLike[str]] | None = None,
         timeout: float | None = 30.0,
         meta: Mapping[str, Any] | None = None,
     ) -> Session:
@@ -474,10 +475,10 @@ class ReconnectingClient:
     async def resume_session(
         self,
         session_id: str,
-        cwd: str,
+        cwd: str | os.PathLike[str],
         *,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
-        additional_directories: Sequence[str] | None = None,
+        additional_directories: Sequence[str | os.PathLike[str]] | None = None,
         replay: bool = False,
         timeout: float | None = 60.0,
     ) -> Session:
@@ -494,10 +495,10 @@ class ReconnectingClient:
     async def load_session(
         self,
         session_id: str,
-        cwd: str,
+        cwd: str | os.PathLike[str],
         *,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
-        additional_directories: Sequence[str] | None = None,
+        additional_directories: Sequence[str | os.PathLike[str]] | None = None,
         timeout: float | None = 60.0,
     ) -> Session:
         """v1 ``session/load`` an existing session and keep it recovered from now on."""

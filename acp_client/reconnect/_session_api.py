@@ -8,6 +8,7 @@ says when a call may go out; only side-effect-free calls (``session/status``) ar
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -105,10 +106,10 @@ class SessionCalls:
 
     async def new_session(
         self,
-        cwd: str,
+        cwd: str | os.PathLike[str],
         *,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
-        additional_directories: Sequence[str] | None = None,
+        additional_directories: Sequence[str | os.PathLike[str]] | None = None,
         timeout: float | None = 30.0,
         meta: Mapping[str, Any] | None = None,
     ) -> Session:
@@ -129,10 +130,10 @@ class SessionCalls:
     async def resume_session(
         self,
         session_id: str,
-        cwd: str,
+        cwd: str | os.PathLike[str],
         *,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
-        additional_directories: Sequence[str] | None = None,
+        additional_directories: Sequence[str | os.PathLike[str]] | None = None,
         replay: bool = False,
         timeout: float | None = 60.0,
     ) -> Session:
@@ -152,10 +153,10 @@ class SessionCalls:
     async def load_session(
         self,
         session_id: str,
-        cwd: str,
+        cwd: str | os.PathLike[str],
         *,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
-        additional_directories: Sequence[str] | None = None,
+        additional_directories: Sequence[str | os.PathLike[str]] | None = None,
         timeout: float | None = 60.0,
     ) -> Session:
         """v1 ``session/load`` an existing session and keep it recovered from now on."""

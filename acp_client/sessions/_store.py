@@ -136,7 +136,7 @@ class SQLiteSessionStore:
     leases. On platforms without ``fcntl`` (Windows) no lock is taken.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._executor: ThreadPoolExecutor | None = None
         self._db: sqlite3.Connection | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
 import statistics
 
@@ -92,6 +93,12 @@ def test_breaker_trips_on_short_lived_connections_within_the_window() -> None:
     assert breaker.record(1.0)
     breaker.reset()
     assert not breaker.record(1.0)
+
+
+def test_breaker_signature_shows_only_public_fields() -> None:
+    params = inspect.signature(CrashLoopBreaker).parameters
+    assert list(params) == ["threshold", "short_lived", "window", "clock"]
+    assert "_deaths" not in repr(CrashLoopBreaker())
 
 
 @pytest.mark.parametrize(

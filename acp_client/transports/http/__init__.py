@@ -85,6 +85,7 @@ import httpx
 
 from acp_client._logging import loggable_headers
 from acp_client.exceptions import (
+    ConnectError,
     ConnectionLost,
     HTTPTransportError,
     UsageError,
@@ -138,8 +139,11 @@ class StreamableHTTPTransport:
         headers: list[tuple[str, str]],
         *,
         description: str,
+        tried_first: str | None = None,
     ) -> None:
-        """Prepare the link; use :func:`open_http` instead."""
+        """Prepare the link; use :func:`open_http` instead. ``tried_first`` (from ``transport="auto"``) says
+        what was tried before this link; a failed ``initialize`` adds it to its error's text."""
+        self._tried_first = tried_first
         self._link = LinkState(url, options, headers, description=description, versions=_http_versions(options))
         self._inbox = Inbox(on_lost=self._on_lost)
         self._router = StreamRouter(self._link, self._inbox)
@@ -200,7 +204,12 @@ class StreamableHTTPTransport:
         if not self._initialized:
             if not (isinstance(message, dict) and message.get("method") == "initialize" and "id" in message):
                 raise UsageError("the first frame sent over Streamable HTTP must be the initialize request")
-            await self._initialize(frame)
+            try:
+                await self._initialize(frame)
+            except ConnectError as exc:
+                if self._tried_first:  # the error was made for this call alone: retell it, keep its type
+                    exc.args = (f"{exc} (transport='auto' tried Streamable HTTP second; {self._tried_first})",)
+                raise
             return
         session_header = await self._router.outgoing(message)
         await self._posts.post(frame, session_header, message)
@@ -373,12 +382,15 @@ def _describe_url(url: httpx.URL) -> str:
     return f"{url.scheme}://{host}:{port}{url.path or '/'}"
 
 
-async def open_http(url: str, options: TransportOptions) -> StreamableHTTPTransport:
+async def open_http(
+    url: str, options: TransportOptions, *, tried_first: str | None = None
+) -> StreamableHTTPTransport:
     """Prepare a Streamable HTTP link to ``url`` (``http://`` or ``https://``) with a client's options.
 
     The header provider (if any) is called here, once per link. No request is made until the first
     :meth:`~StreamableHTTPTransport.send`, which must be ``initialize``: its failures (refused, TLS,
-    HTTP status) are raised from there as :class:`ConnectError` subclasses.
+    HTTP status) are raised from there as :class:`ConnectError` subclasses; ``tried_first`` (a note on an
+    earlier attempt, from ``transport="auto"``) is added to their text.
     """
     try:
         parsed = httpx.URL(url)
@@ -391,7 +403,7 @@ async def open_http(url: str, options: TransportOptions) -> StreamableHTTPTransp
         raise UsageError(f"an ssl context was given for {description}; use an https:// URL for TLS")
     headers = await resolve_headers(options.headers)
     _log.debug("http_opening", transport=description, headers=loggable_headers(headers))
-    return StreamableHTTPTransport(parsed, options, headers, description=description)
+    return StreamableHTTPTransport(parsed, options, headers, description=description, tried_first=tried_first)
 
 
 async def open_endpoint(url: str, options: TransportOptions) -> Transport:
@@ -400,7 +412,9 @@ async def open_endpoint(url: str, options: TransportOptions) -> Transport:
     ``"http"`` (or ``None`` with an http(s) URL): Streamable HTTP. ``"websocket"``: a WebSocket on the same
     endpoint (``http`` → ``ws``). ``"auto"``: try the WebSocket upgrade first and fall back to Streamable
     HTTP when the server refuses it with an HTTP status (it does not serve WebSocket there); other
-    failures (refused, TLS) are raised as they are.
+    failures (refused, TLS) are not retried over HTTP. Either way a failure under ``"auto"`` says so: its
+    text names the URL the caller gave and every attempt made (the ``ws://`` one and, after a fallback,
+    the ``http://`` one), so a ``ws://`` URL nobody wrote is never shown unexplained.
     """
     from acp_client.exceptions import HandshakeRejected
     from acp_client.transports.websocket import open_websocket
@@ -416,4 +430,13 @@ async def open_endpoint(url: str, options: TransportOptions) -> Transport:
             return await open_websocket(ws_url, options)
         except HandshakeRejected as exc:
             _log.info("http_websocket_refused_fallback", transport=http_url.split("?", 1)[0], status=exc.status_code)
+            first = f"the WebSocket upgrade at {ws_url}, tried first, was refused: {exc}"
+        except ConnectError as exc:
+            # the error was made for this call alone: its text is retold, its type and fields stay
+            exc.args = (
+                f"could not connect to {url} (transport='auto' tries the WebSocket upgrade first, and only an HTTP "
+                f"answer to it falls back to Streamable HTTP): {exc}",
+            )
+            raise
+        return await open_http(http_url, options, tried_first=first)
     return await open_http(http_url, options)
