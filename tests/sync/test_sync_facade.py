@@ -126,7 +126,7 @@ def test_forwarded_keywords_are_spelled_out(blocking: Any, forwarded_to: Any) ->
 def test_help_reads_like_the_async_one() -> None:
     text = pydoc.render_doc(sync.ReconnectingClient, renderer=pydoc.plaintext)
     assert "object at 0x" not in text  # no descriptor objects, no bare sentinel
-    assert "new_session(self, cwd: 'str', *," in text
+    assert "new_session(self, cwd: 'str | os.PathLike[str]', *," in text
     assert "-> 'SyncSession'" in text
     assert (
         "list_sessions(self, cwd: 'str | None' = None, *, timeout: 'float | None' = 30.0) -> 'list[SessionInfo]'"
