@@ -3,6 +3,7 @@ scale for slow machines."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import warnings
@@ -57,6 +58,21 @@ def client_options(**options: Any) -> dict[str, Any]:
             warnings.simplefilter("ignore", DeprecationWarning)
             settings.update(fold_flat_keywords("ReconnectingClient", flat, FLAT_KEYWORDS, objects))
     return settings
+
+
+@contextlib.asynccontextmanager
+async def running_client(url: str, **options: Any) -> AsyncIterator[tuple[ReconnectingClient, EventRecorder]]:
+    """A started, ready reconnecting client (``options`` as :func:`client_options` takes them) and its event
+    recorder; both closed afterwards."""
+    client = ReconnectingClient(url, **client_options(**options))
+    rec = recorder(client)
+    await client.start()
+    try:
+        await client.wait_ready(timeout=bound(5))
+        yield client, rec
+    finally:
+        await rec.close()
+        await client.aclose()
 
 
 async def started(target: str, **options: Any) -> tuple[ReconnectingClient, EventRecorder]:

@@ -36,8 +36,8 @@ from acp_client import (
     StateChanged,
     TransportOptions,
 )
-from acp_client.testing import FAST_RETRY, EventRecorder, FaultProxy, ProxyMode, ReferenceAgent
-from tests.conftest import WEBSOCKET, Link, bound, client_options, over_links, recorder
+from acp_client.testing import FAST_RETRY, FaultProxy, ProxyMode, ReferenceAgent
+from tests.conftest import WEBSOCKET, Link, bound, over_links, recorder, running_client
 
 #: tests that take ``link`` (or ``agent``) run over WebSocket, and Streamable HTTP over HTTP/1.1 and h2c
 link = over_links("ws", "http1", "h2c")
@@ -54,17 +54,7 @@ async def behind_proxy(
         yield agent, proxy
 
 
-@asynccontextmanager
-async def client_for(url: str, **options: Any) -> AsyncIterator[tuple[ReconnectingClient, EventRecorder]]:
-    client = ReconnectingClient(url, **client_options(**options))
-    rec = recorder(client)
-    await client.start()
-    try:
-        await client.wait_ready(timeout=bound(5))
-        yield client, rec
-    finally:
-        await rec.close()
-        await client.aclose()
+client_for = running_client  # a started, ready client with FAST_RETRY settings and its recorder
 
 
 # ---------------------------------------------------------------- 1. thundering herd after a restart

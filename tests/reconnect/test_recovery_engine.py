@@ -49,23 +49,12 @@ from acp_client.testing import (
     ScriptedCall,
     ScriptedError,
 )
-from tests.conftest import bound, client_options, recorder, started
+from tests.conftest import bound, client_options, recorder, running_client, started
 
 FAST_POLICY = FAST_RETRY["policy"]
 
 
-@contextlib.asynccontextmanager
-async def client_of(url: str, **options: Any) -> AsyncIterator[tuple[ReconnectingClient, EventRecorder]]:
-    """A started, ready reconnecting client with FAST_RETRY settings and an event recorder; closed afterwards."""
-    client = ReconnectingClient(url, **client_options(**options))
-    rec = recorder(client)
-    await client.start()
-    try:
-        await client.wait_ready(timeout=bound(5))
-        yield client, rec
-    finally:
-        await rec.close()
-        await client.aclose()
+client_of = running_client  # a started, ready client with FAST_RETRY settings and its recorder
 
 
 class Gate:
