@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from acp_client._logging import get_logger
+from acp_client.client._inbound import DEFAULT_MAX_INBOUND_REQUESTS, DEFAULT_MAX_QUEUED_INBOUND, InboundRequests
 from acp_client.exceptions import (
     ACPTimeoutError,
     ClientClosed,
     ConnectionLost,
     RequestCancelled,
     RPCError,
-    UsageError,
     rpc_error_from_object,
 )
 from acp_client.jsonrpc import (
@@ -79,10 +79,6 @@ _CANCEL_METHOD = "$/cancel_request"
 _YIELD_EVERY = 64
 _CANCEL_WRITE_TIMEOUT = 1.0
 _ids = itertools.count(1)
-#: Agent->client requests served at once, by default (an IDE should not open 20,000 dialogs at once).
-DEFAULT_MAX_INBOUND_REQUESTS = 16
-#: Agent->client requests waiting for a free slot, by default; past it they are answered with an error.
-DEFAULT_MAX_QUEUED_INBOUND = 1024
 _LOCAL_CLOSE = ConnectionLost("the connection was closed by the client", reason="closed locally")
 
 
@@ -112,11 +108,6 @@ class Connection:
         max_inbound_requests: int = DEFAULT_MAX_INBOUND_REQUESTS,
         max_queued_inbound: int = DEFAULT_MAX_QUEUED_INBOUND,
     ) -> None:
-        if max_inbound_requests < 1 or max_queued_inbound < 0:
-            raise UsageError(
-                f"max_inbound_requests must be >= 1 and max_queued_inbound >= 0, "
-                f"not {max_inbound_requests} and {max_queued_inbound}"
-            )
         self.transport = transport
         self.request_timeout = request_timeout
         self.id = next(_ids)
@@ -129,10 +120,6 @@ class Connection:
         self._futures: dict[int, asyncio.Future[Any]] = {}
         # ids of requests whose callers gave up: their late answers (e.g. -32800) are expected, not noise
         self._abandoned: collections.deque[int] = collections.deque(maxlen=256)
-        self._inbound: dict[int | str, asyncio.Task[None]] = {}  # agent requests being served
-        self._queued: dict[int | str, Request] = {}  # agent requests waiting for a slot, in arrival order
-        self._max_inbound = max_inbound_requests
-        self._max_queued = max_queued_inbound
         self._aux: set[asyncio.Task[None]] = set()
         self._reader: asyncio.Task[None] | None = None
         self._closed = asyncio.Event()
@@ -144,6 +131,17 @@ class Connection:
         #: an excerpt. Error texts quote it (an agent that logs to stdout answers nothing readable).
         self.last_discarded: tuple[str, str] | None = None
         self._log = log.bind(connection_id=self.id, generation=generation, peer=transport.description)
+        self._inbound = InboundRequests(
+            serve=self._serve,
+            send=self._send_quietly,
+            error_frame=self._core.respond_error,
+            spawn=self._spawn,
+            stats=self.stats,
+            log=self._log,
+            name=str(self.id),
+            max_running=max_inbound_requests,
+            max_queued=max_queued_inbound,
+        )
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else ("open" if self._reader else "new")
@@ -424,10 +422,7 @@ class Connection:
             if fut is not None and not fut.done():
                 fut.set_exception(loss.with_request_sent(True))
                 failed += 1
-        for task in self._inbound.values():
-            task.cancel()  # their ids belong to this dead connection
-        self._inbound.clear()
-        self._queued.clear()
+        self._inbound.stop()  # their ids belong to this dead connection
         self._closed.set()
         if self._on_close is not None:
             try:
@@ -452,7 +447,7 @@ class Connection:
             self._notification(event)
         elif isinstance(event, Request):
             self.stats["requests_in"] += 1
-            await self._admit(event)
+            await self._inbound.admit(event)
         elif isinstance(event, ErrorResponse):
             if event.request is None:
                 self.stats["orphan_errors"] += 1
@@ -479,65 +474,14 @@ class Connection:
     def _notification(self, event: Notification) -> None:
         self.stats["notifications_in"] += 1
         if event.method == _CANCEL_METHOD:
-            self._cancel_inbound(event.params)
+            target = event.params.get("requestId") if isinstance(event.params, dict) else None
+            self._inbound.cancel(target, _CANCEL_METHOD)
         elif self._on_notification is not None:
             try:
                 self._on_notification(event.method, event.params)
             except Exception:
                 self.stats["notification_handler_errors"] += 1
                 self._log.exception("notification_handler_failed", method=event.method)
-
-    async def _admit(self, request: Request) -> None:
-        """Serve ``request`` now, queue it, or refuse it (a duplicate id, or no room left)."""
-        if request.id in self._inbound or request.id in self._queued:
-            self.stats["duplicate_request_ids"] += 1
-            self._log.warning("duplicate_request_id_refused", request_id=request.id, method=request.method)
-            message = f"request id {request.id!r} is already in use by a request in flight"
-            await self._refuse(request, -32600, message, {"reason": "duplicate_request_id"})
-        elif len(self._inbound) < self._max_inbound:
-            self._start_serving(request)
-        elif len(self._queued) < self._max_queued:
-            self._queued[request.id] = request
-            self.stats["requests_queued"] += 1
-        else:
-            self.stats["requests_refused_busy"] += 1
-            self._log.warning("agent_request_refused_busy", request_id=request.id, method=request.method)
-            message = (
-                f"the client is busy: {self._max_inbound} agent requests in flight and {self._max_queued} "
-                "waiting (max_inbound_requests, max_queued_inbound)"
-            )
-            data = {"reason": "client_busy", "maxInboundRequests": self._max_inbound, "maxQueued": self._max_queued}
-            await self._refuse(request, -32603, message, data)
-
-    def _start_serving(self, request: Request) -> None:
-        task = asyncio.create_task(self._serve(request), name=f"acp-inbound-{self.id}-{request.id}")
-        self._inbound[request.id] = task
-        key = request.id
-
-        def done(_task: asyncio.Task[None]) -> None:
-            if self._inbound.get(key) is _task:
-                del self._inbound[key]
-            if self._loss is None and self._queued and len(self._inbound) < self._max_inbound:
-                first = next(iter(self._queued))
-                self._start_serving(self._queued.pop(first))
-
-        task.add_done_callback(done)
-
-    async def _refuse(self, request: Request, code: int, message: str, data: dict[str, Any]) -> None:
-        with contextlib.suppress(ConnectionLost):
-            await self.transport.send(self._core.respond_error(request.id, code, message, data))
-
-    def _cancel_inbound(self, params: Any) -> None:
-        target = params.get("requestId") if isinstance(params, dict) else None
-        if not isinstance(target, int | str):
-            return
-        task = self._inbound.get(target)
-        if task is not None:
-            task.cancel(msg=_CANCEL_METHOD)
-        elif target in self._queued:  # never started: answered -32800 without running its handler
-            request = self._queued.pop(target)
-            frame = self._core.respond_error(request.id, RequestCancelled.default_code or -32800, "Request cancelled")
-            self._spawn(self._send_quietly(frame), f"acp-cancelled-{self.id}-{request.id}")
 
     async def _send_quietly(self, frame: str) -> None:
         with contextlib.suppress(ConnectionLost):
