@@ -13,12 +13,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
-from urllib.parse import urlsplit
 
 from acp_client._files import open_private
 from acp_client.bridge._bridge import Bridge
 from acp_client.bridge._editor import reserve_stdout
 from acp_client.bridge._options import BridgeOptions, describe_url
+from acp_client.client._connect import url_problem
 
 __all__ = ["add_arguments", "run_command"]
 
@@ -106,14 +106,8 @@ def _error(message: str) -> None:
 
 
 def _check_url(url: str) -> str | None:
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError on a malformed port
-    except ValueError as exc:
-        return f"bad URL {describe_url(url)}: {exc}"
-    if parts.scheme not in ("ws", "wss", "http", "https") or not parts.hostname:
-        return f"bad URL {describe_url(url)}: expected ws://, wss:// (WebSocket) or http://, https:// (Streamable HTTP)"
-    return None
+    problem = url_problem(url)
+    return None if problem is None else f"bad URL {describe_url(url)}: {problem}"
 
 
 @contextlib.contextmanager

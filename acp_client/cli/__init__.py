@@ -29,14 +29,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import structlog
 
 from acp_client._version import __version__
 from acp_client.cli._console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Style, error, out, printable, shown_url
 from acp_client.client import ACPClient
-from acp_client.client._connect import connect
+from acp_client.client._connect import connect, url_problem
 from acp_client.exceptions import ACPError, RPCError, SessionNotFound, TransportError, UsageError
 from acp_client.reconnect import Timeouts
 from acp_client.sessions import SessionRecord
@@ -45,7 +44,6 @@ from acp_client.transports import TransportOptions
 __all__ = ["COMMANDS", "Command", "main"]
 
 #: The URL schemes ``status`` and ``locate`` accept.
-_SCHEMES = ("ws", "wss", "http", "https")
 
 
 @contextlib.contextmanager
@@ -92,14 +90,8 @@ def _session_count(text: str) -> int:
 
 def _check_url(url: str) -> str | None:
     """Why ``url`` is not a usable agent endpoint, or ``None`` when it is."""
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError on a malformed port
-    except ValueError as exc:
-        return f"bad URL {shown_url(url)!r}: {exc}"
-    if parts.scheme not in _SCHEMES or not parts.hostname:
-        return f"bad URL {shown_url(url)!r}: expected ws://HOST[:PORT]/PATH, wss://..., http://... or https://..."
-    return None
+    problem = url_problem(url)
+    return None if problem is None else f"bad URL {shown_url(url)!r}: {problem}"
 
 
 def _check_urls(urls: Sequence[str]) -> int | None:

@@ -23,7 +23,16 @@ from acp_client.sessions import SessionOwner, SessionRegistry
 from acp_client.transports import Transport, TransportOptions
 from acp_client.transports.options import TRANSPORT_FIELDS
 
-__all__ = ["CONNECT_FLAT_KEYWORDS", "Connector", "Target", "check_protocol_version", "connect", "open_transport"]
+__all__ = [
+    "CONNECT_FLAT_KEYWORDS",
+    "Connector",
+    "Target",
+    "check_protocol_version",
+    "check_target",
+    "connect",
+    "open_transport",
+    "url_problem",
+]
 
 log = get_logger("acp_client.client")
 
@@ -40,6 +49,22 @@ _TARGET_HELP = (
 )
 
 
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is not an agent endpoint (``ws``, ``wss``, ``http`` or ``https``, a host, a valid port), or
+    ``None`` when it is one. The one URL check of the package: targets, ``acp-client`` and the bridge use it."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "a target string must be a URL"
+    if scheme.lower() not in _URL_SCHEMES:
+        return f"unsupported scheme {scheme!r}: expected ws://, wss:// (WebSocket) or http://, https:// (HTTP)"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError on a malformed port
+    except ValueError as exc:
+        return str(exc)
+    return None if rest and parts.hostname else "no host"
+
+
 def check_target(target: object) -> None:
     """Raise :class:`UsageError` unless ``target`` is a usable :data:`Target`, before any I/O.
 
@@ -50,15 +75,9 @@ def check_target(target: object) -> None:
     if isinstance(target, Transport) or callable(target):
         return
     if isinstance(target, str):
-        shown = redact_url(target)
-        scheme, sep, rest = target.partition("://")
-        if not sep:
-            raise UsageError(f"bad URL {shown!r}: a target string must be a URL; {_TARGET_HELP}")
-        if scheme.lower() not in _URL_SCHEMES:
-            raise UsageError(f"bad URL {shown!r}: unsupported scheme {scheme!r}; {_TARGET_HELP}")
-        host = urlsplit(target).hostname if rest else None
-        if not host:
-            raise UsageError(f"bad URL {shown!r}: no host; {_TARGET_HELP}")
+        problem = url_problem(target)
+        if problem is not None:
+            raise UsageError(f"bad URL {redact_url(target)!r}: {problem}; {_TARGET_HELP}")
         return
     if isinstance(target, list | tuple):
         if not target:

@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from acp_client._files import make_private_dirs
 from acp_client._logging import get_logger
 from acp_client.testing.agent._sessions import AgentSessionRecord, TranscriptMessage
 
@@ -85,7 +86,7 @@ class AgentStateDir:
 
     def restore(self, agent: ReferenceAgent) -> int:
         """Add the saved sessions to ``agent`` as inactive ones; returns how many were restored."""
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.directory)  # the state holds session data: 0700
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -111,7 +112,7 @@ class AgentStateDir:
         text = self._render(agent)
         if text == self._saved:
             return False
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.directory)  # the state holds session data: 0700
         fd, tmp = tempfile.mkstemp(prefix=".sessions-", suffix=".json", dir=self.directory)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
