@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from acp_client._logging import get_logger, redact_url
 from acp_client.client import ACPClient, ProtocolVersionOption
-from acp_client.client.options import Destination, Timeouts, fold_flat_keywords
+from acp_client.client.options import Destination, Timeouts, fold_flat_keywords, option_object
 from acp_client.exceptions import UnsupportedProtocolVersion, UsageError
 from acp_client.handlers import ClientHandlers
 from acp_client.sessions import SessionOwner, SessionRegistry
@@ -240,13 +240,9 @@ def connect(
     those objects, and warn with :class:`DeprecationWarning`; they go away in the next release.
     """
     check_protocol_version(protocol_version)
-    if timeouts is not None and not isinstance(timeouts, Timeouts):
-        raise UsageError(f"timeouts must be a Timeouts, not {type(timeouts).__name__}")
-    if transport_options is not None and not isinstance(transport_options, TransportOptions):
-        raise UsageError(f"transport_options must be a TransportOptions, not {type(transport_options).__name__}")
     objects: dict[str, Timeouts | TransportOptions] = {
-        "timeouts": timeouts if timeouts is not None else Timeouts(),
-        "transport_options": transport_options if transport_options is not None else TransportOptions(),
+        "timeouts": option_object("timeouts", timeouts, Timeouts),
+        "transport_options": option_object("transport_options", transport_options, TransportOptions),
     }
     if deprecated:
         objects = fold_flat_keywords("connect", deprecated, CONNECT_FLAT_KEYWORDS, objects)

@@ -47,6 +47,27 @@ def check_count(owner: str, name: str, value: object, *, minimum: int = 1) -> No
         raise UsageError(f"{owner}.{name} must be an int >= {minimum}, not {value!r}")
 
 
+_K = TypeVar("_K")
+
+
+def option_object(name: str, value: object, kind: type[_K]) -> _K:
+    """``value`` as the option object ``kind`` (a default one for ``None``); anything else is a
+    :class:`UsageError` naming the keyword. The one check of ``timeouts=``, ``policy=``, ``limits=`` and
+    ``transport_options=`` for ``connect()`` and ``ReconnectingClient``."""
+    if value is None:
+        return kind()
+    if isinstance(value, kind):
+        return value
+    raise UsageError(f"{name} must be a {kind.__name__}, not {type(value).__name__}")
+
+
+def check_callables(**hooks: object) -> None:
+    """Raise :class:`UsageError` for a hook that is neither a callable nor ``None``."""
+    for name, hook in hooks.items():
+        if hook is not None and not callable(hook):
+            raise UsageError(f"{name} must be a callable or None, not {hook!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class Timeouts:
     """How long each wait of a client may take, in float seconds (``None`` where allowed: no limit).

@@ -25,7 +25,7 @@ from typing import Any
 
 from acp_client.client import ACPClient, ProtocolVersionOption, SessionInfo
 from acp_client.client._connect import Target, check_protocol_version, check_target
-from acp_client.client.options import fold_flat_keywords
+from acp_client.client.options import check_callables, fold_flat_keywords, option_object
 from acp_client.exceptions import ClientClosed, ReconnectFailed, UsageError
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
@@ -57,38 +57,6 @@ __all__ = ["ReconnectingClient"]
 
 def _serves_all(session_id: str) -> bool:
     return True
-
-
-_Option = Timeouts | RecoveryPolicy | Limits | TransportOptions
-
-
-def _checked_objects(
-    *, timeouts: object, policy: object, limits: object, transport_options: object
-) -> dict[str, _Option]:
-    """The four option objects (defaults for ``None``); anything else raises :class:`UsageError`."""
-    given = {"timeouts": timeouts, "policy": policy, "limits": limits, "transport_options": transport_options}
-    kinds: dict[str, type[_Option]] = {
-        "timeouts": Timeouts,
-        "policy": RecoveryPolicy,
-        "limits": Limits,
-        "transport_options": TransportOptions,
-    }
-    objects: dict[str, _Option] = {}
-    for name, value in given.items():
-        kind = kinds[name]
-        if value is None:
-            objects[name] = kind()
-        elif isinstance(value, kind):
-            objects[name] = value
-        else:
-            raise UsageError(f"{name} must be a {kind.__name__}, not {type(value).__name__}")
-    return objects
-
-
-def _check_callables(**hooks: object) -> None:
-    for name, hook in hooks.items():
-        if hook is not None and not callable(hook):
-            raise UsageError(f"{name} must be a callable or None, not {hook!r}")
 
 
 class ReconnectingClient:
@@ -191,10 +159,15 @@ class ReconnectingClient:
             raise UsageError("a ReconnectingClient needs something it can reopen: a URL, an argv list or a factory")
         check_target(target)
         check_protocol_version(protocol_version)
-        objects = _checked_objects(timeouts=timeouts, policy=policy, limits=limits, transport_options=transport_options)
+        objects: dict[str, Timeouts | RecoveryPolicy | Limits | TransportOptions] = {
+            "timeouts": option_object("timeouts", timeouts, Timeouts),
+            "policy": option_object("policy", policy, RecoveryPolicy),
+            "limits": option_object("limits", limits, Limits),
+            "transport_options": option_object("transport_options", transport_options, TransportOptions),
+        }
         if deprecated:
             objects = fold_flat_keywords("ReconnectingClient", deprecated, FLAT_KEYWORDS, objects)
-        _check_callables(
+        check_callables(
             classifier=classifier, on_auth_required=on_auth_required, should_own=should_own, mcp_secrets=mcp_secrets
         )
         if not isinstance(wait_for_ready, bool):
