@@ -21,8 +21,16 @@ Decisions, each mirrored on the WebSocket transport so that both behave alike:
   ``stderr_tail`` set (the stderr pump is given a moment to read what the agent wrote before it exited).
 * **A program that cannot be started** (missing, not executable) raises
   :class:`~acp_client.exceptions.AgentNotFound` with the OS error; retrying would not help.
-* ``close()`` closes the agent's stdin, gives it ``close_timeout / 2`` seconds to exit, then sends SIGTERM,
-  waits another ``close_timeout / 2``, then SIGKILL, and always reaps the process.
+* **The agent's whole process tree is ours.** :func:`open_stdio` starts the agent in a new session, so it
+  leads its own process group, and everything it forks (a re-executed copy of itself that keeps the stdio
+  pipes, helpers it starts) belongs to that group unless it leaves it on purpose (``setsid``).
+  ``close()`` closes the agent's stdin and gives the group ``close_timeout / 2`` seconds to exit by itself,
+  then sends SIGTERM to the group, waits another ``close_timeout / 2``, then SIGKILL to the group, and
+  always reaps the agent. It returns once no member of the group runs (zombies re-parented to an init that
+  does not reap them are not counted), so a client that respawns its agent after ``close()`` never has the
+  old tree next to the new one. The group is ended even when the agent itself exited and left children.
+* **Interpreter exit without close()**: the groups of transports not closed are ended by an :mod:`atexit`
+  hook (SIGTERM, up to ``close_timeout / 2``, SIGKILL); see :mod:`acp_client.transports._group`.
 """
 
 from __future__ import annotations
@@ -32,10 +40,12 @@ import collections
 import contextlib
 import os
 import shlex
+import signal
 from collections.abc import Mapping, Sequence
 
 from acp_client._logging import get_logger
 from acp_client.exceptions import AgentNotFound, ConnectError, ConnectionLost, UsageError
+from acp_client.transports._group import ProcessGroup
 from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES, TransportStats
 from acp_client.transports.options import TransportOptions
 
@@ -77,6 +87,7 @@ class StdioTransport:
         self._reader = reader
         self._writer = writer
         self._process = process
+        self._group: ProcessGroup | None = None
         self._max_frame_bytes = max_frame_bytes
         self._close_timeout = close_timeout
         self._description = description
@@ -103,6 +114,11 @@ class StdioTransport:
         ``close()`` closes ``writer`` only.
         """
         return cls(reader, writer, max_frame_bytes=max_frame_bytes, description=description)
+
+    def _own_group(self, group: ProcessGroup) -> None:
+        # called by open_stdio right after the spawn: the agent leads ``group``, and close() ends all of it
+        self._group = group
+        group.register()
 
     def _start_stderr_pump(self, stderr: asyncio.StreamReader) -> None:
         self._stderr_task = asyncio.get_running_loop().create_task(
@@ -223,14 +239,10 @@ class StdioTransport:
             stdout_pipe = _pipe_transport(proc, 1)
             if stdout_pipe is not None:
                 stdout_pipe.close()
-            if not await self._wait_exit(half):
-                with contextlib.suppress(ProcessLookupError):
-                    proc.terminate()
-                if not await self._wait_exit(half):
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.kill()
-                    if not await self._wait_exit(max(half, 1.0)):
-                        _log.error("agent_not_reaped", transport=self._description, pid=proc.pid)
+            if self._group is not None:
+                await self._end_group(self._group, half)
+            else:
+                await self._end_process(proc, half)
             _log.debug("agent_exited", transport=self._description, pid=proc.pid, returncode=proc.returncode)
         if self._stderr_task is not None:
             # let the pump log what the agent wrote before it exited, then stop it
@@ -243,6 +255,35 @@ class StdioTransport:
             if subprocess_transport is not None:
                 subprocess_transport.close()
         _log.debug("transport_closed", transport=self._description, stats=self.stats.as_dict())
+
+    async def _end_group(self, group: ProcessGroup, half: float) -> None:
+        """stdin is closed: let the group exit, then SIGTERM it, then SIGKILL it, each step bounded."""
+        proc = self._process
+        assert proc is not None
+        if not await group.wait_gone(half):
+            _log.debug("agent_group_terminate", transport=self._description, pgid=group.pgid)
+            group.signal(signal.SIGTERM)
+            if not await group.wait_gone(half):
+                _log.info("agent_group_kill", transport=self._description, pgid=group.pgid)
+                group.signal(signal.SIGKILL)
+                if not await group.wait_gone(max(half, 1.0)):
+                    _log.error("agent_group_survived", transport=self._description, pgid=group.pgid)
+                    return  # left registered: the exit hook tries again
+        group.unregister()
+        # every member is gone; the leader's exit status arrives once asyncio has reaped it
+        if not await self._wait_exit(max(half, 1.0)) and proc.returncode is None:
+            _log.error("agent_not_reaped", transport=self._description, pid=proc.pid)
+
+    async def _end_process(self, proc: asyncio.subprocess.Process, half: float) -> None:
+        """stdin is closed: let the agent exit, then terminate it, then kill it (no group of its own)."""
+        if not await self._wait_exit(half):
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+            if not await self._wait_exit(half):
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+                if not await self._wait_exit(max(half, 1.0)):
+                    _log.error("agent_not_reaped", transport=self._description, pid=proc.pid)
 
     async def _wait_exit(self, timeout: float) -> bool:
         assert self._process is not None
@@ -369,6 +410,7 @@ async def open_stdio(
             env=dict(options.stdio_env) if options.stdio_env is not None else None,
             cwd=options.stdio_cwd,
             limit=options.max_frame_bytes,
+            start_new_session=True,  # the agent leads its own process group: close() ends all of it
         )
     except OSError as exc:
         if isinstance(exc, _NOT_STARTABLE) or exc.errno == _ENOEXEC:
@@ -383,6 +425,7 @@ async def open_stdio(
         close_timeout=options.close_timeout,
         description=description,
     )
+    transport._own_group(ProcessGroup(process.pid, options.close_timeout / 2))
     if process.stderr is not None:
         transport._start_stderr_pump(process.stderr)
     _log.debug("agent_spawned", transport=description, pid=process.pid)
