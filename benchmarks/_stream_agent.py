@@ -33,10 +33,9 @@ import sys
 import time
 from typing import Any
 
+from _stream_agent_http import HttpSide
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
-
-from _stream_agent_http import HttpSide
 
 SESSION_ID = "bench-session"
 #: The ``session/status`` answer (the session is always active).

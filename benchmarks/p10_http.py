@@ -17,8 +17,8 @@ Two measures, rounds alternating between the clients so drift on a noisy machine
 - **status p50**: ``session/status`` one at a time (over HTTP: a POST answered ``202`` plus the answer on the
   session's event stream).
 
-Targets (issue 19): acp_client's updates/s over HTTP/1.1 and h2c ≥ 0.8× the floor of the same link, and its
-``session/status`` p50 over HTTP/1.1 ≤ 4× its p50 over WebSocket.
+Targets (issue 19): acp_client's updates/s over HTTP/1.1 and h2c >= 0.8x the floor of the same link, and its
+``session/status`` p50 over HTTP/1.1 <= 4x its p50 over WebSocket.
 """
 
 from __future__ import annotations
