@@ -428,4 +428,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ACPError, OSError) as exc:
         error(f"{type(exc).__name__}: {exc}")
         return EXIT_FAILURE
-

@@ -260,6 +260,8 @@ class Inbound(Protocol):
 
     async def put_waiting(self, text: str) -> None: ...
 
+    async def put_all_waiting(self, texts: list[str]) -> None: ...
+
     def fail(self, loss: ConnectionLost) -> None: ...
 
     def lost(self) -> ConnectionLost: ...
@@ -300,6 +302,16 @@ class Inbox:
             self._room.clear()
             await self._room.wait()
         self._queue.put_nowait(text)
+
+    async def put_all_waiting(self, texts: list[str]) -> None:
+        """Queue ``texts`` (in order) once fewer than the limit are waiting: the frames of one read go in
+        together, so the queue holds at most the limit plus what one socket read carried."""
+        while self._queue.qsize() >= self._limit and self._failure is None:
+            self._room.clear()
+            await self._room.wait()
+        put = self._queue.put_nowait
+        for text in texts:
+            put(text)
 
     async def get(self) -> str:
         """The next frame; ``ConnectionLost`` once the link failed and every frame before was taken."""
