@@ -149,6 +149,9 @@ class LinkView(Protocol):
     @property
     def stats(self) -> HTTPTransportStats: ...
 
+    @property
+    def ssl_context(self) -> _ssl.SSLContext: ...
+
     def new_client(self, timeout: httpx.Timeout) -> httpx.AsyncClient: ...
 
     def request_headers(self, *, content: bool, session_id: str | None = None) -> list[tuple[str, str]]: ...
@@ -211,6 +214,11 @@ class LinkState:
     @property
     def stats(self) -> HTTPTransportStats:
         return self._stats
+
+    @property
+    def ssl_context(self) -> _ssl.SSLContext:
+        """The TLS context every client of the link verifies with."""
+        return self._verify
 
     def negotiated(self, connection_id: str, protocol_version: int | None) -> None:
         """Record what the ``initialize`` answer established (sent on every later request)."""
