@@ -310,5 +310,6 @@ def loggable_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]] | No
         return {}
     items = headers.items() if isinstance(headers, Mapping) else headers
     return {
-        k: v if (k.lower() in LOGGABLE_HEADER_NAMES or k.lower().startswith("acp-")) else "<redacted>" for k, v in items
+        k: v if (k.lower() in LOGGABLE_HEADER_NAMES or k.lower().startswith("acp-")) else "<redacted>"
+        for k, v in items
     }

@@ -523,7 +523,9 @@ class LeaseLost(StoreError):
     stored), or ``"reset"`` (the store lost its data).
     """
 
-    def __init__(self, session_id: str, reason: str, *, holder: str | None = None, token: int | None = None) -> None:
+    def __init__(
+        self, session_id: str, reason: str, *, holder: str | None = None, token: int | None = None
+    ) -> None:
         self.session_id = session_id
         self.reason = reason
         self.holder = holder

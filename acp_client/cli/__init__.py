@@ -428,3 +428,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ACPError, OSError) as exc:
         error(f"{type(exc).__name__}: {exc}")
         return EXIT_FAILURE
+

@@ -85,10 +85,8 @@ def check_target(target: object) -> None:
         if not all(isinstance(arg, str | os.PathLike) for arg in target):
             raise UsageError(f"a stdio agent's argv must hold strings (or paths) only; {_TARGET_HELP}")
         return
-    raise UsageError(
-        f"a target must be a URL string, an argv list, a transport or a factory, not "
-        f"{type(target).__name__}; {_TARGET_HELP}"
-    )
+    raise UsageError(f"a target must be a URL string, an argv list, a transport or a factory, not "
+                     f"{type(target).__name__}; {_TARGET_HELP}")
 
 
 async def open_transport(target: Target, options: TransportOptions | None = None) -> Transport:

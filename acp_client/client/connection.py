@@ -313,11 +313,8 @@ class Connection:
                     return fut.result()
                 now_t = loop.time()
                 now = progress()
-                if (
-                    max_progress is not None
-                    and isinstance(now, int)
-                    and isinstance(first, int)
-                    and (now - first > max_progress)
+                if max_progress is not None and isinstance(now, int) and isinstance(first, int) and (
+                    now - first > max_progress
                 ):
                     overflow = True
                     break

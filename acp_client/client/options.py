@@ -28,7 +28,9 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def check_seconds(owner: str, name: str, value: object, *, optional: bool = False, zero: bool = False) -> None:
+def check_seconds(
+    owner: str, name: str, value: object, *, optional: bool = False, zero: bool = False
+) -> None:
     """Raise :class:`UsageError` unless ``value`` is a finite number of seconds: positive (``zero``: or
     zero), or ``None`` when ``optional``."""
     if value is None and optional:
@@ -143,7 +145,9 @@ def fold_flat_keywords(
         destinations = table.get(keyword)
         if destinations is None:
             raise TypeError(f"{caller}() got an unexpected keyword argument {keyword!r}")
-        spelled = ", ".join(f"{group}={type(objects[group]).__name__}({field}=...)" for group, field, _ in destinations)
+        spelled = ", ".join(
+            f"{group}={type(objects[group]).__name__}({field}=...)" for group, field, _ in destinations
+        )
         warnings.warn(
             f"{caller}({keyword}=...) is deprecated and will be removed in the next release; use {spelled}",
             DeprecationWarning,

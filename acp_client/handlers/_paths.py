@@ -161,7 +161,9 @@ def _read_selected(fd: int, path: str, line: int | None, limit: int | None, max_
     return b"".join(kept)
 
 
-def read_text(where: Located, line: int | None, limit: int | None, *, max_bytes: int, allow_hard_links: bool) -> str:
+def read_text(
+    where: Located, line: int | None, limit: int | None, *, max_bytes: int, allow_hard_links: bool
+) -> str:
     """Read the text of a checked path (lines ``line``.. at most ``limit``) under the workspace rules."""
     path = where.path
     if not where.parts:

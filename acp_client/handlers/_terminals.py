@@ -179,7 +179,9 @@ class TerminalPool:
     ) -> str:
         """Start ``command`` with ``args`` in ``cwd`` (already confined) and return the terminal id."""
         if len(self._terminals) + self._starting >= self.max_terminals:
-            raise WorkspaceRefusal("too_many_terminals", f"{self.max_terminals} terminals are open: release one first")
+            raise WorkspaceRefusal(
+                "too_many_terminals", f"{self.max_terminals} terminals are open: release one first"
+            )
         limit = self.max_output_bytes
         if output_byte_limit is not None and 0 <= output_byte_limit < limit:
             limit = output_byte_limit

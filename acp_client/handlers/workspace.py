@@ -199,7 +199,9 @@ class Workspace(ClientHandlers):
         """
         self._check_writable(session_id, path)
         where = await asyncio.to_thread(self._roots(session_id).locate, path)
-        await self._allowed(session_id, "write", f"Write {path}", {"kind": "edit", "locations": [{"path": where.real}]})
+        await self._allowed(
+            session_id, "write", f"Write {path}", {"kind": "edit", "locations": [{"path": where.real}]}
+        )
         if self.before_write is not None:
             previous = await asyncio.to_thread(read_existing, where, max_bytes=self.max_read_bytes)
             if await self.before_write(PendingWrite(session_id, path, where.real, content, previous)):

@@ -69,7 +69,8 @@ class ClientGate:
                     await changed.wait()
         except TimeoutError:
             raise NotConnected(
-                f"no connection to the agent within {self._session_wait_timeout:g} s ({self._connection.state.value})"
+                f"no connection to the agent within {self._session_wait_timeout:g} s "
+                f"({self._connection.state.value})"
             ) from None
 
     async def attached(self, session: Session, method: str) -> ACPClient:

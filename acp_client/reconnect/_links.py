@@ -59,15 +59,8 @@ class Reattached:
     def event(self, session: Session) -> Event:
         """The event the client reports."""
         return SessionRecovered(
-            session.id,
-            self.outcome,
-            self.mode,
-            self.replayed,
-            self.missed,
-            self.status,
-            session.state,
-            self.generation,
-            path=self.path,
+            session.id, self.outcome, self.mode, self.replayed, self.missed, self.status, session.state,
+            self.generation, path=self.path,
         )
 
 

@@ -176,11 +176,15 @@ class SessionCalls:
             await self._connection.wait_ready(timeout=self._session_wait_timeout)  # the next connection, not this one
             return await call(await self._gate.require())
 
-    async def session_status(self, session_id: str, *, timeout: float | None = 10.0) -> SessionStatusResponse:
+    async def session_status(
+        self, session_id: str, *, timeout: float | None = 10.0
+    ) -> SessionStatusResponse:
         """``session/status`` on the current connection (side-effect free, so retried once after a drop)."""
         return await self._idempotent(lambda c: c.session_status(session_id, timeout=timeout))
 
-    def list_sessions(self, cwd: str | None = None, *, timeout: float | None = 30.0) -> AsyncIterator[SessionInfo]:
+    def list_sessions(
+        self, cwd: str | None = None, *, timeout: float | None = 30.0
+    ) -> AsyncIterator[SessionInfo]:
         """``session/list`` over every page, on the current connection."""
 
         async def pages() -> AsyncIterator[SessionInfo]:
@@ -212,6 +216,8 @@ class SessionCalls:
         """Authenticate on the current connection (``authenticate`` / ``auth/login``)."""
         await (await self._gate.require()).authenticate(method_id, timeout=timeout)
 
-    async def request(self, method: str, params: Any = None, *, timeout: float | None = 30.0) -> Any:
+    async def request(
+        self, method: str, params: Any = None, *, timeout: float | None = 30.0
+    ) -> Any:
         """Send any request on the current connection (escape hatch); never re-sent after a drop."""
         return await (await self._gate.require()).request(method, params, timeout=timeout)

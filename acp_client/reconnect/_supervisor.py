@@ -91,7 +91,7 @@ class _Plan:
 
 
 class ChangeSignal:
-    """ "Something changed": the client's state or a session's link. Waiters take :meth:`event` and wait on
+    """"Something changed": the client's state or a session's link. Waiters take :meth:`event` and wait on
     it, then look again; :meth:`notify` sets it and starts a fresh one."""
 
     __slots__ = ("_event",)
@@ -321,15 +321,8 @@ class ConnectionSupervisor:
 
     # ------------------------------------------------------------------ the loop
 
-    def _set_state(
-        self,
-        new: ClientState,
-        *,
-        reason: str | None = None,
-        attempt: int = 0,
-        delay: float | None = None,
-        error: BaseException | None = None,
-    ) -> None:
+    def _set_state(self, new: ClientState, *, reason: str | None = None, attempt: int = 0, delay: float | None = None,
+                   error: BaseException | None = None) -> None:
         old = self._state
         if old is new:
             return
@@ -339,12 +332,7 @@ class ConnectionSupervisor:
         cause = error.cause if isinstance(error, ReconnectFailed) else error
         self._emit(
             StateChanged(
-                old,
-                new,
-                reason,
-                attempt,
-                delay,
-                self._generation,
+                old, new, reason, attempt, delay, self._generation,
                 error=str(cause) if cause is not None else None,
                 exit_code=getattr(cause, "exit_code", None),
                 stderr_tail=tuple(getattr(cause, "stderr_tail", None) or ()),
@@ -466,10 +454,8 @@ class ConnectionSupervisor:
         self._last_version = client.protocol_version
         self._set_state(ClientState.RECOVERING)
         todo = [
-            s
-            for s in self._registry
-            if s.link not in (SessionLink.LOST, SessionLink.CLOSED)
-            and not s._attached_to(client.connection.id)
+            s for s in self._registry
+            if s.link not in (SessionLink.LOST, SessionLink.CLOSED) and not s._attached_to(client.connection.id)
             and self._serving(s.id)  # never one another worker serves
         ]
         if todo:

@@ -41,6 +41,7 @@ __all__ = [
 log = get_logger(__name__)
 
 
+
 class SessionLink(enum.Enum):
     """Where a session stands with respect to the current connection."""
 

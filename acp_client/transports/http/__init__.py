@@ -382,7 +382,9 @@ def _describe_url(url: httpx.URL) -> str:
     return f"{url.scheme}://{host}:{port}{url.path or '/'}"
 
 
-async def open_http(url: str, options: TransportOptions, *, tried_first: str | None = None) -> StreamableHTTPTransport:
+async def open_http(
+    url: str, options: TransportOptions, *, tried_first: str | None = None
+) -> StreamableHTTPTransport:
     """Prepare a Streamable HTTP link to ``url`` (``http://`` or ``https://``) with a client's options.
 
     The header provider (if any) is called here, once per link. No request is made until the first
