@@ -7,8 +7,9 @@ to an event stream, which is not read here: this is the POST alone). Keep-alive 
 - **httpx** ``AsyncClient`` (what the transport used for every request), ``client.stream`` as the transport
   calls it;
 - **aiohttp** ``ClientSession`` (skipped when aiohttp is not installed: it is not a dependency);
-- **h11 on asyncio streams**: one ``asyncio.open_connection`` and an ``h11.Connection``, what
-  ``acp_client.transports.http._h11post`` does.
+- **h11 on asyncio streams**: one ``asyncio.open_connection`` and an ``h11.Connection``;
+- **by hand on asyncio streams**: the request bytes written and the response head and body read without an
+  HTTP library, what ``acp_client.transports.http._h1post`` does.
 
 Prints p50/p99 per stack and the ratio to httpx. Not part of ``run_all.py`` (no section in the results file):
 it backs the choice written in ``docs/design.md``.
@@ -102,6 +103,34 @@ async def with_h11(url: str, headers: dict[str, str], n: int) -> list[float]:
     return samples
 
 
+async def with_asyncio(url: str, headers: dict[str, str], n: int) -> list[float]:
+    """The request written and the response read by hand (what ``_h1post`` does): no HTTP library."""
+    target = httpx.URL(url)
+    reader, writer = await asyncio.open_connection(target.host, target.port)
+    head = f"POST {target.raw_path.decode()} HTTP/1.1\r\nHost: {target.host}:{target.port}\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    samples = []
+    try:
+        for i in range(n):
+            t0 = time.perf_counter()
+            body = _status(i)
+            writer.write(f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            lines = (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")
+            status = int(lines[0].split(b" ", 2)[1])
+            length = 0
+            for line in lines[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            if length:
+                await reader.readexactly(length)
+            samples.append(time.perf_counter() - t0)
+            assert status == 202
+    finally:
+        writer.close()
+    return samples
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000)
@@ -111,6 +140,7 @@ async def main() -> int:
     stacks: dict[str, Callable[[str, dict[str, str], int], Awaitable[list[float]]]] = {
         "httpx": with_httpx,
         "h11 on asyncio streams": with_h11,
+        "by hand on asyncio streams": with_asyncio,
     }
     try:
         import aiohttp  # noqa: F401

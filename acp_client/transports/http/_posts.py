@@ -2,7 +2,7 @@
 body is written), the mapping of POST answers to frames, lost links and JSON-RPC errors, and the liveness
 check of the client-to-server direction (``OPTIONS``). The :class:`PostPipeline` owns the httpx client that
 carries every request but the SSE GETs (``initialize``, the POSTs, ``OPTIONS``, the closing ``DELETE``), and,
-on a link ``initialize`` found to be HTTP/1.1, the h11 path its POSTs take instead (:mod:`._h11post`)."""
+on a link ``initialize`` found to be HTTP/1.1, the plain HTTP/1.1 path its POSTs take instead (:mod:`._h1post`)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from acp_client.transports.http._base import (
     _log,
     send_bounded,
 )
-from acp_client.transports.http._h11post import H11Poster, NotHTTP11, usable
+from acp_client.transports.http._h1post import H1Poster, NotHTTP11, usable
 from acp_client.transports.http._sse import SSEParser
 
 _LOST_STATUSES = frozenset({401, 403, 404, 408, 409, 410, 429, 500, 502, 503, 504})
@@ -66,8 +66,8 @@ class PostPipeline:
         self._keepalive_task: asyncio.Task[None] | None = None
         self._last_answer = 0.0
         self._http_version: str | None = None
-        self._h11: H11Poster | None = None  # the POSTs of an HTTP/1.1 link (see _h11post)
-        self._h11_refused = False  # the server picked another protocol by ALPN: httpx only
+        self._h1: H1Poster | None = None  # the POSTs of an HTTP/1.1 link (see _h1post)
+        self._h1_refused = False  # the server picked another protocol by ALPN: httpx only
 
     @property
     def http_version(self) -> str | None:
@@ -83,20 +83,20 @@ class PostPipeline:
             )
         return self._client
 
-    def _h11_poster(self) -> H11Poster | None:
-        """The h11 POST path, once ``initialize`` was answered over HTTP/1.1 (``None``: httpx)."""
-        if self._h11 is None and not self._h11_refused and usable(self._link.url, self._http_version):
+    def _h1_poster(self) -> H1Poster | None:
+        """The HTTP/1.1 POST path, once ``initialize`` was answered over HTTP/1.1 (``None``: httpx)."""
+        if self._h1 is None and not self._h1_refused and usable(self._link.url, self._http_version):
             options = self._link.options
             timeout = options.ping_timeout
-            self._h11 = H11Poster(
+            self._h1 = H1Poster(
                 self._link.url,
                 self._link.ssl_context,
                 httpx.Timeout(connect=options.open_timeout, read=timeout, write=timeout, pool=options.open_timeout),
             )
-        return self._h11
+        return self._h1
 
     async def _send_post(self, frame: str, headers: list[tuple[str, str]], exchange: _Exchange) -> BoundedResponse:
-        """POST ``frame`` (h11 on an HTTP/1.1 link, else httpx); the exchange is released once the body is
+        """POST ``frame`` (by hand on an HTTP/1.1 link, else httpx); the exchange is released once the body is
         written."""
 
         async def trace(name: str, info: Mapping[str, Any]) -> None:
@@ -105,13 +105,13 @@ class PostPipeline:
                 exchange.release()
 
         limit = self._link.options.max_frame_bytes
-        poster = self._h11_poster()
+        poster = self._h1_poster()
         if poster is not None:
             try:
                 return await poster.send("POST", headers, frame.encode(), limit=limit, body_sent=exchange.release)
             except NotHTTP11:
-                self._h11_refused = True
-                self._h11 = None
+                self._h1_refused = True
+                self._h1 = None
                 await poster.aclose()
         return await send_bounded(
             self._client_for_posts(),
@@ -323,8 +323,8 @@ class PostPipeline:
 
     async def aclose(self) -> None:
         """Release the POST clients (after :meth:`tasks` ended)."""
-        if self._h11 is not None:
-            poster, self._h11 = self._h11, None
+        if self._h1 is not None:
+            poster, self._h1 = self._h1, None
             await poster.aclose()
         if self._client is not None:
             client, self._client = self._client, None
