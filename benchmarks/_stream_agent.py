@@ -20,6 +20,8 @@ client slower than the agent pushes back through the socket buffers, so the wall
 client's; ``n / cpu`` is the rate the agent could sustain on its own (its capacity). Permessage-deflate is
 negotiated when the client offers it (the ``websockets`` default), so compressed runs pay the compression on
 this side too. End of stdin stops it.
+
+The same agent serves Streamable HTTP (HTTP/1.1 and h2c) on the same port and path: ``_stream_agent_http.py``.
 """
 
 from __future__ import annotations
@@ -31,10 +33,13 @@ import sys
 import time
 from typing import Any
 
+from _stream_agent_http import HttpSide
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 SESSION_ID = "bench-session"
+#: The ``session/status`` answer (the session is always active).
+STATUS_RESULT = {"status": "active"}
 #: Frames per socket write.
 BATCH = 64
 
@@ -67,10 +72,10 @@ def prepare(count: int) -> list[bytes]:
 def _initialize_result(version: int) -> dict[str, Any]:
     info = {"name": "acp-client-stream-agent", "version": "0"}
     if version >= 2:
-        return {"protocolVersion": 2, "capabilities": {"session": {}}, "info": info, "authMethods": []}
+        return {"protocolVersion": 2, "capabilities": {"session": {"status": {}}}, "info": info, "authMethods": []}
     return {
         "protocolVersion": 1,
-        "agentCapabilities": {"loadSession": False, "sessionCapabilities": {}},
+        "agentCapabilities": {"loadSession": False, "sessionCapabilities": {"status": {}}},
         "agentInfo": info,
         "authMethods": [],
     }
@@ -103,6 +108,8 @@ class StreamAgent:
                     await self._reply(ws, id_, {"sessionId": SESSION_ID})
                 elif method == "session/prompt":
                     await self._stream(ws, id_, min(_prompt_count(params), len(self.frames)), version)
+                elif method == "session/status":
+                    await self._reply(ws, id_, STATUS_RESULT)
                 else:
                     error = {"code": -32601, "message": "Method not found"}
                     await ws.send(_frame({"jsonrpc": "2.0", "id": id_, "error": error}), text=True)
@@ -140,11 +147,14 @@ class StreamAgent:
 
 
 async def _serve(count: int) -> None:
-    agent = StreamAgent(prepare(count))
+    frames = prepare(count)
+    agent = StreamAgent(frames)
+    http = HttpSide(frames, _frame, _initialize_result, _prompt_count, SESSION_ID, STATUS_RESULT, BATCH)
     loop = asyncio.get_running_loop()
     stdin = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdin), sys.stdin)
-    async with serve(agent.handle, "127.0.0.1", 0, max_size=None, ping_interval=None) as server:
+    options = http.serve_options()
+    async with serve(agent.handle, "127.0.0.1", 0, max_size=None, ping_interval=None, **options) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         sys.stdout.write(f"ws://127.0.0.1:{port}/acp\n")
         sys.stdout.flush()

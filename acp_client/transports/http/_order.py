@@ -121,6 +121,10 @@ class StreamRouter:
                 self._streams.end(self._detaching.pop(request_id), closed="error" not in message)
         await self._inbox.put_waiting(text)  # waits while the inbox is full: the stream stops being read
 
+    async def deliver_plain(self, texts: list[str]) -> None:
+        """Queue notifications that need no routing (see :meth:`~._streams.MessageSink.deliver_plain`)."""
+        await self._inbox.put_all_waiting(texts)
+
     async def _settle_attach(self, request_id: int | str, message: dict[str, Any], text: str) -> str:
         """A load/resume/new answer: make sure the session's stream is open before the result is seen."""
         method, session_id, state_updates = self._attaching.pop(request_id)

@@ -1,7 +1,8 @@
 """The POST side of a Streamable HTTP link: the ordered POST pipeline (a POST starts once the previous one's
 body is written), the mapping of POST answers to frames, lost links and JSON-RPC errors, and the liveness
 check of the client-to-server direction (``OPTIONS``). The :class:`PostPipeline` owns the httpx client that
-carries every request but the SSE GETs (``initialize``, the POSTs, ``OPTIONS``, the closing ``DELETE``)."""
+carries every request but the SSE GETs (``initialize``, the POSTs, ``OPTIONS``, the closing ``DELETE``), and,
+on a link ``initialize`` found to be HTTP/1.1, the plain HTTP/1.1 path its POSTs take instead (:mod:`._h1post`)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from acp_client.transports.http._base import (
     _log,
     send_bounded,
 )
+from acp_client.transports.http._h1post import H1Poster, NotHTTP11, usable
 from acp_client.transports.http._sse import SSEParser
 
 _LOST_STATUSES = frozenset({401, 403, 404, 408, 409, 410, 429, 500, 502, 503, 504})
@@ -64,6 +66,8 @@ class PostPipeline:
         self._keepalive_task: asyncio.Task[None] | None = None
         self._last_answer = 0.0
         self._http_version: str | None = None
+        self._h1: H1Poster | None = None  # the POSTs of an HTTP/1.1 link (see _h1post)
+        self._h1_refused = False  # the server picked another protocol by ALPN: httpx only
 
     @property
     def http_version(self) -> str | None:
@@ -78,6 +82,46 @@ class PostPipeline:
                 httpx.Timeout(connect=options.open_timeout, read=timeout, write=timeout, pool=options.open_timeout)
             )
         return self._client
+
+    def _h1_poster(self) -> H1Poster | None:
+        """The HTTP/1.1 POST path, once ``initialize`` was answered over HTTP/1.1 (``None``: httpx)."""
+        if self._h1 is None and not self._h1_refused and usable(self._link.url, self._http_version):
+            options = self._link.options
+            timeout = options.ping_timeout
+            self._h1 = H1Poster(
+                self._link.url,
+                self._link.ssl_context,
+                httpx.Timeout(connect=options.open_timeout, read=timeout, write=timeout, pool=options.open_timeout),
+            )
+        return self._h1
+
+    async def _send_post(self, frame: str, headers: list[tuple[str, str]], exchange: _Exchange) -> BoundedResponse:
+        """POST ``frame`` (by hand on an HTTP/1.1 link, else httpx); the exchange is released once the body is
+        written."""
+
+        async def trace(name: str, info: Mapping[str, Any]) -> None:
+            # the body is written: the next POST may start (it cannot overtake this one any more)
+            if name.endswith("send_request_body.complete"):
+                exchange.release()
+
+        limit = self._link.options.max_frame_bytes
+        poster = self._h1_poster()
+        if poster is not None:
+            try:
+                return await poster.send("POST", headers, frame.encode(), limit=limit, body_sent=exchange.release)
+            except NotHTTP11:
+                self._h1_refused = True
+                self._h1 = None
+                await poster.aclose()
+        return await send_bounded(
+            self._client_for_posts(),
+            "POST",
+            self._link.url,
+            limit=limit,
+            content=frame.encode(),
+            headers=headers,
+            extensions={"trace": trace},
+        )
 
     async def initialize(self, frame: str) -> BoundedResponse:
         """POST the ``initialize`` frame (the answer is the body, within ``INITIALIZE_TIMEOUT``; at most
@@ -128,24 +172,10 @@ class PostPipeline:
             task.exception()  # a bug in the exchange would show in the log, not as "never retrieved"
 
     async def _post_exchange(self, exchange: _Exchange, headers: list[tuple[str, str]]) -> None:
-        async def trace(name: str, info: Mapping[str, Any]) -> None:
-            # the body is written: the next POST may start (it cannot overtake this one any more)
-            if name.endswith("send_request_body.complete"):
-                exchange.release()
-
-        client = self._client_for_posts()
         frame = exchange.frame
         self._link.stats.posts += 1
         try:
-            response = await send_bounded(
-                client,
-                "POST",
-                self._link.url,
-                limit=self._link.options.max_frame_bytes,
-                content=frame.encode(),
-                headers=headers,
-                extensions={"trace": trace},
-            )
+            response = await self._send_post(frame, headers, exchange)
         except httpx.HTTPError as exc:
             self._inbox.fail(
                 ConnectionLost(f"POST to {self._link.description} failed: {_describe_error(exc)}", reason="post failed")
@@ -292,7 +322,10 @@ class PostPipeline:
         return tasks
 
     async def aclose(self) -> None:
-        """Release the POST client (after :meth:`tasks` ended)."""
+        """Release the POST clients (after :meth:`tasks` ended)."""
+        if self._h1 is not None:
+            poster, self._h1 = self._h1, None
+            await poster.aclose()
         if self._client is not None:
             client, self._client = self._client, None
             await client.aclose()

@@ -49,7 +49,8 @@ class SSEParser:
         """Parse ``chunk``; return the events it completed (possibly none).
 
         Linear in the bytes fed: a line split over many chunks is searched for its end once (only the new
-        bytes), and a chunk of many lines finds each CR and LF in one forward pass.
+        bytes), and a chunk of many lines finds each CR and LF in one forward pass. Bytes without a CR (what
+        servers send) take a fast path: one split of the complete lines, ``data`` lines handled inline.
         """
         self.bytes_in += len(chunk)
         if self._pending_cr and chunk.startswith(b"\n"):
@@ -57,6 +58,54 @@ class SSEParser:
         self._pending_cr = False
         data = self._buffer
         data += chunk
+        lf_only = data.find(b"\r", self._scanned) == -1
+        events = self._feed_lf(data) if lf_only else self._feed_any(data)
+        self._scanned = len(data)
+        if self._max is not None and len(data) + self._data_size > self._max:
+            raise ValueError(f"an event-stream event exceeded {self._max} bytes (max_event_bytes)")
+        return events
+
+    def _feed_lf(self, data: bytearray) -> list[SSEEvent]:
+        """The complete lines of ``data`` when they all end in LF."""
+        end = data.rfind(b"\n", self._scanned)
+        if end == -1:
+            return []
+        lines = bytes(data[:end]).split(b"\n")
+        del data[: end + 1]
+        events: list[SSEEvent] = []
+        if self._first:
+            event = self._line(lines[0])  # the BOM rule
+            if event is not None:
+                events.append(event)
+            del lines[0]
+        pending = self._data
+        for line in lines:
+            if line.startswith(b"data:"):
+                value = line[6:] if line[5:6] == b" " else line[5:]
+                text = value.decode("utf-8", "replace")
+                pending.append(text)
+                self._data_size += len(text) + 1
+            elif not line:
+                if pending:
+                    events.append(
+                        SSEEvent(
+                            pending[0] if len(pending) == 1 else "\n".join(pending),
+                            self._event or "message",
+                            self.last_event_id,
+                        )
+                    )
+                    pending = self._data = []
+                    self._data_size = 0
+                self._event = ""
+            else:
+                event = self._line(line)  # every other field, comments
+                if event is not None:
+                    events.append(event)
+                pending = self._data
+        return events
+
+    def _feed_any(self, data: bytearray) -> list[SSEEvent]:
+        """The complete lines of ``data``, each ending in CR, LF or CRLF."""
         events: list[SSEEvent] = []
         start = 0
         length = len(data)
@@ -81,9 +130,6 @@ class SSEParser:
             if event is not None:
                 events.append(event)
         del data[:start]
-        self._scanned = len(data)
-        if self._max is not None and len(data) + self._data_size > self._max:
-            raise ValueError(f"an event-stream event exceeded {self._max} bytes (max_event_bytes)")
         return events
 
     def _line(self, raw: bytes) -> SSEEvent | None:

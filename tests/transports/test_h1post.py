@@ -1,0 +1,132 @@
+"""The HTTP/1.1 POST path of the Streamable HTTP transport (``_h1post.H1Poster``) against a scripted loopback
+server: framing (length, chunks, end of connection, interim answers), bounds, keep-alive, header checks and
+the httpx error types the POST pipeline maps."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from acp_client.transports.http._h1post import H1Poster
+
+TIMEOUT = httpx.Timeout(5.0)
+HEADERS = [("Content-Type", "application/json"), ("Acp-Connection-Id", "c1")]
+
+
+class Scripted:
+    """Answers each request with the next scripted bytes (``None``: close without answering); records the
+    requests (head and body) and counts connections."""
+
+    def __init__(self, answers: list[bytes | None]) -> None:
+        self.answers = answers
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.port = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while self.answers:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    name, _, value = line.partition(b":")
+                    if name.lower() == b"content-length":
+                        length = int(value)
+                self.requests.append(head + await reader.readexactly(length))
+                answer = self.answers.pop(0)
+                if answer is None:
+                    break
+                writer.write(answer)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@pytest.fixture
+async def server(request: pytest.FixtureRequest) -> AsyncIterator[Scripted]:
+    scripted = Scripted(list(request.param))
+    srv = await asyncio.start_server(scripted.handle, "127.0.0.1", 0)
+    scripted.port = srv.sockets[0].getsockname()[1]
+    async with srv:
+        yield scripted
+
+
+def poster(server: Scripted) -> H1Poster:
+    return H1Poster(httpx.URL(f"http://127.0.0.1:{server.port}/acp"), None, TIMEOUT)
+
+
+OK_LENGTH = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+ACCEPTED = b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
+CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{\"a\r\n4;x=1\r\n\":1}\r\n0\r\n\r\n"
+
+
+@pytest.mark.parametrize("server", [[OK_LENGTH, CHUNKED, b"HTTP/1.1 100 Continue\r\n\r\n" + ACCEPTED]], indirect=True)
+async def test_bodies_by_length_chunks_and_after_an_interim_answer_on_one_kept_alive_connection(
+    server: Scripted,
+) -> None:
+    post = poster(server)
+    first = await post.send("POST", HEADERS, b"[1]", limit=100)
+    second = await post.send("POST", HEADERS, b"[2]", limit=100)
+    third = await post.send("POST", HEADERS, b"[3]", limit=100)
+    await post.aclose()
+    assert (first.status_code, first.body, first.truncated, first.http_version) == (200, b"{}", False, "HTTP/1.1")
+    assert first.headers["content-type"] == "application/json"
+    assert (second.body, second.truncated) == (b'{"a":1}', False)
+    assert third.status_code == 202
+    assert server.connections == 1
+    head = server.requests[0].decode()
+    assert head.startswith(f"POST /acp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n")
+    assert "Acp-Connection-Id: c1\r\n" in head and head.endswith("Content-Length: 3\r\n\r\n[1]")
+
+
+BIG = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 1000
+BIG_ERROR = b"HTTP/1.1 500 Oops\r\nContent-Length: 10000\r\n\r\n" + b"e" * 10000
+CLOSE_DELIMITED = b"HTTP/1.1 200 OK\r\n\r\n" + b"y" * 50
+
+
+@pytest.mark.parametrize("server", [[BIG, BIG_ERROR, CLOSE_DELIMITED]], indirect=True)
+async def test_a_body_past_its_bound_is_cut_and_its_connection_dropped(server: Scripted) -> None:
+    post = poster(server)
+    big = await post.send("POST", HEADERS, b"[]", limit=100)
+    error = await post.send("POST", HEADERS, b"[]", limit=100)  # error bodies: ERROR_BODY_LIMIT
+    ended = await post.send("POST", HEADERS, b"[]", limit=100)
+    await post.aclose()
+    assert (len(big.body), big.truncated) == (100, True)
+    assert (error.status_code, len(error.body), error.truncated) == (500, 4096, True)
+    assert (ended.body, ended.truncated) == (b"y" * 50, False)
+    assert server.connections == 3
+
+
+@pytest.mark.parametrize("server", [[ACCEPTED]], indirect=True)
+async def test_a_header_that_would_split_the_request_is_refused_before_anything_is_sent(server: Scripted) -> None:
+    post = poster(server)
+    with pytest.raises(httpx.LocalProtocolError):
+        await post.send("POST", [("X-Evil", "a\r\nInjected: 1")], b"[]", limit=100)
+    answer = await post.send("POST", HEADERS, b"[]", limit=100)
+    await post.aclose()
+    assert answer.status_code == 202
+    assert len(server.requests) == 1 and b"Injected" not in server.requests[0]
+
+
+@pytest.mark.parametrize("server", [[None]], indirect=True)
+async def test_a_connection_closed_without_an_answer_is_a_remote_protocol_error(server: Scripted) -> None:
+    post = poster(server)
+    with pytest.raises(httpx.RemoteProtocolError):
+        await post.send("POST", HEADERS, b"[]", limit=100)
+    await post.aclose()
+
+
+async def test_nothing_listening_is_a_connect_error() -> None:
+    probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = probe.sockets[0].getsockname()[1]
+    probe.close()
+    await probe.wait_closed()
+    post = H1Poster(httpx.URL(f"http://127.0.0.1:{port}/acp"), None, TIMEOUT)
+    with pytest.raises(httpx.ConnectError):
+        await post.send("POST", HEADERS, b"[]", limit=100)
