@@ -62,7 +62,7 @@ _PAUSES = (ClientState.BACKOFF, ClientState.SUSPENDED, ClientState.FAILED)
 class _Peer:
     """The attributes of one peer description (a URL, or an agent's command line), computed once."""
 
-    __slots__ = ("attributes", "transport")
+    __slots__ = ("attributes", "span_attributes", "transport")
 
     def __init__(self, peer: str) -> None:
         parts = urlsplit(peer) if "://" in peer else None
@@ -73,14 +73,15 @@ class _Peer:
                 attributes["server.address"] = parts.hostname
             if parts.port is not None:
                 attributes["server.port"] = parts.port
-            attributes["network.transport"] = "tcp"
         elif peer.startswith("memory:"):
             self.transport = "memory"
         else:
             self.transport = "stdio"
-            attributes["network.transport"] = "pipe"
+        #: on metrics: the fewest that tell series apart (each one costs on every record)
+        self.attributes: dict[str, AttributeValue] = {"rpc.system.name": "jsonrpc", **attributes}
         attributes["acp.transport"] = self.transport
-        self.attributes = attributes
+        #: on spans
+        self.span_attributes: dict[str, AttributeValue] = {"rpc.system.name": "jsonrpc", **attributes}
 
 
 def _error_type(error: BaseException) -> str:
@@ -260,13 +261,7 @@ class OpenTelemetryObserver:
     def request(self, method: str, params: object, link: _observe.LinkFacts) -> tuple[object, _RequestScope]:
         """Start the request's span (made current), and put its trace context into ``params._meta``."""
         peer = self._peer(link.peer)
-        attributes: dict[str, AttributeValue] = {
-            "rpc.system.name": "jsonrpc",
-            "rpc.method": method,
-            **peer.attributes,
-        }
-        span_attributes = dict(attributes)
-        span_attributes["jsonrpc.protocol.version"] = "2.0"
+        span_attributes: dict[str, AttributeValue] = {"rpc.method": method, **peer.span_attributes}
         version = link.protocol_version
         if version:
             span_attributes["acp.protocol.version"] = version
@@ -275,11 +270,10 @@ class OpenTelemetryObserver:
             if isinstance(session_id, str):
                 span_attributes["acp.session.id"] = session_id
         span = self._tracer.start_span(method, kind=SpanKind.CLIENT, attributes=span_attributes)
-        ctx = trace.set_span_in_context(span)
-        token = otel_context.attach(ctx)
+        token = otel_context.attach(trace.set_span_in_context(span))
         if self.propagate_context and (params is None or isinstance(params, Mapping)):
-            params = _with_trace_meta(params, ctx)
-        return params, _RequestScope(self._request_duration, span, token, attributes)
+            params = _with_trace_meta(params, span)
+        return params, _RequestScope(self._request_duration, span, token, {"rpc.method": method, **peer.attributes})
 
     def outgoing_headers(self) -> list[tuple[str, str]]:
         """``traceparent``/``tracestate`` (and whatever the global propagator writes) of the current context."""
@@ -333,7 +327,7 @@ class OpenTelemetryObserver:
             "acp.generation": generation,
             "acp.sessions": sessions,
             "acp.protocol.version": link.protocol_version,
-            **self._peer(link.peer).attributes,
+            **self._peer(link.peer).span_attributes,
         }
         return self._scope(SPAN_RECOVERY_ROUND, attributes, self._round_duration)
 
@@ -346,7 +340,7 @@ class OpenTelemetryObserver:
             "acp.recovery.attempt": attempt,
             "acp.generation": generation,
             "acp.protocol.version": link.protocol_version,
-            **self._peer(link.peer).attributes,
+            **self._peer(link.peer).span_attributes,
         }
         return self._scope(SPAN_SESSION_RECOVERY, attributes, self._recovery_duration)
 
@@ -379,17 +373,19 @@ class OpenTelemetryObserver:
         return [Observation(sum(sink.gauges.inbound_in_flight() for sink in self._live()))]
 
 
-def _with_trace_meta(params: Mapping[str, object] | None, ctx: otel_context.Context) -> Mapping[str, object] | None:
-    """A copy of ``params`` whose ``_meta`` also holds the trace context of ``ctx`` (MCP's carrier); the
-    caller's objects are not changed. ``None`` stays ``None`` when there is nothing to carry."""
-    carrier: dict[str, str] = {}
-    propagate.inject(carrier, context=ctx)
-    if not carrier:
+def _with_trace_meta(params: Mapping[str, object] | None, span: Span) -> Mapping[str, object] | None:
+    """A copy of ``params`` whose ``_meta`` also holds ``span``'s W3C trace context (``traceparent``, and
+    ``tracestate`` when there is one: MCP's carrier); the caller's objects are not changed. Formatted here
+    rather than by the global propagator: the conventions name exactly these two keys, and it is the
+    request path's hottest step."""
+    ctx = span.get_span_context()
+    if not ctx.is_valid:
         return params
     out = dict(params) if params is not None else {}
     meta = out.get("_meta")
     merged = dict(meta) if isinstance(meta, Mapping) else {}
-    merged.update(carrier)
+    merged["traceparent"] = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
+    if ctx.trace_state:
+        merged["tracestate"] = ctx.trace_state.to_header()
     out["_meta"] = merged
     return out
-
