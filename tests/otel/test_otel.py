@@ -12,12 +12,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, format_span_id, format_trace_id
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    TraceFlags,
+    TraceState,
+    format_span_id,
+    format_trace_id,
+)
 
 import acp_client.otel
 from acp_client import Limits, SessionNotFound, SessionRecovered, connect
@@ -191,7 +200,10 @@ async def test_metric_values_after_a_scripted_scenario(telemetry: Telemetry, lin
     client, rec = await started(link.url(agent), **link.options, limits=Limits(event_buffer=1))
     try:
         behind = client.events()  # a reader that never keeps up: it loses events
-        _kept, gone = [await client.new_session(f"/w/{i}") for i in range(2)]
+        kept, gone = [await client.new_session(f"/w/{i}") for i in range(2)]
+        slow = kept.updates(maxsize=2)  # a reader that never keeps up: it loses updates
+        await asyncio.wait_for(kept.prompt("stream 10"), bound(5))
+        assert type(await anext(slow)).__name__ == "UpdatesDropped"
         await agent.drop_all_connections()
         await rec.ready_count(2)
         await client.forget(gone.id)
@@ -210,6 +222,7 @@ async def test_metric_values_after_a_scripted_scenario(telemetry: Telemetry, lin
     assert telemetry.by("acp.client.sessions.forgotten", "acp.forget.reason") == {"application": 1}
     dropped = telemetry.by("acp.client.dropped", "acp.dropped.kind")
     assert dropped.get("events", 0) >= 1
+    assert dropped.get("updates", 0) >= 8
     ready = telemetry.points("acp.client.ready.duration")
     assert sorted(dict(p.attributes)["acp.ready.first"] for p in ready) == [False, True]
     assert all(p.count == 1 for p in ready)
@@ -223,6 +236,29 @@ async def test_metric_values_after_a_scripted_scenario(telemetry: Telemetry, lin
     assert by_method["session/new"] == 2
     assert by_method["session/resume"] == 2
     assert by_method["initialize"] == 2
+
+
+async def test_the_callers_tracestate_reaches_the_agent_with_its_trace(
+    telemetry: Telemetry, link: Link, agent: ReferenceAgent
+) -> None:
+    remote = SpanContext(
+        trace_id=0x0AF7651916CD43DD8448EB211C80319C,
+        span_id=0xB7AD6B7169203331,
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        trace_state=TraceState([("frontend", "t61rcWkgMzE")]),
+    )
+    async with connect(link.url(agent), **link.options) as client:
+        with trace.use_span(NonRecordingSpan(remote)):
+            await client.new_session("/w")
+    new = telemetry.one("session/new")
+    assert new.parent is not None and new.parent.span_id == remote.span_id
+    seen = [t for t in agent.trace_contexts if t.method == "session/new"]
+    assert {t.carrier for t in seen} == ({"meta", "http"} if link.http else {"meta"})
+    for t in seen:
+        assert t.traceparent.split("-")[1] == "0af7651916cd43dd8448eb211c80319c"
+        assert t.traceparent.split("-")[2] == f"{span_id(new):016x}"
+        assert t.tracestate == "frontend=t61rcWkgMzE"
 
 
 async def test_propagation_can_be_turned_off(link: Link, agent: ReferenceAgent) -> None:
