@@ -16,10 +16,10 @@ import platform
 import re
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import structlog
 import websockets
@@ -61,6 +61,11 @@ def parser(description: str) -> argparse.ArgumentParser:
         help=f"results file to update (default: {DOCS.relative_to(REPO)} in full mode, none with --quick)",
     )
     p.add_argument("--no-docs", action="store_true", help="do not write any results file")
+    p.add_argument(
+        "--otel",
+        action="store_true",
+        help="measure the otel extra instead: instrumentation on vs off vs not installed, in one run (P2, P3)",
+    )
     return p
 
 
@@ -156,7 +161,7 @@ def write_section(path: Path | None, key: str, title: str, body: str) -> None:
     print(f"results written to {path}")
 
 
-_SECTION = re.compile(r"(<!-- (p\d+):start -->.*?<!-- \2:end -->)", re.S)
+_SECTION = re.compile(r"(<!-- (p\d+(?:-[a-z]+)?):start -->.*?<!-- \2:end -->)", re.S)
 
 
 class ChildProcess:
@@ -263,3 +268,115 @@ class DelayProxyProcess(ChildProcess):
 
     def argv(self) -> list[str]:
         return [str(PROXY_SCRIPT), str(self.upstream_port), str(self.delay)]
+
+
+class OtelModes:
+    """The three modes of ``--otel`` runs: ``none`` (nothing installed, OpenTelemetry not imported yet on
+    the first round), ``off`` (``acp_client.otel`` and the SDK imported, nothing instrumented) and ``on``
+    (``acp_client.otel.instrument()`` with SDK providers: a batch span processor to an exporter that
+    discards, and an in-memory metric reader). A client reads the instrumentation when it connects, so a
+    client made inside :meth:`mode` ``"on"`` is instrumented; it stays installed for that block only."""
+
+    NAMES = ("none", "off", "on")
+
+    def __init__(self) -> None:
+        self._providers: tuple[Any, Any] | None = None
+        self.spans = 0
+
+    def _setup(self) -> tuple[Any, Any]:
+        if self._providers is None:
+            from opentelemetry.sdk.metrics import MeterProvider
+            from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+            from opentelemetry.sdk.trace import TracerProvider
+            from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+            import acp_client.otel  # noqa: F401  (the "off" mode: imported, not instrumented)
+
+            modes = self
+
+            class Discard(SpanExporter):
+                def export(self, spans: Any) -> SpanExportResult:
+                    modes.spans += len(spans)
+                    return SpanExportResult.SUCCESS
+
+            tracer_provider = TracerProvider()
+            tracer_provider.add_span_processor(BatchSpanProcessor(Discard()))
+            self._providers = (tracer_provider, MeterProvider(metric_readers=[InMemoryMetricReader()]))
+        return self._providers
+
+    @contextlib.contextmanager
+    def mode(self, name: str) -> Iterator[None]:
+        if name == "none":
+            yield
+            return
+        tracer_provider, meter_provider = self._setup()
+        if name == "off":
+            yield
+            return
+        import acp_client.otel
+
+        instrumentation = acp_client.otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        try:
+            yield
+        finally:
+            instrumentation.uninstrument()
+
+    def shutdown(self) -> None:
+        if self._providers is not None:
+            tracer_provider, meter_provider = self._providers
+            tracer_provider.force_flush()
+            tracer_provider.shutdown()
+            meter_provider.shutdown()
+
+
+#: the otel extra's overhead target: at most 5 % slower when on, none when off
+OTEL_TARGET = 1.05
+
+
+def report_otel(
+    args: argparse.Namespace,
+    key: str,
+    title: str,
+    samples: dict[str, list[float]],
+    modes: OtelModes,
+    setup: str,
+    *,
+    lower_is_better: bool,
+) -> int:
+    """Print and write the ``--otel`` comparison: per mode the median (and p99 of latencies), and the
+    slowdown of ``on`` and ``off`` against ``none`` (``> 1``: slower)."""
+    if lower_is_better:
+        stats = {name: (percentile(v, 0.5), percentile(v, 0.99)) for name, v in samples.items()}
+        rows = [[name, str(len(samples[name])), us(p50), us(p99)] for name, (p50, p99) in stats.items()]
+        header = ["otel extra", "round trips", "p50", "p99"]
+        slow = {name: stats[name][0] / stats["none"][0] for name in ("off", "on")}
+        what = "p50 latency"
+    else:
+        meds = {name: median(v) for name, v in samples.items()}
+        rows = [[name, str(len(samples[name])), f"{meds[name]:,.0f}/s"] for name in meds]
+        header = ["otel extra", "runs", "median updates/s"]
+        slow = {name: meds["none"] / meds[name] for name in ("off", "on")}
+        what = "throughput"
+    lines = [
+        ratio_line(
+            f"{key} otel {name}/none {what} slowdown", slow[name], f"<= {OTEL_TARGET}x", slow[name] <= OTEL_TARGET
+        )
+        for name in ("off", "on")
+    ]
+    print(table(header, rows))
+    for line in lines:
+        print(line)
+    print(f"spans exported while on: {modes.spans}")
+    body = "\n\n".join(
+        [
+            setup + " Modes: `none` (no instrumentation; OpenTelemetry not yet imported when its client "
+            "connected), `off` (`acp_client.otel` and the SDK imported, `instrument()` not called), `on` "
+            "(`instrument()` with SDK providers: spans through a `BatchSpanProcessor` to an exporter that "
+            f"discards them, metrics to an in-memory reader; {modes.spans} spans exported).",
+            table(header, rows),
+            f"Slowdown against `none` (> 1 is slower; target ≤ {OTEL_TARGET}x on, 1.00x off):\n\n"
+            + "\n".join(f"- `{line}`" for line in lines),
+        ]
+    )
+    write_section(docs_target(args), f"{key}-otel", title, body)
+    return 0

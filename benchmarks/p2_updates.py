@@ -25,6 +25,7 @@ Targets: ours ≥ 1.5x the official SDK's throughput and ≥ 0.7x the raw one.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import cProfile
@@ -347,9 +348,41 @@ def report(
     _common.write_section(_common.docs_target(args), "p2", "P2 — session/update throughput", body)
 
 
+async def otel_main(args: argparse.Namespace) -> int:
+    """``--otel``: our client's throughput (v2, no compression) with the otel extra not installed, off and
+    on, alternating runs; reports the median updates/s of each mode and the slowdowns on/none, off/none."""
+    n, reps = (3_000, 2) if args.quick else (50_000, 5)
+    modes = _common.OtelModes()
+    rates: dict[str, list[float]] = {name: [] for name in modes.NAMES}
+    async with StreamAgentProcess(n) as agent:
+        try:
+            await ours(agent.url, n, 2, None)  # warm-up, before OpenTelemetry is imported
+            await agent.sent()
+            for _ in range(reps):
+                for name in modes.NAMES:
+                    with modes.mode(name):
+                        elapsed, _cpu = await ours(agent.url, n, 2, None)
+                    await agent.sent()
+                    rates[name].append(n / elapsed)
+        finally:
+            modes.shutdown()
+    return _common.report_otel(
+        args,
+        "p2",
+        "P2 (otel) — session/update throughput with the otel extra",
+        rates,
+        modes,
+        f"One `stream {n}` turn per run (WebSocket, v2, no compression; the stream agent in its own process), a "
+        f"new connection per run; {reps} alternating runs per mode after one warm-up.",
+        lower_is_better=False,
+    )
+
+
 async def main() -> int:
     args = _common.parser(__doc__.splitlines()[0]).parse_args()
     _common.quiet_logging()
+    if args.otel:
+        return await otel_main(args)
     n, reps = (3_000, 1) if args.quick else (50_000, 5)
     async with StreamAgentProcess(n) as agent:
         results = await measure(agent, n, reps)

@@ -9,6 +9,7 @@ Reported: p50 and p99 of every single round trip, and the ratio ours/raw of each
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import sys
@@ -64,9 +65,40 @@ async def ours_round(client, session_id: str, n: int) -> list[float]:  # type: i
     return samples
 
 
+async def otel_main(args: argparse.Namespace) -> int:
+    """``--otel``: the same round trips with the otel extra not installed, off and on (one client each,
+    alternating rounds); reports each mode's p50/p99 and the ratios on/none and off/none."""
+    per_round, rounds, warmup = (300, 3, 50) if args.quick else (3000, 7, 300)
+    modes = _common.OtelModes()
+    samples: dict[str, list[float]] = {name: [] for name in modes.NAMES}
+    async with _common.AgentProcess(2) as agent:
+        clients = {}
+        sids: dict[str, str] = {}
+        try:
+            for name in modes.NAMES:  # "none" first: OpenTelemetry is not imported before it connects
+                with modes.mode(name):
+                    client = clients[name] = await connect(agent.url, protocol_version=2)
+                    sids[name] = (await client.new_session("/tmp")).id
+                    await ours_round(client, sids[name], warmup)
+            for _ in range(rounds):
+                for name in modes.NAMES:
+                    with modes.mode(name):
+                        samples[name] += await ours_round(clients[name], sids[name], per_round)
+        finally:
+            for client in clients.values():
+                await client.aclose()
+            modes.shutdown()
+    return _common.report_otel(args, "p3", "P3 (otel) — session/status latency with the otel extra", samples, modes,
+                               "`session/status` round trips, one at a time, one connection per mode (WebSocket, v2; "
+                               f"agent in its own process); {rounds} alternating rounds of {per_round} per mode after "
+                               f"{warmup} warm-up ones.", lower_is_better=True)
+
+
 async def main() -> int:
     args = _common.parser(__doc__.splitlines()[0]).parse_args()
     _common.quiet_logging()
+    if args.otel:
+        return await otel_main(args)
     per_round, rounds, warmup = (300, 3, 50) if args.quick else (3000, 7, 300)
     async with _common.AgentProcess(2) as agent:
         ws, raw_sid = await raw_client(agent.url)

@@ -61,6 +61,23 @@ SUPPORTED_PROTOCOL_VERSIONS = (1, 2)
 ProtocolVersionOption: TypeAlias = Literal[1, 2, "auto"]
 
 
+class _ClientFacts:
+    """What an observer reads about this client's connection (acp_client._observe.LinkFacts)."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: ACPClient) -> None:
+        self._client = client
+
+    @property
+    def peer(self) -> str:
+        return self._client.connection.transport.description
+
+    @property
+    def protocol_version(self) -> int:
+        return self._client.protocol_version
+
+
 class ACPClient(InboundRouter):
     """A typed ACP client over one :class:`~acp_client.client.connection.Connection`.
 
@@ -88,6 +105,7 @@ class ACPClient(InboundRouter):
             on_request=self._on_request,
             on_notification=self._on_notification,
             on_close=self._on_connection_lost,
+            facts=_ClientFacts(self),
         )
         self.handlers = handlers or ClientHandlers()
         # a reconnecting client lends its registry (it owns it); on its own this client owns a fresh one

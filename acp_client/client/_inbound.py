@@ -62,6 +62,11 @@ class InboundRequests:
         self._queued: dict[int | str, Request] = {}  # in arrival order
         self._stopped = False
 
+    @property
+    def in_flight(self) -> int:
+        """How many agent->client requests are served or waiting for their turn."""
+        return len(self._running) + len(self._queued)
+
     async def admit(self, request: Request) -> None:
         """Serve ``request`` now, queue it, or refuse it (a duplicate id, or no room left)."""
         if request.id in self._running or request.id in self._queued:

@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import itertools
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from acp_client import _observe
 from acp_client._logging import get_logger
 from acp_client.client._inbound import DEFAULT_MAX_INBOUND_REQUESTS, DEFAULT_MAX_QUEUED_INBOUND, InboundRequests
 from acp_client.exceptions import (
@@ -66,6 +68,23 @@ class AgentProcess:
     returncode: int | None
 
 
+class _TransportFacts:
+    """A connection's facts for an observer when no client supplied richer ones: the transport only."""
+
+    __slots__ = ("_transport",)
+
+    def __init__(self, transport: Transport) -> None:
+        self._transport = transport
+
+    @property
+    def peer(self) -> str:
+        return self._transport.description
+
+    @property
+    def protocol_version(self) -> int:
+        return 0
+
+
 class _Default:
     def __repr__(self) -> str:
         return "DEFAULT"
@@ -107,6 +126,7 @@ class Connection:
         generation: int | None = None,
         max_inbound_requests: int = DEFAULT_MAX_INBOUND_REQUESTS,
         max_queued_inbound: int = DEFAULT_MAX_QUEUED_INBOUND,
+        facts: _observe.LinkFacts | None = None,
     ) -> None:
         self.transport = transport
         self.request_timeout = request_timeout
@@ -116,6 +136,9 @@ class Connection:
         self._on_request = on_request
         self._on_notification = on_notification
         self._on_close = on_close
+        # the instrumentation installed when this connection was made (acp_client.otel), if any
+        self._observer = _observe.current()
+        self._facts: _observe.LinkFacts = facts if facts is not None else _TransportFacts(transport)
         self._core = JsonRpcCore(max_frame_chars=max_frame_chars)
         self._futures: dict[int, asyncio.Future[Any]] = {}
         # ids of requests whose callers gave up: their late answers (e.g. -32800) are expected, not noise
@@ -177,6 +200,16 @@ class Connection:
         return AgentProcess(pid, returncode if isinstance(returncode, int) else None)
 
     @property
+    def facts(self) -> _observe.LinkFacts:
+        """What an instrumentation reads about this connection: its peer and protocol version."""
+        return self._facts
+
+    @property
+    def inbound_in_flight(self) -> int:
+        """How many agent->client requests this connection serves or holds in its queue right now."""
+        return self._inbound.in_flight
+
+    @property
     def loss(self) -> ConnectionLost | None:
         """Why the connection ended (``None`` while it is open)."""
         return self._loss
@@ -220,6 +253,18 @@ class Connection:
         the request had been written), or :class:`~acp_client.exceptions.ACPTimeoutError`. If the caller is
         cancelled or times out after the request was written, ``$/cancel_request`` is sent to the agent.
         """
+        if self._observer is None:
+            return await self._request(method, params, timeout)
+        params, scope = self._observer.request(method, params, self._facts)
+        try:
+            result = await self._request(method, params, timeout)
+        except BaseException as exc:
+            scope.end(exc)
+            raise
+        scope.end(None)
+        return result
+
+    async def _request(self, method: str, params: Any, timeout: float | _Default | None) -> Any:
         effective = self.request_timeout if isinstance(timeout, _Default) else timeout
         id_, fut = await self._send_request(method, params)
         try:
@@ -295,6 +340,38 @@ class Connection:
         like :meth:`request`. With ``max_progress``, more than that much progress (replayed updates) also
         gives it up, checked at every ``silence`` tick: the bound is named in the ``ACPTimeoutError``.
         """
+        watched = functools.partial(
+            self._request_watched,
+            silence=silence,
+            progress=progress,
+            deadline=deadline,
+            settle=settle,
+            on_give_up=on_give_up,
+            max_progress=max_progress,
+        )
+        if self._observer is None:
+            return await watched(method, params)
+        params, scope = self._observer.request(method, params, self._facts)
+        try:
+            result = await watched(method, params)
+        except BaseException as exc:
+            scope.end(exc)
+            raise
+        scope.end(None)
+        return result
+
+    async def _request_watched(
+        self,
+        method: str,
+        params: Any,
+        *,
+        silence: float,
+        progress: Callable[[], object],
+        deadline: float | None,
+        settle: float,
+        on_give_up: Callable[[], None] | None,
+        max_progress: int | None,
+    ) -> Any:
         loop = asyncio.get_running_loop()
         id_, fut = await self._send_request(method, params)
         try:

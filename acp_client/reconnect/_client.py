@@ -23,6 +23,7 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from acp_client import _observe
 from acp_client.client import ACPClient, ProtocolVersionOption, SessionInfo
 from acp_client.client._connect import Target, check_protocol_version, check_target
 from acp_client.client.options import check_callables, fold_flat_keywords, option_object
@@ -33,6 +34,7 @@ from acp_client.reconnect._classify import Classifier, classify_error
 from acp_client.reconnect._control import RecoveryControl, SessionKeeper
 from acp_client.reconnect._events import ClientState, Event, EventBus
 from acp_client.reconnect._gate import ClientGate
+from acp_client.reconnect._gauges import ClientGauges
 from acp_client.reconnect._links import SessionLinks
 from acp_client.reconnect._ownership import FencedWrites, SessionOwnership
 from acp_client.reconnect._ownership_client import ClientHost, OwnershipControl
@@ -285,6 +287,9 @@ class ReconnectingClient:
             probe_concurrency=limits_.probe_concurrency,
         )
         self._loaded_store = False
+        observer = _observe.current()  # an instrumentation installed before this client was made
+        if observer is not None:
+            self._bus.observe(observer.watch(ClientGauges(registry, self._recoverer.limit, self._supervisor)))
 
     def __repr__(self) -> str:
         return (

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from acp_client import _observe
 from acp_client._logging import get_logger
 
 __all__ = [
@@ -287,6 +288,7 @@ class _Subscription:
         while True:
             if sub.dropped:
                 count, sub.dropped = sub.dropped, 0
+                _observe.note_dropped("events", count)
                 return EventsDropped(count)
             if sub.buffer:
                 return sub.buffer.popleft()
@@ -314,7 +316,13 @@ class EventBus:
     def __init__(self, *, buffer: int = 1024) -> None:
         self._buffer = buffer
         self._strong: set[_Subscriber] = set()
+        self._sink: _observe.EventSink | None = None
         self.closed = False
+
+    def observe(self, sink: _observe.EventSink) -> None:
+        """Also hand every event to ``sink`` (an instrumentation's, see ``acp_client._observe``), in order,
+        synchronously, as it is emitted."""
+        self._sink = sink
 
     @property
     def subscribers(self) -> int:
@@ -338,6 +346,8 @@ class EventBus:
             value = getattr(event, f.name)
             values[f.name] = value.value if isinstance(value, enum.Enum) else value
         log.info(event_name(event), **values)
+        if self._sink is not None:
+            self._sink(event)
         for sub in list(self._strong):
             sub.push(event)
 

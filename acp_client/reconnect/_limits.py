@@ -47,6 +47,11 @@ class FixedLimit:
         """The current limit."""
         return self._limit
 
+    @property
+    def waiting(self) -> int:
+        """How many requests wait for a slot (the recovery queue's depth)."""
+        return len(self._waiters)
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.in_flight}/{self.limit}>"
 

@@ -18,6 +18,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
+from acp_client import _observe
 from acp_client._logging import get_logger
 from acp_client.client import ACPClient
 from acp_client.exceptions import (
@@ -255,7 +256,9 @@ class SessionRecoverer:
             while True:
                 attempt += 1
                 try:
-                    outcome = await self._attempt(client, session, generation)
+                    with _observe.session_recovery(session.id, attempt, generation, client.connection.facts) as scope:
+                        outcome = await self._attempt(client, session, generation)
+                        scope.outcome(outcome)
                 except AuthRequired as exc:
                     if self._on_auth_required is not None and not auth_refreshed:
                         auth_refreshed = True

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from tenacity import AsyncRetrying, RetryCallState, stop_never
 
+from acp_client import _observe
 from acp_client._logging import get_logger
 from acp_client.client import ACPClient, ProtocolVersionOption
 from acp_client.client._connect import Connector, Target, open_transport
@@ -374,13 +375,18 @@ class ConnectionSupervisor:
         self._generation += 1
         generation = self._generation
         self._set_state(ClientState.CONNECTING, attempt=self._attempts)
-        try:
-            client = await self._open(generation)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            return _Ended(exc, None, generation)
-        self._auth_retry_used = False
+        # one observed attempt (acp_client.otel): open, initialize and recover, until READY or a failure
+        with _observe.connection_attempt(generation, self._attempts) as scope:
+            try:
+                client = await self._open(generation)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                scope.outcome("failed")
+                return _Ended(exc, None, generation)
+            self._auth_retry_used = False
+            await self._recover(client, generation)
+            scope.outcome("ready" if not client.connection.closed else "dropped")
         loss, lived = await self._serve(client, generation)
         return _Ended(loss, lived, generation)
 
@@ -445,9 +451,8 @@ class ConnectionSupervisor:
         else:
             self._set_state(plan.state, reason=plan.reason, attempt=plan.attempt, delay=plan.delay, error=plan.cause)
 
-    async def _serve(self, client: ACPClient, generation: int) -> tuple[ConnectionLost, float]:
-        """Recover the sessions on a new connection and be ``READY`` until it drops; returns the loss and
-        how long the connection lived after it became ready."""
+    async def _recover(self, client: ACPClient, generation: int) -> None:
+        """Take the new connection and recover the known sessions on it (one round)."""
         if self._skip_pause_of == generation:
             self._skip_pause_of = None  # reconnect_now() spared this attempt only, not its later drop
         self._client = client
@@ -459,7 +464,14 @@ class ConnectionSupervisor:
             and self._serving(s.id)  # never one another worker serves
         ]
         if todo:
-            self._emit(await self._recovery.run_round(client, todo, generation))
+            with _observe.recovery_round(generation, len(todo), client.connection.facts) as scope:
+                finished = await self._recovery.run_round(client, todo, generation)
+                scope.outcome("complete" if not finished.failed else "partial")
+            self._emit(finished)
+
+    async def _serve(self, client: ACPClient, generation: int) -> tuple[ConnectionLost, float]:
+        """Be ``READY`` on a recovered connection until it drops; returns the loss and how long the
+        connection lived after it became ready."""
         ready_at = self._clock.monotonic()
         if not client.connection.closed:
             self._set_state(ClientState.READY)

@@ -12,6 +12,7 @@ import collections
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from acp_client import _observe
 from acp_client.schema import SessionUpdateEvent
 from acp_client.schema._parse import _DEFERRED, _validate_update
 from acp_client.schema.updates import TypedUpdate, typed_update, update_text
@@ -199,6 +200,7 @@ class _UpdatesIterator:
             await sub.waiter.wait()
         if sub.dropped:
             count, sub.dropped = sub.dropped, 0
+            _observe.note_dropped("updates", count)
             return UpdatesDropped(count)
         item = sub.buffer.popleft()
         if item is None:

@@ -273,6 +273,7 @@ class ReferenceAgent(AgentRecords, FaultControls):
 
     def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
         headers = {k: v for k, v in request.headers.raw_items()}
+        self.record_trace_headers("websocket", None, headers)
         refusal = self.refuse_handshake(request.path, headers)
         if refusal is not None:
             response = ws.respond(refusal.status, f"rejected by the reference agent ({refusal.status})\n")

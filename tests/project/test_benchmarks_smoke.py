@@ -53,3 +53,22 @@ def test_benchmark_runs_quick_and_prints_a_ratio(script: str, tmp_path: Path) ->
     section = results.read_text(encoding="utf-8")
     assert f"<!-- {script.split('_')[0]}:start -->" in section
     assert "Command: `python benchmarks/" in section
+
+
+@pytest.mark.timeout(SCRIPT_TIMEOUT + 30)
+@pytest.mark.parametrize("script", ["p2_updates.py", "p3_status_latency.py"])
+def test_otel_flag_compares_the_three_modes_in_one_run(script: str, tmp_path: Path) -> None:
+    results = tmp_path / "benchmarks.md"
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--otel", "--quick", "--docs", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=SCRIPT_TIMEOUT,
+        cwd=str(BENCHMARKS.parent),
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        check=False,
+    )
+    assert proc.returncode == 0, f"{script} --otel failed:\n{proc.stdout}\n{proc.stderr}"
+    ratio_lines = [line for line in proc.stdout.splitlines() if line.startswith("RATIO ")]
+    assert [line.split(" otel ")[1].split("/")[0] for line in ratio_lines] == ["off", "on"]
+    assert f"<!-- {script.split('_')[0]}-otel:start -->" in results.read_text(encoding="utf-8")

@@ -336,6 +336,8 @@ class HttpEndpoint:
         if not isinstance(message, dict):
             await self._reply(request, responder, 400, {"error": "Invalid JSON-RPC message"})
             return
+        method = message.get("method")
+        self.agent.record_trace_headers("http", method if isinstance(method, str) else None, request.headers)
         connection_id = request.headers.get("acp-connection-id")
         if connection_id is None and message.get("method") == "initialize" and "id" in message:
             await self._initialize(request, responder, message)

@@ -1,18 +1,19 @@
 """What the reference agent saw, and waiting on it: a mixin of :class:`~acp_client.testing.ReferenceAgent`.
 
-Tests inspect the agent through three logs — :attr:`~AgentRecords.received` (every inbound request and
-notification), :attr:`~AgentRecords.invalid_frames` and :attr:`~AgentRecords.handshakes` — and wait with
+Tests inspect the agent through four logs — :attr:`~AgentRecords.received` (every inbound request and
+notification), :attr:`~AgentRecords.invalid_frames`, :attr:`~AgentRecords.handshakes` and
+:attr:`~AgentRecords.trace_contexts` (the W3C trace context each carrier brought) — and wait with
 :meth:`~AgentRecords.wait_for` (any predicate over the agent) or :meth:`~AgentRecords.wait_for_method`.
 The agent calls :meth:`~AgentRecords.notify_changed` after every change of its own state, so a predicate
 is re-checked exactly when it may have become true (see :mod:`acp_client.testing._waiting`).
 
-The mixin owns the three logs and the waiters, and needs nothing from the agent.
+The mixin owns the four logs and the waiters, and needs nothing from the agent.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -23,7 +24,7 @@ from acp_client.testing._waiting import Waiters
 if TYPE_CHECKING:
     from acp_client.testing.agent._connection import AgentConnection
 
-__all__ = ["AgentRecords", "Handshake", "Received"]
+__all__ = ["AgentRecords", "Handshake", "Received", "TraceContext"]
 
 _log = get_logger(__name__)
 
@@ -48,6 +49,19 @@ class Handshake:
     at: float = 0.0
 
 
+class TraceContext(NamedTuple):
+    """W3C trace context as the agent received it, in :attr:`ReferenceAgent.trace_contexts`.
+
+    ``carrier`` is ``"meta"`` (``params._meta`` of a request or notification), ``"http"`` (the headers of a
+    Streamable HTTP POST) or ``"websocket"`` (the headers of the WebSocket handshake, ``method`` ``None``).
+    """
+
+    carrier: str
+    method: str | None
+    traceparent: str
+    tracestate: str | None
+
+
 class AgentRecords:
     """The reference agent's logs and waits; :class:`~acp_client.testing.ReferenceAgent` inherits them."""
 
@@ -60,6 +74,8 @@ class AgentRecords:
         self.invalid_frames: list[tuple[str, Invalid]] = []
         #: every opening handshake (WebSocket upgrades, Streamable HTTP ``initialize`` requests)
         self.handshakes: list[Handshake] = []
+        #: every ``traceparent`` received: in ``params._meta``, in a POST's or a handshake's headers
+        self.trace_contexts: list[TraceContext] = []
         self._waiters = Waiters()
 
     # ------------------------------------------------------------------ recording (used by connections and listeners)
@@ -67,6 +83,12 @@ class AgentRecords:
     def record(self, connection: AgentConnection, method: str, params: Any) -> None:
         """Record an inbound request or notification in :attr:`received` and wake waiters."""
         self.received.append(Received(connection.id, method, params))
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if isinstance(meta, dict) and isinstance(meta.get("traceparent"), str):
+            state = meta.get("tracestate")
+            self.trace_contexts.append(
+                TraceContext("meta", method, meta["traceparent"], state if isinstance(state, str) else None)
+            )
         _log.debug("reference_agent_received", connection_id=connection.id, method=method)
         self.notify_changed()
 
@@ -80,6 +102,14 @@ class AgentRecords:
         """Record an opening handshake (WebSocket or Streamable HTTP) in :attr:`handshakes` and wake waiters."""
         self.handshakes.append(Handshake(path, headers, status, time.monotonic()))
         self.notify_changed()
+
+    def record_trace_headers(self, carrier: str, method: str | None, headers: Mapping[str, str]) -> None:
+        """Record the ``traceparent``/``tracestate`` headers of a POST or handshake, if it has them."""
+        lowered = {k.lower(): v for k, v in headers.items()}
+        traceparent = lowered.get("traceparent")
+        if traceparent is not None:
+            self.trace_contexts.append(TraceContext(carrier, method, traceparent, lowered.get("tracestate")))
+            self.notify_changed()
 
     def notify_changed(self) -> None:
         """Re-check every pending ``wait_for*`` predicate."""

@@ -19,6 +19,7 @@ from typing import Any, Protocol, TypeGuard
 
 import httpx
 
+from acp_client import _observe
 from acp_client._logging import get_logger, redact_headers, redact_url
 from acp_client._version import __version__
 from acp_client.exceptions import (
@@ -242,6 +243,7 @@ class LinkState:
         if content:
             headers.append(("Content-Type", "application/json"))
             headers.append(("Accept", "application/json, text/event-stream"))
+            headers += _observe.outgoing_headers()  # a POST carries the caller's trace context (otel extra)
         if self._connection_id is not None:
             headers.append((CONNECTION_ID_HEADER, self._connection_id))
         if self._protocol_version is not None:

@@ -38,6 +38,7 @@ from websockets.typing import Subprotocol
 from websockets.uri import WebSocketURI, parse_uri
 from websockets.version import version as _websockets_version
 
+from acp_client import _observe
 from acp_client._logging import SECRET_HEADER_NAMES, get_logger, loggable_headers, redact_url
 from acp_client._version import __version__
 from acp_client.exceptions import ConnectError, HandshakeRejected, TLSError, UsageError
@@ -212,6 +213,7 @@ async def open_websocket(
     jar = options.cookies
 
     request_headers = await resolve_headers(options.headers)
+    request_headers += _observe.outgoing_headers()  # the handshake carries the trace context (otel extra)
     cookie_value = jar.header_value(uri.host, secure=uri.secure)
     if cookie_value is not None:
         request_headers.append(("Cookie", cookie_value))

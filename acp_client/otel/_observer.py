@@ -1,0 +1,391 @@
+"""The OpenTelemetry observer: spans, metrics and trace context for the hook points of ``acp_client._observe``.
+
+Stable names (documented in docs/topics/observability.md): the span names, the metric names and their
+attribute keys below. Semantic-convention names are used where they exist (``rpc.*``, ``jsonrpc.*``,
+``server.*``, ``network.transport``, ``error.type``); ours start with ``acp.``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import weakref
+from collections.abc import Generator, Iterable, Mapping
+from typing import Final
+from urllib.parse import urlsplit
+
+from opentelemetry import context as otel_context
+from opentelemetry import propagate, trace
+from opentelemetry.metrics import CallbackOptions, Histogram, MeterProvider, Observation, get_meter
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.util.types import AttributeValue
+
+from acp_client import _observe
+from acp_client._version import __version__
+from acp_client.exceptions import ACPTimeoutError, ConnectionLost, RPCError
+from acp_client.reconnect import (
+    ClientState,
+    ConnectionDropped,
+    SessionDetached,
+    SessionForgotten,
+    SessionRecovered,
+    SessionRecoveryFailed,
+    SessionTakenOver,
+    StateChanged,
+)
+
+__all__ = ["OpenTelemetryObserver"]
+
+SCOPE_NAME: Final = "acp_client"
+
+# span names
+SPAN_CONNECT: Final = "acp.connect"
+SPAN_RECOVERY_ROUND: Final = "acp.recovery_round"
+SPAN_SESSION_RECOVERY: Final = "acp.session.recover"
+
+# metric names
+M_REQUEST_DURATION: Final = "rpc.client.call.duration"
+M_RECONNECTS: Final = "acp.client.reconnects"
+M_RECOVERIES: Final = "acp.client.session.recoveries"
+M_FORGOTTEN: Final = "acp.client.sessions.forgotten"
+M_DROPPED: Final = "acp.client.dropped"
+M_RECOVERY_DURATION: Final = "acp.client.session.recovery.duration"
+M_ROUND_DURATION: Final = "acp.client.recovery_round.duration"
+M_READY_DURATION: Final = "acp.client.ready.duration"
+M_SESSIONS: Final = "acp.client.sessions"
+M_QUEUE: Final = "acp.client.recovery.queue_depth"
+M_INBOUND: Final = "acp.client.inbound.in_flight"
+
+_PAUSES = (ClientState.BACKOFF, ClientState.SUSPENDED, ClientState.FAILED)
+
+
+class _Peer:
+    """The attributes of one peer description (a URL, or an agent's command line), computed once."""
+
+    __slots__ = ("attributes", "span_attributes", "transport")
+
+    def __init__(self, peer: str) -> None:
+        parts = urlsplit(peer) if "://" in peer else None
+        attributes: dict[str, AttributeValue] = {}
+        if parts is not None and parts.scheme in ("ws", "wss", "http", "https"):
+            self.transport = "websocket" if parts.scheme in ("ws", "wss") else "http"
+            if parts.hostname:
+                attributes["server.address"] = parts.hostname
+            if parts.port is not None:
+                attributes["server.port"] = parts.port
+        elif peer.startswith("memory:"):
+            self.transport = "memory"
+        else:
+            self.transport = "stdio"
+        #: on metrics: the fewest that tell series apart (each one costs on every record)
+        self.attributes: dict[str, AttributeValue] = {"rpc.system.name": "jsonrpc", **attributes}
+        attributes["acp.transport"] = self.transport
+        #: on spans
+        self.span_attributes: dict[str, AttributeValue] = {"rpc.system.name": "jsonrpc", **attributes}
+
+
+def _error_type(error: BaseException) -> str:
+    """``error.type``: the JSON-RPC error code for an error answer (as MCP's conventions do), else the
+    exception's class name."""
+    if isinstance(error, RPCError):
+        return str(error.code)
+    return type(error).__qualname__
+
+
+def _outcome(error: BaseException | None) -> str:
+    if error is None:
+        return "ok"
+    if isinstance(error, RPCError):
+        return "error"
+    if isinstance(error, ACPTimeoutError):
+        return "timeout"
+    if isinstance(error, ConnectionLost):
+        return "connection_lost"
+    if isinstance(error, BaseException) and not isinstance(error, Exception):
+        return "cancelled"
+    return "failed"
+
+
+class _RequestScope:
+    __slots__ = ("_attributes", "_duration", "_span", "_started", "_token")
+
+    def __init__(
+        self,
+        duration: Histogram,
+        span: Span,
+        token: object,
+        attributes: dict[str, AttributeValue],
+    ) -> None:
+        self._duration = duration
+        self._span = span
+        self._token = token
+        self._attributes = attributes
+        self._started = time.perf_counter()
+
+    def end(self, error: BaseException | None) -> None:
+        elapsed = time.perf_counter() - self._started
+        span, attributes = self._span, self._attributes
+        span.set_attribute("acp.outcome", _outcome(error))
+        if error is not None:
+            kind = _error_type(error)
+            attributes["error.type"] = kind
+            span.set_attribute("error.type", kind)
+            if isinstance(error, RPCError):
+                span.set_attribute("rpc.response.status_code", str(error.code))
+            span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
+        span.end()
+        otel_context.detach(self._token)  # type: ignore[arg-type]
+        self._duration.record(elapsed, attributes)
+
+
+class _Scope:
+    __slots__ = ("_span", "value")
+
+    def __init__(self, span: Span) -> None:
+        self._span = span
+        self.value: str | None = None
+
+    def outcome(self, value: str) -> None:
+        self.value = value
+        self._span.set_attribute("acp.outcome", value)
+
+
+class _ClientSink:
+    """One client's event sink and gauges (weakly held by the observer, strongly by the client's bus)."""
+
+    def __init__(self, observer: OpenTelemetryObserver, gauges: _observe.ClientGauges) -> None:
+        self._observer = observer
+        self.gauges = gauges
+        self.closed = False
+        self._pause_reason: str | None = None
+        self._not_ready_since: float | None = None
+        self._ever_ready = False
+
+    def __call__(self, event: object) -> None:
+        obs = self._observer
+        if isinstance(event, StateChanged):
+            new = event.new
+            if new is ClientState.CONNECTING:
+                if self._not_ready_since is None:
+                    self._not_ready_since = time.monotonic()
+                if event.old in _PAUSES or event.old is ClientState.READY:
+                    reason = self._pause_reason or "unknown"
+                    obs._reconnects.add(1, {"acp.reconnect.reason": reason})
+            elif new in _PAUSES:
+                self._pause_reason = event.reason or "unknown"
+                if self._not_ready_since is None:
+                    self._not_ready_since = time.monotonic()
+            elif new is ClientState.READY:
+                if self._not_ready_since is not None:
+                    first = not self._ever_ready
+                    obs._ready_duration.record(time.monotonic() - self._not_ready_since, {"acp.ready.first": first})
+                self._not_ready_since = None
+                self._ever_ready = True
+            elif new is ClientState.CLOSED:
+                self.closed = True
+        elif isinstance(event, ConnectionDropped):
+            if not event.closed_by_client and self._not_ready_since is None:
+                self._not_ready_since = time.monotonic()
+            self._pause_reason = event.reason or "connection_lost"
+        elif isinstance(event, SessionRecovered):
+            obs._recoveries.add(1, {"acp.recovery.outcome": event.outcome, "acp.recovery.path": event.path})
+        elif isinstance(event, SessionRecoveryFailed):
+            obs._recoveries.add(1, {"acp.recovery.outcome": "failed", "acp.recovery.path": "ladder"})
+        elif isinstance(event, SessionDetached):
+            obs._recoveries.add(1, {"acp.recovery.outcome": "kept", "acp.recovery.path": "ladder"})
+        elif isinstance(event, SessionTakenOver):
+            obs._recoveries.add(1, {"acp.recovery.outcome": "taken_over", "acp.recovery.path": event.reason})
+        elif isinstance(event, SessionForgotten):
+            obs._forgotten.add(1, {"acp.forget.reason": event.reason})
+
+
+class OpenTelemetryObserver:
+    """The :class:`acp_client._observe.Observer` that reports to OpenTelemetry (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+        propagate_context: bool = True,
+    ) -> None:
+        self.propagate_context = propagate_context
+        self._tracer = trace.get_tracer(SCOPE_NAME, __version__, tracer_provider=tracer_provider)
+        meter = get_meter(SCOPE_NAME, __version__, meter_provider=meter_provider)
+        self._clients: weakref.WeakSet[_ClientSink] = weakref.WeakSet()
+        self._peers: dict[str, _Peer] = {}
+        self._request_duration = meter.create_histogram(
+            M_REQUEST_DURATION, unit="s", description="Duration of a client->agent request, by method"
+        )
+        self._reconnects = meter.create_counter(
+            M_RECONNECTS, unit="{reconnect}", description="Connection attempts after a drop or failure, by reason"
+        )
+        self._recoveries = meter.create_counter(
+            M_RECOVERIES, unit="{session}", description="Session recovery outcomes"
+        )
+        self._forgotten = meter.create_counter(
+            M_FORGOTTEN, unit="{session}", description="Sessions forgotten for good, by reason"
+        )
+        self._dropped = meter.create_counter(
+            M_DROPPED, unit="{item}", description="Events or updates a slow reader lost"
+        )
+        self._recovery_duration = meter.create_histogram(
+            M_RECOVERY_DURATION, unit="s", description="One attempt at recovering one session"
+        )
+        self._round_duration = meter.create_histogram(
+            M_ROUND_DURATION, unit="s", description="One recovery round over the sessions of a new connection"
+        )
+        self._ready_duration = meter.create_histogram(
+            M_READY_DURATION, unit="s", description="From a start or a drop to READY"
+        )
+        meter.create_observable_up_down_counter(
+            M_SESSIONS, [self._sessions], unit="{session}", description="Known sessions, by link state"
+        )
+        meter.create_observable_up_down_counter(
+            M_QUEUE, [self._queue], unit="{request}", description="Recovery requests waiting for a slot"
+        )
+        meter.create_observable_up_down_counter(
+            M_INBOUND, [self._inbound], unit="{request}", description="Agent->client requests in flight"
+        )
+
+    # ------------------------------------------------------------------ requests
+
+    def _peer(self, peer: str) -> _Peer:
+        found = self._peers.get(peer)
+        if found is None:
+            if len(self._peers) > 1024:
+                self._peers.clear()
+            found = self._peers[peer] = _Peer(peer)
+        return found
+
+    def request(self, method: str, params: object, link: _observe.LinkFacts) -> tuple[object, _RequestScope]:
+        """Start the request's span (made current), and put its trace context into ``params._meta``."""
+        peer = self._peer(link.peer)
+        span_attributes: dict[str, AttributeValue] = {"rpc.method": method, **peer.span_attributes}
+        version = link.protocol_version
+        if version:
+            span_attributes["acp.protocol.version"] = version
+        if isinstance(params, Mapping):
+            session_id = params.get("sessionId")
+            if isinstance(session_id, str):
+                span_attributes["acp.session.id"] = session_id
+        span = self._tracer.start_span(method, kind=SpanKind.CLIENT, attributes=span_attributes)
+        token = otel_context.attach(trace.set_span_in_context(span))
+        if self.propagate_context and (params is None or isinstance(params, Mapping)):
+            params = _with_trace_meta(params, span)
+        return params, _RequestScope(self._request_duration, span, token, {"rpc.method": method, **peer.attributes})
+
+    def outgoing_headers(self) -> list[tuple[str, str]]:
+        """``traceparent``/``tracestate`` (and whatever the global propagator writes) of the current context."""
+        if not self.propagate_context:
+            return []
+        carrier: dict[str, str] = {}
+        propagate.inject(carrier)
+        return list(carrier.items())
+
+    # ------------------------------------------------------------------ scopes
+
+    @contextlib.contextmanager
+    def _scope(
+        self, name: str, attributes: Mapping[str, AttributeValue], histogram: Histogram | None
+    ) -> Generator[_observe.Scope]:
+        started = time.perf_counter()
+        scope: _Scope | None = None
+        error: BaseException | None = None
+        with self._tracer.start_as_current_span(
+            name, attributes=attributes, record_exception=False, set_status_on_exception=False
+        ) as span:
+            scope = _Scope(span)
+            try:
+                yield scope
+            except BaseException as exc:
+                error = exc
+                kind = _error_type(exc)
+                span.set_attribute("error.type", kind)
+                if scope.value is None:
+                    scope.outcome(_outcome(exc))
+                if isinstance(exc, Exception):
+                    span.record_exception(exc)
+                    span.set_status(Status(StatusCode.ERROR, str(exc)[:200]))
+                raise
+            finally:
+                if histogram is not None:
+                    labels: dict[str, AttributeValue] = {"acp.outcome": scope.value or "unknown"}
+                    if error is not None:
+                        labels["error.type"] = _error_type(error)
+                    histogram.record(time.perf_counter() - started, labels)
+
+    def connection_attempt(self, generation: int, attempt: int) -> contextlib.AbstractContextManager[_observe.Scope]:
+        """The span of one connection attempt (open, initialize, recover)."""
+        return self._scope(SPAN_CONNECT, {"acp.generation": generation, "acp.attempt": attempt}, None)
+
+    def recovery_round(
+        self, generation: int, sessions: int, link: _observe.LinkFacts
+    ) -> contextlib.AbstractContextManager[_observe.Scope]:
+        """The span of one recovery round."""
+        attributes: dict[str, AttributeValue] = {
+            "acp.generation": generation,
+            "acp.sessions": sessions,
+            "acp.protocol.version": link.protocol_version,
+            **self._peer(link.peer).span_attributes,
+        }
+        return self._scope(SPAN_RECOVERY_ROUND, attributes, self._round_duration)
+
+    def session_recovery(
+        self, session_id: str, attempt: int, generation: int, link: _observe.LinkFacts
+    ) -> contextlib.AbstractContextManager[_observe.Scope]:
+        """The span of one attempt at recovering one session."""
+        attributes: dict[str, AttributeValue] = {
+            "acp.session.id": session_id,
+            "acp.recovery.attempt": attempt,
+            "acp.generation": generation,
+            "acp.protocol.version": link.protocol_version,
+            **self._peer(link.peer).span_attributes,
+        }
+        return self._scope(SPAN_SESSION_RECOVERY, attributes, self._recovery_duration)
+
+    # ------------------------------------------------------------------ events and gauges
+
+    def watch(self, client: _observe.ClientGauges) -> _observe.EventSink:
+        """A new client: its events feed the counters, its gauges the up-down counters."""
+        sink = _ClientSink(self, client)
+        self._clients.add(sink)
+        return sink
+
+    def dropped(self, kind: str, count: int) -> None:
+        """A slow reader lost ``count`` events or updates."""
+        self._dropped.add(count, {"acp.dropped.kind": kind})
+
+    def _live(self) -> list[_ClientSink]:
+        return [sink for sink in list(self._clients) if not sink.closed]
+
+    def _sessions(self, options: CallbackOptions) -> Iterable[Observation]:
+        totals: dict[str, int] = {}
+        for sink in self._live():
+            for link, count in sink.gauges.sessions_by_link().items():
+                totals[link] = totals.get(link, 0) + count
+        return [Observation(count, {"acp.session.link": link}) for link, count in totals.items()]
+
+    def _queue(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(sum(sink.gauges.recovery_queue_depth() for sink in self._live()))]
+
+    def _inbound(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(sum(sink.gauges.inbound_in_flight() for sink in self._live()))]
+
+
+def _with_trace_meta(params: Mapping[str, object] | None, span: Span) -> Mapping[str, object] | None:
+    """A copy of ``params`` whose ``_meta`` also holds ``span``'s W3C trace context (``traceparent``, and
+    ``tracestate`` when there is one: MCP's carrier); the caller's objects are not changed. Formatted here
+    rather than by the global propagator: the conventions name exactly these two keys, and it is the
+    request path's hottest step."""
+    ctx = span.get_span_context()
+    if not ctx.is_valid:
+        return params
+    out = dict(params) if params is not None else {}
+    meta = out.get("_meta")
+    merged = dict(meta) if isinstance(meta, Mapping) else {}
+    merged["traceparent"] = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
+    if ctx.trace_state:
+        merged["tracestate"] = ctx.trace_state.to_header()
+    out["_meta"] = merged
+    return out

@@ -1,0 +1,298 @@
+"""The otel extra over real loopback links to the reference agent: spans and their parent/child links,
+trace context as the agent received it (``params._meta`` and the HTTP/WebSocket headers), and metric values
+after a scripted scenario. Without the extra, ``import acp_client`` imports no OpenTelemetry."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    TraceFlags,
+    TraceState,
+    format_span_id,
+    format_trace_id,
+)
+
+import acp_client.otel
+from acp_client import Limits, SessionNotFound, SessionRecovered, connect
+from acp_client.testing import ReferenceAgent
+from tests.conftest import Link, bound, over_links, started
+
+link = over_links("ws", "http1", "h2c")
+
+
+@dataclass
+class Telemetry:
+    spans: InMemorySpanExporter
+    metrics: InMemoryMetricReader
+    tracer_provider: TracerProvider
+    instrumentation: acp_client.otel.Instrumentation
+
+    def finished(self, name: str) -> list[ReadableSpan]:
+        return [s for s in self.spans.get_finished_spans() if s.name == name]
+
+    def one(self, name: str) -> ReadableSpan:
+        found = self.finished(name)
+        assert len(found) == 1, [s.name for s in self.spans.get_finished_spans()]
+        return found[0]
+
+    def by(self, metric: str, key: str) -> dict[Any, Any]:
+        """A sum metric's values by one attribute."""
+        return {dict(p.attributes)[key]: p.value for p in self.points(metric)}
+
+    def points(self, metric: str) -> list[Any]:
+        data = self.metrics.get_metrics_data()
+        assert data is not None
+        return [
+            point
+            for resource in data.resource_metrics
+            for scope in resource.scope_metrics
+            for m in scope.metrics
+            if m.name == metric
+            for point in m.data.data_points
+        ]
+
+
+@pytest.fixture
+def telemetry() -> Iterator[Telemetry]:
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    instrumentation = acp_client.otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+    try:
+        yield Telemetry(spans, reader, tracer_provider, instrumentation)
+    finally:
+        instrumentation.uninstrument()
+        meter_provider.shutdown()
+        tracer_provider.shutdown()
+
+
+def traceparent_of(span: ReadableSpan) -> str:
+    """``traceparent`` without its flags (``version-trace_id-parent_id``)."""
+    ctx = span.get_span_context()
+    assert ctx is not None
+    return f"00-{format_trace_id(ctx.trace_id)}-{format_span_id(ctx.span_id)}"
+
+
+def parent_id(span: ReadableSpan) -> int | None:
+    return span.parent.span_id if span.parent is not None else None
+
+
+def span_id(span: ReadableSpan) -> int:
+    ctx = span.get_span_context()
+    assert ctx is not None
+    return ctx.span_id
+
+
+async def test_prompt_span_is_a_child_of_the_callers_span_and_reaches_the_agent_in_both_carriers(
+    telemetry: Telemetry, link: Link, agent: ReferenceAgent, version: int
+) -> None:
+    tracer = telemetry.tracer_provider.get_tracer("app")
+    client, rec = await started(link.url(agent), **link.options)
+    try:
+        session = await client.new_session("/w")
+        with tracer.start_as_current_span("user turn") as turn:
+            result = await asyncio.wait_for(session.prompt("echo: traced"), bound(5))
+        assert result.stop_reason == "end_turn"
+    finally:
+        await rec.close()
+        await client.aclose()
+
+    prompt = telemetry.one("session/prompt")
+    assert prompt.kind is SpanKind.CLIENT
+    assert parent_id(prompt) == turn.get_span_context().span_id
+    attributes = dict(prompt.attributes or {})
+    assert attributes["rpc.system.name"] == "jsonrpc"
+    assert attributes["rpc.method"] == "session/prompt"
+    assert attributes["acp.session.id"] == session.id
+    assert attributes["acp.protocol.version"] == version
+    assert attributes["acp.transport"] == ("http" if link.http else "websocket")
+    assert attributes["server.address"] == "127.0.0.1"
+    assert attributes["acp.outcome"] == "ok"
+    assert "error.type" not in attributes
+
+    # the agent received the prompt span's context in params._meta, and over HTTP in the POST's headers
+    expected = traceparent_of(prompt)
+    carried = {
+        (t.carrier, t.traceparent.rsplit("-", 1)[0]) for t in agent.trace_contexts if t.method == "session/prompt"
+    }
+    assert ("meta", expected) in carried
+    if link.http:
+        assert ("http", expected) in carried
+    else:
+        # the WebSocket handshake carried the connection attempt's context
+        connect_span = telemetry.one("acp.connect")
+        handshakes = [t.traceparent.rsplit("-", 1)[0] for t in agent.trace_contexts if t.carrier == "websocket"]
+        assert handshakes == [traceparent_of(connect_span)]
+        # and the initialize request is a child of that attempt
+        assert parent_id(telemetry.one("initialize")) == span_id(connect_span)
+
+
+async def test_cut_and_recovery_spans_nest_attempt_round_session_and_requests(
+    telemetry: Telemetry, link: Link, agent: ReferenceAgent, version: int
+) -> None:
+    client, rec = await started(link.url(agent), **link.options)
+    try:
+        sessions = [await client.new_session(f"/w/{i}") for i in range(2)]
+        await agent.drop_all_connections()
+        await rec.ready_count(2)
+        assert {e.session_id for e in rec.of(SessionRecovered)} == {s.id for s in sessions}
+    finally:
+        await rec.close()
+        await client.aclose()
+
+    attempts = telemetry.finished("acp.connect")
+    assert [dict(s.attributes or {})["acp.outcome"] for s in attempts] == ["ready", "ready"]
+    assert [dict(s.attributes or {})["acp.generation"] for s in attempts] == [1, 2]
+    second = attempts[1]
+    round_ = telemetry.one("acp.recovery_round")
+    assert parent_id(round_) == span_id(second)
+    assert dict(round_.attributes or {})["acp.sessions"] == 2
+    assert dict(round_.attributes or {})["acp.outcome"] == "complete"
+    recoveries = telemetry.finished("acp.session.recover")
+    assert {dict(s.attributes or {})["acp.session.id"] for s in recoveries} == {s.id for s in sessions}
+    for recovery in recoveries:
+        attributes = dict(recovery.attributes or {})
+        assert parent_id(recovery) == span_id(round_)
+        assert attributes["acp.outcome"] == "reattached"
+        assert attributes["acp.protocol.version"] == version
+        assert attributes["acp.transport"] == ("http" if link.http else "websocket")
+        children = {
+            s.name
+            for s in telemetry.spans.get_finished_spans()
+            if parent_id(s) == span_id(recovery)
+        }
+        assert children == {"session/status", "session/resume"}
+    # both initialize requests belong to their attempts
+    assert sorted(parent_id(s) for s in telemetry.finished("initialize")) == sorted(span_id(a) for a in attempts)
+
+
+async def test_a_failed_request_span_names_the_error(telemetry: Telemetry, link: Link, agent: ReferenceAgent) -> None:
+    async with connect(link.url(agent), **link.options) as client:
+        with pytest.raises(SessionNotFound):
+            await client.request("session/status", {"sessionId": "nope"})
+    status = telemetry.one("session/status")
+    attributes = dict(status.attributes or {})
+    assert attributes["error.type"] == "-32002"
+    assert attributes["rpc.response.status_code"] == "-32002"
+    assert attributes["acp.outcome"] == "error"
+    assert status.status.is_ok is False
+
+
+async def test_metric_values_after_a_scripted_scenario(telemetry: Telemetry, link: Link, agent: ReferenceAgent) -> None:
+    client, rec = await started(link.url(agent), **link.options, limits=Limits(event_buffer=1))
+    try:
+        behind = client.events()  # a reader that never keeps up: it loses events
+        kept, gone = [await client.new_session(f"/w/{i}") for i in range(2)]
+        slow = kept.updates(maxsize=2)  # a reader that never keeps up: it loses updates
+        await asyncio.wait_for(kept.prompt("stream 10"), bound(5))
+        assert type(await anext(slow)).__name__ == "UpdatesDropped"
+        await agent.drop_all_connections()
+        await rec.ready_count(2)
+        await client.forget(gone.id)
+        assert type(await anext(behind)).__name__ == "EventsDropped"
+        assert telemetry.by("acp.client.sessions", "acp.session.link").get("attached") == 1
+        assert sum(p.value for p in telemetry.points("acp.client.recovery.queue_depth")) == 0
+        assert sum(p.value for p in telemetry.points("acp.client.inbound.in_flight")) == 0
+    finally:
+        await rec.close()
+        await client.aclose()
+
+    reconnects = telemetry.points("acp.client.reconnects")
+    assert sum(p.value for p in reconnects) == 1
+    assert all(dict(p.attributes)["acp.reconnect.reason"] for p in reconnects)
+    assert telemetry.by("acp.client.session.recoveries", "acp.recovery.outcome") == {"reattached": 2}
+    assert telemetry.by("acp.client.sessions.forgotten", "acp.forget.reason") == {"application": 1}
+    dropped = telemetry.by("acp.client.dropped", "acp.dropped.kind")
+    assert dropped.get("events", 0) >= 1
+    assert dropped.get("updates", 0) >= 8
+    ready = telemetry.points("acp.client.ready.duration")
+    assert sorted(dict(p.attributes)["acp.ready.first"] for p in ready) == [False, True]
+    assert all(p.count == 1 for p in ready)
+    assert sum(p.count for p in telemetry.points("acp.client.session.recovery.duration")) == 2
+    assert sum(p.count for p in telemetry.points("acp.client.recovery_round.duration")) == 1
+    by_method = {
+        dict(p.attributes)["rpc.method"]: p.count
+        for p in telemetry.points("rpc.client.call.duration")
+        if "error.type" not in dict(p.attributes)
+    }
+    assert by_method["session/new"] == 2
+    assert by_method["session/resume"] == 2
+    assert by_method["initialize"] == 2
+
+
+async def test_the_callers_tracestate_reaches_the_agent_with_its_trace(
+    telemetry: Telemetry, link: Link, agent: ReferenceAgent
+) -> None:
+    remote = SpanContext(
+        trace_id=0x0AF7651916CD43DD8448EB211C80319C,
+        span_id=0xB7AD6B7169203331,
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.SAMPLED),
+        trace_state=TraceState([("frontend", "t61rcWkgMzE")]),
+    )
+    async with connect(link.url(agent), **link.options) as client:
+        with trace.use_span(NonRecordingSpan(remote)):
+            await client.new_session("/w")
+    new = telemetry.one("session/new")
+    assert new.parent is not None and new.parent.span_id == remote.span_id
+    seen = [t for t in agent.trace_contexts if t.method == "session/new"]
+    assert {t.carrier for t in seen} == ({"meta", "http"} if link.http else {"meta"})
+    for t in seen:
+        assert t.traceparent.split("-")[1] == "0af7651916cd43dd8448eb211c80319c"
+        assert t.traceparent.split("-")[2] == f"{span_id(new):016x}"
+        assert t.tracestate == "frontend=t61rcWkgMzE"
+
+
+async def test_propagation_can_be_turned_off(link: Link, agent: ReferenceAgent) -> None:
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    instrumentation = acp_client.otel.instrument(tracer_provider=provider, propagate=False)
+    try:
+        assert not instrumentation.propagates
+        async with connect(link.url(agent), **link.options) as client:
+            await client.new_session("/w")
+    finally:
+        instrumentation.uninstrument()
+    assert not instrumentation.installed
+    assert {s.name for s in spans.get_finished_spans()} >= {"initialize", "session/new"}
+    assert agent.trace_contexts == []
+    assert all("_meta" not in (r.params or {}) for r in agent.received)
+
+
+async def test_clients_made_after_uninstrument_report_nothing(
+    telemetry: Telemetry, link: Link, agent: ReferenceAgent
+) -> None:
+    telemetry.instrumentation.uninstrument()
+    async with connect(link.url(agent), **link.options) as client:
+        await client.new_session("/w")
+    assert telemetry.spans.get_finished_spans() == ()
+    assert agent.trace_contexts == []
+
+
+def test_import_acp_client_imports_no_opentelemetry() -> None:
+    code = (
+        "import sys, acp_client, acp_client.reconnect, acp_client.transports.http, acp_client.transports.websocket\n"
+        "loaded = sorted(m for m in sys.modules if m.split('.')[0] == 'opentelemetry')\n"
+        "assert not loaded, loaded\n"
+        "assert 'acp_client.otel' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=bound(60))
