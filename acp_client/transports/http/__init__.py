@@ -14,7 +14,10 @@ The transport maps the RFD's POST/SSE exchange onto the text frames of :class:`~
   first received frame; the connection-scoped SSE stream (``GET``) is opened before ``send`` returns.
 - Every later frame is one POST with ``Acp-Connection-Id`` and ``Acp-Protocol-Version`` (the negotiated
   version), plus ``Acp-Session-Id`` when the message belongs to a session whose stream is open here; the
-  server answers ``202`` and the response arrives on an SSE stream. A POST starts once the previous one's
+  server answers ``202`` and the response arrives on an SSE stream. A request whose params name a session
+  not attached here (a ``session/status`` probe, a close/delete) opens that session's stream first, so it
+  carries the header and its answer, which the server routes to that stream, is received (see
+  ``_order.StreamRouter.outgoing``). A POST starts once the previous one's
   body was written (never waiting for an answer), so frames reach the server in the order ``send`` was
   called, as over a WebSocket; ``send`` returns once the POST is started.
 - Session-scoped SSE streams: this transport reads the JSON of outgoing frames (it implements the ACP HTTP

@@ -9,6 +9,7 @@ The :class:`StreamRouter` owns the link's :class:`~._streams.StreamReader` (it i
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from typing import Any
 
@@ -33,7 +34,8 @@ REPLAY_HOLD_MAX = 2.0
 class StreamRouter:
     """Routes messages between the streams of a link and holds load/resume results behind their replay.
     Owns the stream reader and three tables: the attaching requests (load/resume/new/fork, by id), the
-    agent requests whose answer goes back to a session, and the close/delete requests in flight."""
+    agent requests whose answer goes back to a session, the close/delete requests in flight, and the
+    session streams lent for the answer of one request (see :meth:`outgoing`)."""
 
     def __init__(self, link: LinkView, inbox: Inbound) -> None:
         self._link = link
@@ -42,6 +44,8 @@ class StreamRouter:
         self._attaching: dict[int | str, tuple[str, str | None, int]] = {}  # id -> (method, session, updates)
         self._inbound_routes: dict[int | str, str] = {}  # agent request id -> its session
         self._detaching: dict[int | str, str] = {}  # close/delete request id -> session id
+        self._lent: set[str] = set()  # sessions whose stream is open only for the answers awaited on it
+        self._borrowers: dict[int | str, str] = {}  # request id -> the lent session stream its answer comes on
 
     @property
     def session_streams(self) -> list[str]:
@@ -65,13 +69,45 @@ class StreamRouter:
         self._streams.clear()
 
     async def outgoing(self, message: object) -> str | None:
-        """Prepare to send ``message``: open the session stream a load/resume needs first (so the replay the
-        agent sends is received), note what it means for routing, and return its ``Acp-Session-Id``."""
-        if isinstance(message, dict) and message.get("method") in _ATTACH_METHODS and "id" in message:
+        """Prepare to send ``message`` and return its ``Acp-Session-Id`` (or ``None``).
+
+        The binding's rule: a request whose params name a session carries that session's header, and its
+        answer travels on that session's stream (a load/resume result excepted, on some servers). So the
+        session's stream is opened *before* such a request is POSTed when it is not open here yet. For a
+        request other than load/resume (a ``session/status`` probe, a close/delete of a session not
+        attached here) the stream is lent: an error answer (the session is unknown) gives it back (it is
+        closed); a successful one keeps it as the session's stream, which the load/resume that usually
+        follows uses (closing it and opening it again at once would race the server's release of the
+        first receiver: 409). A close/delete ends it as always. A server that refuses the stream (it does
+        not know the session on this connection) gets the request without the header, and answers it on
+        the connection stream."""
+        if isinstance(message, dict) and isinstance(message.get("method"), str) and _is_id(message.get("id")):
             session_id = _session_id(message.get("params"))
-            if session_id is not None and not self._streams.has(session_id):
-                await self._streams.open(session_id, required=False)
+            if session_id is not None:
+                await self._stream_for_answer(message["method"], message["id"], session_id)
         return self._route_outgoing(message)
+
+    async def _stream_for_answer(self, method: str, request_id: int | str, session_id: str) -> None:
+        """Have the stream of ``session_id`` open (or refused) before a request naming it is POSTed."""
+        stream = self._streams.get(session_id)
+        if stream is None:
+            if not await self._streams.open(session_id, required=False):
+                return
+            if method not in _ATTACH_METHODS:
+                self._lent.add(session_id)
+        elif not stream.is_open:
+            await stream.wait_opened()  # another request is opening it right now
+        if method in _ATTACH_METHODS:
+            self._lent.discard(session_id)  # the session is attached here from now on: its stream stays
+        elif session_id in self._lent:
+            self._borrowers[request_id] = session_id
+
+    def _give_back(self, session_id: str) -> None:
+        """Close a lent stream after an error answer, unless another answer is awaited on it or a request
+        that keeps it (a load/resume, a successful answer) came meanwhile."""
+        if session_id in self._lent and session_id not in self._borrowers.values():
+            self._lent.discard(session_id)
+            self._streams.end(session_id, closed=True)
 
     def _route_outgoing(self, message: object) -> str | None:
         """Note what an outgoing message means for routing; return its ``Acp-Session-Id`` (or ``None``)."""
@@ -108,6 +144,8 @@ class StreamRouter:
 
     async def deliver(self, stream: StreamView, text: str, message: dict[str, Any] | list[Any]) -> None:
         """Route one message the reader read from ``stream`` and queue it for ``recv``."""
+        ended: tuple[str, bool] | None = None  # a session stream to stop once this answer is queued
+        lent: str | None = None
         if isinstance(message, dict):
             request_id = message.get("id")
             if "method" in message:
@@ -115,11 +153,22 @@ class StreamRouter:
                     session_id = stream.session_id or _session_id(message.get("params"))
                     if session_id is not None:
                         self._inbound_routes[request_id] = session_id
-            elif _is_id(request_id) and request_id in self._attaching:
-                text = await self._settle_attach(request_id, message, text)
-            elif _is_id(request_id) and request_id in self._detaching:
-                self._streams.end(self._detaching.pop(request_id), closed="error" not in message)
+            elif _is_id(request_id):
+                if request_id in self._attaching:
+                    text = await self._settle_attach(request_id, message, text)
+                elif request_id in self._detaching:
+                    ended = (self._detaching.pop(request_id), "error" not in message)
+                lent = self._borrowers.pop(request_id, None)
         await self._inbox.put_waiting(text)  # waits while the inbox is full: the stream stops being read
+        # stopped after the answer is queued (the stopped stream may be the one delivering it), from a
+        # callback, so its reading task is cancelled even when it is the caller
+        if ended is not None:
+            asyncio.get_running_loop().call_soon(functools.partial(self._streams.end, ended[0], closed=ended[1]))
+        if lent is not None:
+            if isinstance(message, dict) and "error" in message:
+                asyncio.get_running_loop().call_soon(self._give_back, lent)
+            else:
+                self._lent.discard(lent)  # the session exists: its stream stays
 
     async def _settle_attach(self, request_id: int | str, message: dict[str, Any], text: str) -> str:
         """A load/resume/new answer: make sure the session's stream is open before the result is seen."""
