@@ -26,6 +26,9 @@ import pytest
 
 from acp_client import (
     ClientHandlers,
+    ConnectError,
+    H2COnlyServer,
+    ReconnectFailed,
     ReconnectingClient,
     SessionForgotten,
     SessionNotFound,
@@ -35,6 +38,7 @@ from acp_client import (
     connect,
 )
 from acp_client.handlers import PermissionRequest
+from acp_client.reconnect import classify_error
 from acp_client.sessions import SessionUpdate
 from acp_client.transports.http import StreamableHTTPTransport
 from tests.conftest import bound, client_options, recorder
@@ -377,3 +381,48 @@ async def test_recovery_ladder_runs_against_the_typescript_server(ts_server: TSS
     _assert_rule_kept(posts)
     probes = [p for p in posts if p["method"] == "session/status"]
     assert len(probes) == 3 and {p["header"] for p in probes} == {session.id}
+
+
+# --------------------------------------------------------------------------- an h2c-only server, default options
+
+
+@pytest.mark.parametrize("front", ["ts-h2c", "ts-h2c-max"])
+async def test_h2c_only_server_with_default_options_says_what_to_use(front: str, ts_sdk_dir: Path) -> None:
+    """Node's http2 server speaks nothing but h2c: HTTP/1.1 (the default for http://) gets a typed, fatal
+    error naming http2="prior_knowledge", not a RemoteProtocolError retried for ever."""
+    spec = next(p for p in PEERS if p.name == front)
+    async with running(spec.command(ts_sdk_dir)) as url:
+        with pytest.raises(H2COnlyServer, match='http2="prior_knowledge"'):
+            await connect(url)
+        client = ReconnectingClient(url, **client_options())
+        try:
+            await client.start()
+            with pytest.raises(ReconnectFailed) as failed:
+                await client.wait_ready(timeout=bound(10))
+            assert failed.value.reason == "h2c_only" and isinstance(failed.value.cause, H2COnlyServer)
+        finally:
+            await client.aclose()
+        async with connect(url, transport_options=TransportOptions(http2="prior_knowledge")) as fine:
+            assert fine.connection.transport.http_version == "HTTP/2"  # type: ignore[attr-defined]
+
+
+async def test_a_garbled_http1_answer_is_not_taken_for_h2c() -> None:
+    """A server that answers HTTP/1.1 with bytes that are not HTTP at all, and not HTTP/2 either, gives a
+    plain (retried) ConnectError."""
+
+    async def garble(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)
+        writer.write(b"\x01\x02 not http\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(garble, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(ConnectError) as raised:
+            await connect(f"http://127.0.0.1:{port}/acp")
+        assert not isinstance(raised.value, H2COnlyServer)
+        assert classify_error(raised.value).retry
+    finally:
+        server.close()
+        await server.wait_closed()

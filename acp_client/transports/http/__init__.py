@@ -90,6 +90,7 @@ from acp_client._logging import loggable_headers
 from acp_client.exceptions import (
     ConnectError,
     ConnectionLost,
+    H2COnlyServer,
     HTTPTransportError,
     UsageError,
 )
@@ -105,10 +106,12 @@ from acp_client.transports.http._base import (
     Inbox,
     LinkState,
     _connect_error,
+    _describe_error,
     _http_error,
     _loads,
     _log,
 )
+from acp_client.transports.http._h2c import speaks_h2c
 from acp_client.transports.http._order import REPLAY_HOLD_MAX as REPLAY_HOLD_MAX
 from acp_client.transports.http._order import REPLAY_QUIET as REPLAY_QUIET
 from acp_client.transports.http._order import StreamRouter
@@ -247,6 +250,12 @@ class StreamableHTTPTransport:
             response = await self._posts.initialize(frame)
         except httpx.HTTPError as exc:
             await self._abandon()
+            if await self._h2c_only(exc):
+                raise H2COnlyServer(
+                    f"{description} speaks only HTTP/2 over cleartext (h2c): it answered the HTTP/1.1 "
+                    f"initialize POST with HTTP/2 frames ({_describe_error(exc)}); connect with "
+                    'TransportOptions(http2="prior_knowledge")'
+                ) from exc
             raise _connect_error(exc, description, self._link.options.open_timeout) from exc
         message = await self._check_initialize_answer(response)
         body = response.text
@@ -279,6 +288,16 @@ class StreamableHTTPTransport:
             connection_id=connection_id,
             http_version=self._posts.http_version,
         )
+
+    async def _h2c_only(self, exc: httpx.HTTPError) -> bool:
+        """An HTTP/1.1 ``initialize`` to an ``http://`` URL got an answer HTTP/1.1 cannot parse: is the
+        server one that speaks only h2c? (One HTTP/2 preface exchange tells; see :mod:`._h2c`.)"""
+        url = self._link.url
+        if not isinstance(exc, httpx.RemoteProtocolError) or url.scheme != "http":
+            return False
+        if self._link.options.http2 == "prior_knowledge":
+            return False
+        return await speaks_h2c(url.host, url.port or 80, self._link.options.open_timeout or 10.0)
 
     async def _check_initialize_answer(self, response: BoundedResponse) -> dict[str, Any]:
         """The JSON-RPC message of a ``200`` JSON answer to ``initialize``; otherwise abandon the link and
