@@ -40,7 +40,7 @@ from acp_client import (
 from acp_client.handlers import PermissionRequest
 from acp_client.reconnect import classify_error
 from acp_client.sessions import SessionUpdate
-from acp_client.transports.http import StreamableHTTPTransport
+from acp_client.transports.http import REPLAY_BARRIER_METHOD, StreamableHTTPTransport
 from tests.conftest import bound, client_options, recorder
 from tests.interop._ts_sdk import ts_sdk_dir  # noqa: F401  (a fixture)
 
@@ -381,17 +381,22 @@ async def test_recovery_ladder_runs_against_the_typescript_server(ts_server: TSS
     _assert_rule_kept(posts)
     probes = [p for p in posts if p["method"] == "session/status"]
     assert len(probes) == 3 and {p["header"] for p in probes} == {session.id}
+    # the load after the restart: its result waited for the end-of-replay marker, answered on the session stream
+    (barrier,) = [p for p in posts if p["method"] == REPLAY_BARRIER_METHOD]
+    assert barrier["header"] == session.id
 
 
 # --------------------------------------------------------------------------- an h2c-only server, default options
 
 
 @pytest.mark.parametrize("front", ["ts-h2c", "ts-h2c-max"])
-async def test_h2c_only_server_with_default_options_says_what_to_use(front: str, ts_sdk_dir: Path) -> None:
+async def test_h2c_only_server_with_default_options_says_what_to_use(
+    front: str, request: pytest.FixtureRequest
+) -> None:
     """Node's http2 server speaks nothing but h2c: HTTP/1.1 (the default for http://) gets a typed, fatal
     error naming http2="prior_knowledge", not a RemoteProtocolError retried for ever."""
     spec = next(p for p in PEERS if p.name == front)
-    async with running(spec.command(ts_sdk_dir)) as url:
+    async with running(spec.command(request.getfixturevalue("ts_sdk_dir"))) as url:
         with pytest.raises(H2COnlyServer, match='http2="prior_knowledge"'):
             await connect(url)
         client = ReconnectingClient(url, **client_options())

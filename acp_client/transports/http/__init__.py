@@ -66,8 +66,10 @@ ends again before delivering anything, the link is lost and the full recovery (r
 
 Ordering across streams: a ``session/load`` result travels on the connection stream, its replay on the session
 stream; as two HTTP requests they can arrive in either order. The result is held until the replay is in (a
-v2 ``session/resume``: until its ``state_update`` snapshot; otherwise until the session stream was quiet for
-``REPLAY_QUIET``; at most ``REPLAY_HOLD_MAX``), so what the layers above see follows the agent's order.
+v2 ``session/resume``: until its ``state_update`` snapshot; a v1 ``session/load``: until the answer to a
+``REPLAY_BARRIER_METHOD`` request of the transport's own, POSTed with the session's header after the result
+came, arrives on the session stream behind the replay; at most ``REPLAY_HOLD_MAX``), so what the layers
+above see follows the agent's order.
 
 Liveness: every SSE stream has a read-idle watchdog (``ping_interval + ping_timeout`` without a byte, where
 servers send a keepalive comment about every 15 s, fails the link), and after ``ping_interval`` without an
@@ -112,8 +114,8 @@ from acp_client.transports.http._base import (
     _log,
 )
 from acp_client.transports.http._h2c import speaks_h2c
+from acp_client.transports.http._order import REPLAY_BARRIER_METHOD as REPLAY_BARRIER_METHOD
 from acp_client.transports.http._order import REPLAY_HOLD_MAX as REPLAY_HOLD_MAX
-from acp_client.transports.http._order import REPLAY_QUIET as REPLAY_QUIET
 from acp_client.transports.http._order import StreamRouter
 from acp_client.transports.http._posts import INITIALIZE_TIMEOUT as INITIALIZE_TIMEOUT
 from acp_client.transports.http._posts import PostPipeline
@@ -152,8 +154,8 @@ class StreamableHTTPTransport:
         self._tried_first = tried_first
         self._link = LinkState(url, options, headers, description=description, versions=_http_versions(options))
         self._inbox = Inbox(on_lost=self._on_lost)
-        self._router = StreamRouter(self._link, self._inbox)
         self._posts = PostPipeline(self._link, self._inbox)
+        self._router = StreamRouter(self._link, self._inbox, self._posts.post)
         self._close_task: asyncio.Task[None] | None = None
         self._initialized = False
         # httpx logs every request URL at INFO: a URL with a password or a token is scrubbed there

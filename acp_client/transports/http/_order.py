@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+from acp_client.exceptions import ConnectionLost
 from acp_client.transports.http._base import (
     _ATTACH_METHODS,
     _CREATE_METHODS,
@@ -25,10 +28,14 @@ from acp_client.transports.http._base import (
 )
 from acp_client.transports.http._streams import StreamReader, StreamView
 
-#: A load/resume result waits until its session stream was quiet this long (seconds; see ``_replay_barrier``).
-REPLAY_QUIET = 0.05
+#: The method of the request that marks the end of a v1 replay on its session stream (see ``_replay_barrier``):
+#: an extension method no agent serves, so every agent answers it ``-32601`` (JSON-RPC requires an answer).
+REPLAY_BARRIER_METHOD = "_acp-client/replay_barrier"
 #: The longest a load/resume result is held back waiting for its replay.
 REPLAY_HOLD_MAX = 2.0
+
+#: How the router sends a frame of its own: the POST pipeline's ``post(frame, session_header, message)``.
+Post = Callable[[str, str | None, object], Awaitable[None]]
 
 
 class StreamRouter:
@@ -37,9 +44,12 @@ class StreamRouter:
     agent requests whose answer goes back to a session, the close/delete requests in flight, and the
     session streams lent for the answer of one request (see :meth:`outgoing`)."""
 
-    def __init__(self, link: LinkView, inbox: Inbound) -> None:
+    def __init__(self, link: LinkView, inbox: Inbound, post: Post) -> None:
         self._link = link
         self._inbox = inbox
+        self._post = post
+        self._barriers: dict[str, asyncio.Future[None]] = {}  # barrier request id -> set when answered
+        self._barrier_ids = itertools.count(1)
         self._streams = StreamReader(link, inbox, sink=self)
         self._attaching: dict[int | str, tuple[str, str | None, int]] = {}  # id -> (method, session, updates)
         self._inbound_routes: dict[int | str, str] = {}  # agent request id -> its session
@@ -148,6 +158,9 @@ class StreamRouter:
         lent: str | None = None
         if isinstance(message, dict):
             request_id = message.get("id")
+            if isinstance(request_id, str) and "method" not in message and request_id in self._barriers:
+                self._barriers[request_id].set_result(None)  # the end of a replay: ours, not for recv
+                return
             if "method" in message:
                 if _is_id(request_id):  # an agent request: its answer goes back with the session header
                     session_id = stream.session_id or _session_id(message.get("params"))
@@ -155,7 +168,7 @@ class StreamRouter:
                         self._inbound_routes[request_id] = session_id
             elif _is_id(request_id):
                 if request_id in self._attaching:
-                    text = await self._settle_attach(request_id, message, text)
+                    text = await self._settle_attach(request_id, message, text, stream)
                 elif request_id in self._detaching:
                     ended = (self._detaching.pop(request_id), "error" not in message)
                 lent = self._borrowers.pop(request_id, None)
@@ -170,8 +183,11 @@ class StreamRouter:
             else:
                 self._lent.discard(lent)  # the session exists: its stream stays
 
-    async def _settle_attach(self, request_id: int | str, message: dict[str, Any], text: str) -> str:
-        """A load/resume/new answer: make sure the session's stream is open before the result is seen."""
+    async def _settle_attach(
+        self, request_id: int | str, message: dict[str, Any], text: str, came_on: StreamView
+    ) -> str:
+        """A load/resume/new answer (read from ``came_on``): make sure the session's stream is open, and its
+        replay in, before the result is seen."""
         method, session_id, state_updates = self._attaching.pop(request_id)
         result = message.get("result")
         if "error" in message:
@@ -183,8 +199,9 @@ class StreamRouter:
         stream = self._streams.get(session_id)
         if stream is not None:
             replays = method == "session/load" or self._link.protocol_version == 2  # v1 resume replays nothing
-            if method in _ATTACH_METHODS and replays and stream.is_open:
-                await self._replay_barrier(stream, method, state_updates)
+            # a result that came on the session stream itself came after its replay (one stream is in order)
+            if method in _ATTACH_METHODS and replays and stream.is_open and came_on is not stream:
+                await self._replay_barrier(stream, session_id, method, state_updates)
             return text
         if await self._streams.open(session_id, required=False):
             return text
@@ -194,31 +211,47 @@ class StreamRouter:
         # the agent accepted the load/resume but its HTTP server will not route the session here
         return _refused_attach(request_id, session_id, self._streams.refusal(session_id))
 
-    async def _replay_barrier(self, stream: StreamView, method: str, state_updates: int) -> None:
+    async def _replay_barrier(self, stream: StreamView, session_id: str, method: str, state_updates: int) -> None:
         """Hold a load/resume result (connection stream) until its replay (session stream) is in.
 
         The two streams are separate HTTP requests, so the result can overtake the replay sent before it.
-        A v2 ``session/resume`` ends its replay with a ``state_update`` snapshot: wait for it. Otherwise
-        (v1, or an agent without the snapshot) wait until the session stream was quiet for
-        ``REPLAY_QUIET`` seconds. Either wait is capped by ``REPLAY_HOLD_MAX``.
+        A v2 ``session/resume`` ends its replay with a ``state_update`` snapshot: wait for it. A v1
+        ``session/load`` has no such end, so one is made: a request of this transport's own
+        (:data:`REPLAY_BARRIER_METHOD`, with the session's header) whose answer the server routes to the
+        session stream. The agent answers it after the load result, so on that stream, which is in order,
+        the answer comes after every replayed update: once it is read, the replay is in (no clock: a
+        loaded event loop or a slow server delays it, never misorders it). The answer is not handed on.
+        Either wait is capped by ``REPLAY_HOLD_MAX`` (a server that routes the answer elsewhere, or an
+        agent that never answers, costs that much and no more).
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + REPLAY_HOLD_MAX
         snapshot = method == "session/resume" and self._link.protocol_version == 2
-        while not self._inbox.failed:
-            if snapshot and stream.state_updates > state_updates:
-                return
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                if snapshot:
-                    _log.debug("http_replay_snapshot_not_seen", transport=self._link.description, session=stream.label)
-                return
+        if snapshot:
             try:
-                async with asyncio.timeout(remaining if snapshot else min(remaining, REPLAY_QUIET)):
-                    await stream.next_message()
+                async with asyncio.timeout(REPLAY_HOLD_MAX):
+                    while stream.state_updates <= state_updates and not self._inbox.failed:
+                        await stream.next_message()
             except TimeoutError:
-                if not snapshot:
-                    return  # quiet long enough
+                _log.debug("http_replay_snapshot_not_seen", transport=self._link.description, session=stream.label)
+            return
+        barrier_id = f"acp-client/replay-barrier/{next(self._barrier_ids)}"
+        answered = asyncio.get_running_loop().create_future()
+        self._barriers[barrier_id] = answered
+        request = {
+            "jsonrpc": "2.0",
+            "id": barrier_id,
+            "method": REPLAY_BARRIER_METHOD,
+            "params": {"sessionId": session_id},
+        }
+        try:
+            await self._post(json.dumps(request), session_id, request)
+            async with asyncio.timeout(REPLAY_HOLD_MAX):
+                await answered
+        except TimeoutError:
+            _log.warning("http_replay_barrier_not_answered", transport=self._link.description, session=stream.label)
+        except ConnectionLost:
+            pass  # the link is gone: the result goes on, and recv ends after it
+        finally:
+            self._barriers.pop(barrier_id, None)
 
 
 def _refused_attach(request_id: int | str, session_id: str, status: int | None) -> str:
