@@ -48,7 +48,7 @@ class StreamRouter:
         self._link = link
         self._inbox = inbox
         self._post = post
-        self._barriers: dict[str, asyncio.Future[None]] = {}  # barrier request id -> set when answered
+        self._barriers: dict[str, asyncio.Future[None]] = {}  # barrier request id -> its answer, until it comes
         self._barrier_ids = itertools.count(1)
         self._streams = StreamReader(link, inbox, sink=self)
         self._attaching: dict[int | str, tuple[str, str | None, int]] = {}  # id -> (method, session, updates)
@@ -159,7 +159,9 @@ class StreamRouter:
         if isinstance(message, dict):
             request_id = message.get("id")
             if isinstance(request_id, str) and "method" not in message and request_id in self._barriers:
-                self._barriers[request_id].set_result(None)  # the end of a replay: ours, not for recv
+                answered = self._barriers.pop(request_id)  # the end of a replay: ours, not for recv
+                if not answered.done():
+                    answered.set_result(None)
                 return
             if "method" in message:
                 if _is_id(request_id):  # an agent request: its answer goes back with the session header
@@ -251,7 +253,8 @@ class StreamRouter:
         except ConnectionLost:
             pass  # the link is gone: the result goes on, and recv ends after it
         finally:
-            self._barriers.pop(barrier_id, None)
+            if not answered.done():  # its answer, if it ever comes, is still ours: it is dropped then
+                answered.cancel()
 
 
 def _refused_attach(request_id: int | str, session_id: str, status: int | None) -> str:
