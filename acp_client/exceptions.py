@@ -12,7 +12,9 @@ tree exactly once, at the transport seam, so no caller ever needs to import ``we
     │   │   ├── AgentNotFound            the stdio agent's program is missing or not executable (fatal)
     │   │   ├── HandshakeRejected        the WebSocket upgrade got an HTTP status (401, 404, 429, 503 ...)
     │   │   │   └── HTTPTransportError   a Streamable HTTP answer the transport cannot use (415, HTML ...)
-    │   │   └── TLSError                 the TLS handshake failed (certificate not trusted, ...)
+    │   │   ├── TLSError                 the TLS handshake failed (certificate not trusted, ...)
+    │   │   └── H2COnlyServer            an http:// server speaks only HTTP/2 cleartext: use
+    │   │                                http2="prior_knowledge" (fatal)
     │   ├── ConnectionLost               an open connection died; ``request_sent`` says if the request
     │   │                                had been written before the loss
     │   └── NotConnected                 there is no usable connection right now (reconnecting)
@@ -64,6 +66,7 @@ __all__ = [
     "ClientClosed",
     "ConnectError",
     "ConnectionLost",
+    "H2COnlyServer",
     "HTTPTransportError",
     "HandshakeRejected",
     "InternalError",
@@ -201,6 +204,12 @@ class HTTPTransportError(HandshakeRejected):
 
 class TLSError(ConnectError):
     """The TLS handshake failed, for example because the certificate is not trusted."""
+
+
+class H2COnlyServer(ConnectError):
+    """An ``http://`` server answered an HTTP/1.1 request in HTTP/2: it speaks only HTTP/2 over cleartext
+    (h2c with prior knowledge). Connect with ``TransportOptions(http2="prior_knowledge")``. Retrying with
+    the same options cannot help, so the reconnect manager treats it as fatal (reason ``h2c_only``)."""
 
 
 class ConnectionLost(TransportError):

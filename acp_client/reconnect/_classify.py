@@ -9,6 +9,7 @@ from acp_client.exceptions import (
     AuthRequired,
     ConnectError,
     ConnectionLost,
+    H2COnlyServer,
     HandshakeRejected,
     TLSError,
     UnsupportedProtocolVersion,
@@ -53,6 +54,8 @@ def classify_error(exc: BaseException) -> Verdict:
         return Verdict(False, f"http_{status}")
     if isinstance(exc, TLSError):
         return Verdict(False, "tls")
+    if isinstance(exc, H2COnlyServer):
+        return Verdict(False, "h2c_only")  # these options can never work; http2="prior_knowledge" would
     if isinstance(exc, UnsupportedProtocolVersion):
         return Verdict(False, "unsupported_protocol_version")
     if isinstance(exc, AuthRequired):

@@ -13,29 +13,39 @@ Peers, each a child process on 127.0.0.1 started and stopped by the test:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
 from acp_client import (
+    ClientHandlers,
+    ConnectError,
+    H2COnlyServer,
+    ReconnectFailed,
     ReconnectingClient,
     SessionForgotten,
+    SessionNotFound,
     SessionRecovered,
     SessionRecoveryFailed,
     TransportOptions,
     connect,
 )
+from acp_client.handlers import PermissionRequest
+from acp_client.reconnect import classify_error
 from acp_client.sessions import SessionUpdate
-from acp_client.transports.http import StreamableHTTPTransport
+from acp_client.transports.http import REPLAY_BARRIER_METHOD, StreamableHTTPTransport
 from tests.conftest import bound, client_options, recorder
 from tests.interop._ts_sdk import ts_sdk_dir  # noqa: F401  (a fixture)
 
 HERE = Path(__file__).parent
+E = TypeVar("E")
 
 
 @dataclass(frozen=True)
@@ -209,3 +219,215 @@ async def test_http2_over_tls_by_alpn(tmp_path: Path) -> None:
             assert client.connection.transport.http_version == "HTTP/1.1"  # type: ignore[attr-defined]
         with pytest.raises(TLSError):
             await connect(https)  # the system trust store does not know the test CA
+
+
+# --------------------------------------------------------------------------- the binding's session-header rule
+#
+# The TypeScript AcpServer (dist/transports/server.js, determineRoute) answers 400 "Missing Acp-Session-Id" to
+# any POST whose params carry a string sessionId without the header, and routes the answer to that
+# session's stream. What the server really received is read from its own log (ts_http_agent.mjs --log).
+
+TS_FRONTS = [p for p in PEERS if p.typescript]
+
+
+class TSServer:
+    """The TS agent (``--status``) as a child process that can be restarted on the same port, with its
+    sessions in a store file and a log of every POST it received."""
+
+    def __init__(self, spec: Peer, sdk_dir: Path, tmp_path: Path) -> None:
+        self.spec = spec
+        self.store = tmp_path / "ts-sessions.json"
+        self.log = tmp_path / "ts-posts.jsonl"
+        self._base = spec.command(sdk_dir)
+        self._stack: contextlib.AsyncExitStack | None = None
+        self.url = ""
+
+    async def start(self) -> None:
+        port = [] if not self.url else ["--port", self.url.rsplit(":", 1)[1].split("/")[0]]
+        command = [*self._base, "--status", "--store", str(self.store), "--log", str(self.log), *port]
+        self._stack = contextlib.AsyncExitStack()
+        self.url = await self._stack.enter_async_context(running(command))
+
+    async def stop(self) -> None:
+        if self._stack is not None:
+            stack, self._stack = self._stack, None
+            await stack.aclose()
+
+    def posts(self) -> list[dict[str, Any]]:
+        """Every POST the server received so far: ``method`` (``None`` for an answer), ``id``,
+        ``sessionId`` (from the params), ``header`` (``Acp-Session-Id``) and the HTTP ``status``."""
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line]
+
+
+@pytest.fixture(params=TS_FRONTS, ids=[p.name for p in TS_FRONTS])
+async def ts_server(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TSServer]:
+    server = TSServer(request.param, request.getfixturevalue("ts_sdk_dir"), tmp_path)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+def _assert_rule_kept(posts: list[dict[str, Any]]) -> None:
+    """Every POST naming a session carried its header, and the server accepted every POST (202)."""
+    assert posts
+    for post in posts:
+        if post["sessionId"] is not None:
+            assert post["header"] == post["sessionId"], post
+        assert post["status"] in (200, 202), post
+
+
+async def _streams_given_back(transport: StreamableHTTPTransport) -> list[str]:
+    """The open session streams, once a stream lent for an answer that failed was closed (right after it)."""
+    for _ in range(100):
+        await asyncio.sleep(0)
+    return transport.session_streams
+
+
+async def test_detached_requests_carry_the_session_header(ts_server: TSServer) -> None:
+    options = TransportOptions(http2=ts_server.spec.http2)
+    async with connect(ts_server.url, transport_options=options) as first:
+        active = await first.new_session(str(HERE))
+        closed = await first.new_session(str(HERE))
+        await first.close_session(closed.id)  # known to the agent, not in memory: inactive
+    async with connect(ts_server.url, transport_options=options) as client:  # nothing attached here
+        transport = client.connection.transport
+        assert isinstance(transport, StreamableHTTPTransport)
+        assert (await client.session_status(active.id, timeout=bound(10))).status == "active"
+        assert (await client.session_status(closed.id, timeout=bound(10))).status == "inactive"
+        with pytest.raises(SessionNotFound):
+            await client.session_status("ts-sess-none", timeout=bound(10))
+        listed = [info.session_id async for info in client.list_sessions()]
+        assert sorted(listed) == sorted([active.id, closed.id])
+        # the probes opened their session's stream first; the unknown session's was given back
+        assert sorted(await _streams_given_back(transport)) == sorted([active.id, closed.id])
+        await client.close_session(active.id, timeout=bound(10))  # close/delete of sessions not attached here
+        await client.delete_session(closed.id, timeout=bound(10))
+        assert transport.stats.posts_rejected == 0
+        assert await _streams_given_back(transport) == []
+    posts = ts_server.posts()
+    _assert_rule_kept(posts)
+    probes = [(p["sessionId"], p["header"]) for p in posts if p["method"] == "session/status"]
+    assert probes == [(active.id, active.id), (closed.id, closed.id), ("ts-sess-none", "ts-sess-none")]
+    assert [p["header"] for p in posts if p["method"] == "session/list"] == [None]
+    assert [p["sessionId"] for p in posts if p["method"] in ("session/close", "session/delete")] == [
+        closed.id,
+        active.id,
+        closed.id,
+    ]
+
+
+class _Approve(ClientHandlers):
+    async def request_permission(self, request: PermissionRequest) -> str | None:
+        return request.options[0].option_id
+
+
+async def test_agent_request_from_a_session_stream_is_answered_with_its_header(ts_server: TSServer) -> None:
+    options = TransportOptions(http2=ts_server.spec.http2)
+    async with connect(ts_server.url, transport_options=options, handlers=_Approve()) as client:
+        session = await client.new_session(str(HERE))
+        result = await asyncio.wait_for(session.prompt("ask"), bound(10))
+        assert result.stop_reason == "end_turn"
+        assert session.transcript.messages[-1].text == "chose yes"
+    posts = ts_server.posts()
+    _assert_rule_kept(posts)
+    answers = [p for p in posts if p["method"] is None]
+    assert [a["header"] for a in answers] == [session.id]
+
+
+async def _next(rec: Any, kind: type[E], seen: int, timeout: float) -> E:
+    """The first event of ``kind`` recorded after the first ``seen`` of that kind."""
+    await rec.wait(lambda e: len(rec.of(kind)) > seen, timeout=timeout)
+    return rec.of(kind)[seen]
+
+
+async def test_recovery_ladder_runs_against_the_typescript_server(ts_server: TSServer) -> None:
+    """Closing the link (active: resume), a restart (inactive: load with replay), a restart that lost the
+    sessions (-32002: forgotten); every probe really reaches the agent and is answered."""
+    client = ReconnectingClient(ts_server.url, **client_options(http2=ts_server.spec.http2))
+    rec = recorder(client)
+    try:
+        await client.start()
+        await client.wait_ready(timeout=bound(10))
+        session = await client.new_session(str(HERE))
+        await asyncio.wait_for(session.prompt("echo: before"), bound(10))
+
+        client.reconnect_now()  # a cut: a new HTTP connection for the same, still active, session
+        event = await _next(rec, SessionRecovered, 0, 10)
+        assert (event.status, event.mode, event.replayed) == ("active", "resume", False)
+        await asyncio.wait_for(session.prompt("echo: after cut"), bound(10))
+
+        await ts_server.stop()  # a restart: the session survives in the store, no longer in memory
+        await ts_server.start()
+        event = await _next(rec, SessionRecovered, 1, 20)
+        assert (event.status, event.mode, event.replayed) == ("inactive", "load", True)
+        # the replay has no message ids: its chunks make one agent message, as a fresh client builds it
+        assert "".join(m.text for m in session.transcript.messages if m.role == "agent") == "beforeafter cut"
+        await asyncio.wait_for(session.prompt("echo: after restart"), bound(10))
+
+        await ts_server.stop()
+        ts_server.store.unlink()  # a restart that lost every session
+        await ts_server.start()
+        forgotten = await _next(rec, SessionForgotten, 0, 20)
+        assert (forgotten.reason, forgotten.via) == ("unknown", "session/status")
+        assert session.id not in client.sessions
+    finally:
+        await rec.close()
+        await client.aclose()
+    posts = ts_server.posts()
+    _assert_rule_kept(posts)
+    probes = [p for p in posts if p["method"] == "session/status"]
+    assert len(probes) == 3 and {p["header"] for p in probes} == {session.id}
+    # the load after the restart: its result waited for the end-of-replay marker, answered on the session stream
+    (barrier,) = [p for p in posts if p["method"] == REPLAY_BARRIER_METHOD]
+    assert barrier["header"] == session.id
+
+
+# --------------------------------------------------------------------------- an h2c-only server, default options
+
+
+@pytest.mark.parametrize("front", ["ts-h2c", "ts-h2c-max"])
+async def test_h2c_only_server_with_default_options_says_what_to_use(
+    front: str, request: pytest.FixtureRequest
+) -> None:
+    """Node's http2 server speaks nothing but h2c: HTTP/1.1 (the default for http://) gets a typed, fatal
+    error naming http2="prior_knowledge", not a RemoteProtocolError retried for ever."""
+    spec = next(p for p in PEERS if p.name == front)
+    async with running(spec.command(request.getfixturevalue("ts_sdk_dir"))) as url:
+        with pytest.raises(H2COnlyServer, match='http2="prior_knowledge"'):
+            await connect(url)
+        client = ReconnectingClient(url, **client_options())
+        try:
+            await client.start()
+            with pytest.raises(ReconnectFailed) as failed:
+                await client.wait_ready(timeout=bound(10))
+            assert failed.value.reason == "h2c_only" and isinstance(failed.value.cause, H2COnlyServer)
+        finally:
+            await client.aclose()
+        async with connect(url, transport_options=TransportOptions(http2="prior_knowledge")) as fine:
+            assert fine.connection.transport.http_version == "HTTP/2"  # type: ignore[attr-defined]
+
+
+async def test_a_garbled_http1_answer_is_not_taken_for_h2c() -> None:
+    """A server that answers HTTP/1.1 with bytes that are not HTTP at all, and not HTTP/2 either, gives a
+    plain (retried) ConnectError."""
+
+    async def garble(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)
+        writer.write(b"\x01\x02 not http\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(garble, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(ConnectError) as raised:
+            await connect(f"http://127.0.0.1:{port}/acp")
+        assert not isinstance(raised.value, H2COnlyServer)
+        assert classify_error(raised.value).retry
+    finally:
+        server.close()
+        await server.wait_closed()

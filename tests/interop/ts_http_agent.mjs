@@ -1,25 +1,56 @@
 // An ACP agent on the official TypeScript SDK's AcpServer (@agentclientprotocol/sdk, experimental/server),
 // served over Streamable HTTP for acp-client's interop tests.
 //
-//   node ts_http_agent.mjs <sdk-dir> h1                 node:http + the SDK's createNodeHttpHandler
-//   node ts_http_agent.mjs <sdk-dir> h2c [max-streams]  node:http2 cleartext + a small adapter to handleRequest
+//   node ts_http_agent.mjs <sdk-dir> h1 [options]                node:http + the SDK's createNodeHttpHandler
+//   node ts_http_agent.mjs <sdk-dir> h2c [max-streams] [options]  node:http2 cleartext + an adapter to handleRequest
 //
-// Listens on 127.0.0.1 (any free port), prints "READY <port>", exits when stdin closes. Sessions live in
-// this process (they survive a dropped HTTP connection, not a restart). Prompts: "echo: <text>" answers
-// <text> as one chunk; "sleep <s>" says "sleeping " then waits (cancellable); "stream <n>" sends n chunks.
+// Options: --port N (listen there, for a restart on the same port), --store FILE (sessions and their
+// history survive a restart there), --log FILE (one JSON line per POST the server received: the JSON-RPC
+// method, or the id of an answer, its Acp-Session-Id header and the HTTP status it got), --status
+// (advertise and serve session/status, list, close and delete).
+//
+// Listens on 127.0.0.1 (any free port unless --port), prints "READY <port>", exits when stdin closes.
+// Sessions live in this process (they survive a dropped HTTP connection; with --store, a restart too,
+// as "inactive"). Prompts: "echo: <text>" answers <text> as one chunk; "sleep <s>" says "sleeping " then
+// waits (cancellable); "stream <n>" sends n chunks; "ask" asks the client session/request_permission and
+// answers the chosen option id.
+import fs from "node:fs";
 import http from "node:http";
 import http2 from "node:http2";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 
-const [sdkDir, mode, maxStreams] = process.argv.slice(2);
+const [sdkDir, mode, ...rest] = process.argv.slice(2);
+const option = (name) => {
+  const at = rest.indexOf(name);
+  return at >= 0 ? rest[at + 1] : undefined;
+};
+const maxStreams = rest[0] && /^[0-9]+$/.test(rest[0]) ? rest[0] : undefined;
+const storePath = option("--store");
+const logPath = option("--log");
+const withStatus = rest.includes("--status");
 const load = (sub) => import(pathToFileURL(path.join(sdkDir, "node_modules/@agentclientprotocol/sdk/dist", sub)).href);
 const acp = await load("v1/stable/acp.js");
 const { AcpServer } = await load("transports/server.js");
 const { createNodeHttpHandler } = await load("transports/node-adapter.js");
 
 const sessions = new Map(); // sessionId -> { cwd, history: SessionNotification[], turn: AbortController | null }
+const loaded = new Set(); // sessions in memory since this process started ("active"); the others are "inactive"
 let counter = 0;
+if (storePath && fs.existsSync(storePath)) {
+  const saved = JSON.parse(fs.readFileSync(storePath, "utf8"));
+  counter = saved.counter;
+  for (const [sessionId, { cwd, history }] of Object.entries(saved.sessions)) {
+    sessions.set(sessionId, { cwd, history, turn: null });
+  }
+}
+
+function save() {
+  if (!storePath) return;
+  const out = {};
+  for (const [sessionId, { cwd, history }] of sessions) out[sessionId] = { cwd, history };
+  fs.writeFileSync(storePath, JSON.stringify({ counter, sessions: out }));
+}
 
 function chunk(sessionId, text) {
   return { sessionId, update: { sessionUpdate: "agent_message_chunk", content: { type: "text", text } } };
@@ -28,6 +59,7 @@ function chunk(sessionId, text) {
 async function say(ctx, session, sessionId, text) {
   const update = chunk(sessionId, text);
   session.history.push(update);
+  save();
   await ctx.client.notify(acp.methods.client.session.update, update);
 }
 
@@ -39,21 +71,30 @@ function known(sessionId) {
   return session;
 }
 
-const agent = acp
+const sessionCapabilities = withStatus ? { resume: {}, status: {}, list: {}, close: {}, delete: {} } : { resume: {} };
+const byId = (params) => {
+  if (typeof params?.sessionId !== "string") throw acp.RequestError.invalidParams(params, "sessionId is required");
+  return params;
+};
+
+let agent = acp
   .agent({ name: "acp-client-interop-ts" })
   .onRequest(acp.methods.agent.initialize, async () => ({
     protocolVersion: 1,
-    agentCapabilities: { loadSession: true, sessionCapabilities: { resume: {} } },
+    agentCapabilities: { loadSession: true, sessionCapabilities },
     agentInfo: { name: "acp-client-interop-ts", version: "2.4.0" },
   }))
   .onRequest(acp.methods.agent.session.new, async (ctx) => {
     counter += 1;
     const sessionId = `ts-sess-${counter}`;
     sessions.set(sessionId, { cwd: ctx.params.cwd, history: [], turn: null });
+    loaded.add(sessionId);
+    save();
     return { sessionId };
   })
   .onRequest(acp.methods.agent.session.load, async (ctx) => {
     const session = known(ctx.params.sessionId);
+    loaded.add(ctx.params.sessionId);
     for (const update of session.history) {
       await ctx.client.notify(acp.methods.client.session.update, update);
     }
@@ -61,6 +102,7 @@ const agent = acp
   })
   .onRequest(acp.methods.agent.session.resume, async (ctx) => {
     known(ctx.params.sessionId);
+    loaded.add(ctx.params.sessionId);
     return {};
   })
   .onRequest(acp.methods.agent.session.prompt, async (ctx) => {
@@ -77,6 +119,13 @@ const agent = acp
         for (let i = 1; i <= n; i += 1) {
           await say(ctx, session, sessionId, `chunk ${i} `);
         }
+      } else if (text === "ask") {
+        const answer = await ctx.client.request(acp.methods.client.session.requestPermission, {
+          sessionId,
+          toolCall: { toolCallId: "ask-1", title: "may I?" },
+          options: [{ optionId: "yes", name: "Yes", kind: "allow_once" }],
+        });
+        await say(ctx, session, sessionId, `chose ${answer.outcome?.optionId ?? answer.outcome?.outcome}`);
       } else if (text.startsWith("sleep ")) {
         await say(ctx, session, sessionId, "sleeping ");
         const ms = Number.parseFloat(text.slice(6)) * 1000;
@@ -99,8 +148,55 @@ const agent = acp
   .onNotification(acp.methods.agent.session.cancel, async (ctx) => {
     sessions.get(ctx.params.sessionId)?.turn?.abort();
   });
+if (withStatus) {
+  agent = agent
+    .onRequest("session/status", byId, async (ctx) => {
+      known(ctx.params.sessionId);
+      return { status: loaded.has(ctx.params.sessionId) ? "active" : "inactive" };
+    })
+    .onRequest(acp.methods.agent.session.list, async () => ({
+      sessions: [...sessions].map(([sessionId, { cwd }]) => ({ sessionId, cwd })),
+    }))
+    .onRequest(acp.methods.agent.session.close, async (ctx) => {
+      known(ctx.params.sessionId);
+      loaded.delete(ctx.params.sessionId);
+      return {};
+    })
+    .onRequest(acp.methods.agent.session.delete, async (ctx) => {
+      known(ctx.params.sessionId);
+      loaded.delete(ctx.params.sessionId);
+      sessions.delete(ctx.params.sessionId);
+      save();
+      return {};
+    });
+}
 
 const acpServer = new AcpServer({ agent });
+
+// What the server received: every POST's JSON-RPC method (or the id of an answer), its Acp-Session-Id
+// header and the status the server answered, one JSON line each in --log.
+if (logPath) {
+  const handle = acpServer.handleRequest.bind(acpServer);
+  acpServer.handleRequest = async (req, options) => {
+    if (req.method !== "POST") return await handle(req, options);
+    let message;
+    try {
+      message = JSON.parse(await req.clone().text());
+    } catch {
+      message = undefined;
+    }
+    const response = await handle(req, options);
+    const entry = {
+      method: message?.method ?? null,
+      id: message?.id ?? null,
+      sessionId: message?.params?.sessionId ?? null,
+      header: req.headers.get("acp-session-id"),
+      status: response.status,
+    };
+    fs.appendFileSync(logPath, `${JSON.stringify(entry)}\n`);
+    return response;
+  };
+}
 
 // node:http2 stream -> Fetch Request -> AcpServer.handleRequest -> Response -> http2 stream
 async function serveHttp2(stream, headers) {
@@ -162,7 +258,7 @@ server.on("connection", (socket) => {
   sockets.add(socket);
   socket.on("close", () => sockets.delete(socket));
 });
-server.listen(0, "127.0.0.1", () => {
+server.listen(Number.parseInt(option("--port") ?? "0", 10), "127.0.0.1", () => {
   process.stdout.write(`READY ${server.address().port}\n`);
 });
 process.stdin.on("end", async () => {

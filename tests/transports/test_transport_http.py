@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -189,6 +190,37 @@ async def test_replay_result_waits_for_the_delayed_session_stream() -> None:
         finally:
             await rec.close()
             await client.aclose()
+
+
+async def test_v1_load_result_waits_for_its_replay_on_a_loaded_loop() -> None:
+    # a v1 load has no end-of-replay marker: the transport makes one (a request answered on the session
+    # stream behind the replay). The session stream's TCP link lags 300 ms (the load result, on the
+    # connection stream, does not) and the loop is blocked 60 ms at a time: both past the 50 ms quiet
+    # window this replaced, neither lets the result overtake its replay
+    async with ReferenceAgent(1) as agent, FaultProxy("127.0.0.1", agent.port) as proxy:
+        url = proxy.url(scheme="http")
+        async with connect(url) as first:
+            session = await first.new_session("/w")
+            for word in ("one", "two", "three"):
+                await session.prompt(f"echo: {word}")
+
+        async def hog() -> None:
+            while True:
+                time.sleep(0.06)  # noqa: ASYNC251  (the point: a loaded, blocked event loop)
+                await asyncio.sleep(0.005)
+
+        async with connect(url) as client:
+            proxy.set_mode(ProxyMode.delay(0.3), "s2c")  # new links (the session stream's) lag...
+            for link in proxy.links:
+                proxy.release("s2c", link)  # ...the connection stream's and the POSTs' do not
+            hogging = asyncio.create_task(hog())
+            try:
+                loaded = await asyncio.wait_for(client.load_session(session.id, "/w"), bound(20))
+                # the moment load_session returns, the whole replay is in (none of it arrives as live)
+                assert [m.text for m in loaded.transcript.messages if m.role == "agent"] == ["one", "two", "three"]
+            finally:
+                hogging.cancel()
+                await asyncio.wait({hogging})
 
 
 async def test_refused_session_stream_ends_the_session_with_a_reason() -> None:

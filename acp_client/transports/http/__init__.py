@@ -14,7 +14,10 @@ The transport maps the RFD's POST/SSE exchange onto the text frames of :class:`~
   first received frame; the connection-scoped SSE stream (``GET``) is opened before ``send`` returns.
 - Every later frame is one POST with ``Acp-Connection-Id`` and ``Acp-Protocol-Version`` (the negotiated
   version), plus ``Acp-Session-Id`` when the message belongs to a session whose stream is open here; the
-  server answers ``202`` and the response arrives on an SSE stream. A POST starts once the previous one's
+  server answers ``202`` and the response arrives on an SSE stream. A request whose params name a session
+  not attached here (a ``session/status`` probe, a close/delete) opens that session's stream first, so it
+  carries the header and its answer, which the server routes to that stream, is received (see
+  ``_order.StreamRouter.outgoing``). A POST starts once the previous one's
   body was written (never waiting for an answer), so frames reach the server in the order ``send`` was
   called, as over a WebSocket; ``send`` returns once the POST is started.
 - Session-scoped SSE streams: this transport reads the JSON of outgoing frames (it implements the ACP HTTP
@@ -63,8 +66,10 @@ ends again before delivering anything, the link is lost and the full recovery (r
 
 Ordering across streams: a ``session/load`` result travels on the connection stream, its replay on the session
 stream; as two HTTP requests they can arrive in either order. The result is held until the replay is in (a
-v2 ``session/resume``: until its ``state_update`` snapshot; otherwise until the session stream was quiet for
-``REPLAY_QUIET``; at most ``REPLAY_HOLD_MAX``), so what the layers above see follows the agent's order.
+v2 ``session/resume``: until its ``state_update`` snapshot; a v1 ``session/load``: until the answer to a
+``REPLAY_BARRIER_METHOD`` request of the transport's own, POSTed with the session's header after the result
+came, arrives on the session stream behind the replay; at most ``REPLAY_HOLD_MAX``), so what the layers
+above see follows the agent's order.
 
 Liveness: every SSE stream has a read-idle watchdog (``ping_interval + ping_timeout`` without a byte, where
 servers send a keepalive comment about every 15 s, fails the link), and after ``ping_interval`` without an
@@ -87,6 +92,7 @@ from acp_client._logging import loggable_headers
 from acp_client.exceptions import (
     ConnectError,
     ConnectionLost,
+    H2COnlyServer,
     HTTPTransportError,
     UsageError,
 )
@@ -102,12 +108,14 @@ from acp_client.transports.http._base import (
     Inbox,
     LinkState,
     _connect_error,
+    _describe_error,
     _http_error,
     _loads,
     _log,
 )
+from acp_client.transports.http._h2c import speaks_h2c
+from acp_client.transports.http._order import REPLAY_BARRIER_METHOD as REPLAY_BARRIER_METHOD
 from acp_client.transports.http._order import REPLAY_HOLD_MAX as REPLAY_HOLD_MAX
-from acp_client.transports.http._order import REPLAY_QUIET as REPLAY_QUIET
 from acp_client.transports.http._order import StreamRouter
 from acp_client.transports.http._posts import INITIALIZE_TIMEOUT as INITIALIZE_TIMEOUT
 from acp_client.transports.http._posts import PostPipeline
@@ -146,8 +154,8 @@ class StreamableHTTPTransport:
         self._tried_first = tried_first
         self._link = LinkState(url, options, headers, description=description, versions=_http_versions(options))
         self._inbox = Inbox(on_lost=self._on_lost)
-        self._router = StreamRouter(self._link, self._inbox)
         self._posts = PostPipeline(self._link, self._inbox)
+        self._router = StreamRouter(self._link, self._inbox, self._posts.post)
         self._close_task: asyncio.Task[None] | None = None
         self._initialized = False
         # httpx logs every request URL at INFO: a URL with a password or a token is scrubbed there
@@ -244,6 +252,12 @@ class StreamableHTTPTransport:
             response = await self._posts.initialize(frame)
         except httpx.HTTPError as exc:
             await self._abandon()
+            if await self._h2c_only(exc):
+                raise H2COnlyServer(
+                    f"{description} speaks only HTTP/2 over cleartext (h2c): it answered the HTTP/1.1 "
+                    f"initialize POST with HTTP/2 frames ({_describe_error(exc)}); connect with "
+                    'TransportOptions(http2="prior_knowledge")'
+                ) from exc
             raise _connect_error(exc, description, self._link.options.open_timeout) from exc
         message = await self._check_initialize_answer(response)
         body = response.text
@@ -276,6 +290,16 @@ class StreamableHTTPTransport:
             connection_id=connection_id,
             http_version=self._posts.http_version,
         )
+
+    async def _h2c_only(self, exc: httpx.HTTPError) -> bool:
+        """An HTTP/1.1 ``initialize`` to an ``http://`` URL got an answer HTTP/1.1 cannot parse: is the
+        server one that speaks only h2c? (One HTTP/2 preface exchange tells; see :mod:`._h2c`.)"""
+        url = self._link.url
+        if not isinstance(exc, httpx.RemoteProtocolError) or url.scheme != "http":
+            return False
+        if self._link.options.http2 == "prior_knowledge":
+            return False
+        return await speaks_h2c(url.host, url.port or 80, self._link.options.open_timeout or 10.0)
 
     async def _check_initialize_answer(self, response: BoundedResponse) -> dict[str, Any]:
         """The JSON-RPC message of a ``200`` JSON answer to ``initialize``; otherwise abandon the link and

@@ -61,6 +61,8 @@ class StreamView(Protocol):
 
     async def next_message(self) -> None: ...
 
+    async def wait_opened(self) -> bool: ...
+
 
 def _plain(text: str) -> bool:
     """Whether ``text`` is surely a JSON object without an ``id`` member and without a ``state_update``: a
@@ -158,6 +160,11 @@ class _Stream:
         """Wait until the stream delivers another message."""
         self._changed.clear()
         await self._changed.wait()
+
+    async def wait_opened(self) -> bool:
+        """Wait until the server answered the stream's GET; ``True`` when it was opened."""
+        await asyncio.wait({self.opened})
+        return self.is_open
 
     def cancel(self) -> None:
         """Stop the reading task (unless it is the caller)."""
