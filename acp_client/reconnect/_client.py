@@ -271,6 +271,7 @@ class ReconnectingClient:
             recover=self._control.recover,
             tasks=self._tasks,
             session_wait_timeout=timeouts_.session_wait,
+            dialects=policy_.dialects,
         )
         self._owners = OwnershipControl(self._ownership, keeper=self._keeper, recover=self._control.recover)
         self._host = ClientHost(

@@ -21,6 +21,7 @@ from acp_client.reconnect._links import SessionLinks
 from acp_client.reconnect._ownership import SessionOwnership
 from acp_client.reconnect._ownership_client import attached_elsewhere
 from acp_client.reconnect._roles import ConnectionView, Recovery, TaskSpawner
+from acp_client.reconnect.dialects import DEFAULT_DIALECTS, SessionDialects
 from acp_client.schema import SessionStatusResponse
 from acp_client.sessions import Session, SessionLink
 
@@ -46,8 +47,10 @@ class SessionCalls:
         recover: Callable[[str], Awaitable[Session]],
         tasks: TaskSpawner,
         session_wait_timeout: float,
+        dialects: SessionDialects = DEFAULT_DIALECTS,
     ) -> None:
         self._gate = gate
+        self._dialects = dialects
         self._connection = connection
         self._keeper = keeper
         self._recovery = recovery
@@ -89,7 +92,7 @@ class SessionCalls:
         store who owns it: another worker → ``LeaseLost`` is raised; this one → the session is re-attached
         in the background and the caller gets the agent's error."""
         ownership = self._ownership
-        if ownership is None or not attached_elsewhere(error):
+        if ownership is None or not attached_elsewhere(error, self._dialects):
             return
         if await ownership.attached_elsewhere(session.id):
             raise LeaseLost(session.id, "attached_elsewhere") from error
