@@ -239,6 +239,7 @@ class ReconnectingClient:
             classifier=classifier,
             stable_after=policy_.stable_after,
             suspended_interval=policy_.suspended_interval,
+            startup_refusals=policy_.startup_refusals,
             registry=registry,
             session_owner=self,
             recovery=self._recoverer,
