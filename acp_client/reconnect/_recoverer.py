@@ -320,6 +320,8 @@ class SessionRecoverer:
             before, had_history = session.stats["replayed"], bool(session.transcript.messages)
             try:
                 mode, replayed = await self._limited(lambda slot: self._reattach(client, session, action, caps, slot))
+            except AuthRequired:
+                raise  # the job calls on_auth_required and tries again
             except RPCError as exc:
                 kind = self._read(exc)
                 if kind == "unknown":

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from acp_client._logging import get_logger
 from acp_client.client import ACPClient, SessionInfo
 from acp_client.exceptions import ConnectionLost, LeaseLost, RPCError, SessionLost
+from acp_client.reconnect._auth import Reauthentication
 from acp_client.reconnect._control import SessionKeeper
 from acp_client.reconnect._gate import ClientGate
 from acp_client.reconnect._links import SessionLinks
@@ -48,8 +49,10 @@ class SessionCalls:
         tasks: TaskSpawner,
         session_wait_timeout: float,
         dialects: SessionDialects = DEFAULT_DIALECTS,
+        auth: Reauthentication | None = None,
     ) -> None:
         self._gate = gate
+        self._auth = auth
         self._dialects = dialects
         self._connection = connection
         self._keeper = keeper
@@ -218,6 +221,8 @@ class SessionCalls:
     async def authenticate(self, method_id: str, *, timeout: float | None = 30.0) -> None:
         """Authenticate on the current connection (``authenticate`` / ``auth/login``)."""
         await (await self._gate.require()).authenticate(method_id, timeout=timeout)
+        if self._auth is not None:
+            self._auth.chose(method_id)  # and on every new connection from now on
 
     async def request(
         self, method: str, params: Any = None, *, timeout: float | None = 30.0

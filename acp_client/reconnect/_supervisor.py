@@ -132,6 +132,7 @@ class ConnectionSupervisor:
         suspended_interval: float,
         registry: SessionRegistry,
         startup_refusals: int = 8,
+        authenticate: Callable[[ACPClient], Awaitable[None]] | None = None,
         session_owner: SessionOwner,
         recovery: Recovery,
         serving: Callable[[str], bool],
@@ -153,6 +154,7 @@ class ConnectionSupervisor:
         self._stable_after = stable_after
         self._suspended_interval = suspended_interval
         self._startup_refusals = startup_refusals
+        self._authenticate = authenticate
         # collaborators
         self._registry = registry
         self._session_owner = session_owner
@@ -466,6 +468,8 @@ class ConnectionSupervisor:
         self._client = client
         self._last_version = client.protocol_version
         self._set_state(ClientState.RECOVERING)
+        if self._authenticate is not None:
+            await self._authenticate(client)  # an agent that wants it on every connection gets it before recovery
         todo = [
             s for s in self._registry
             if s.link not in (SessionLink.LOST, SessionLink.CLOSED) and not s._attached_to(client.connection.id)
