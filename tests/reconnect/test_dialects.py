@@ -22,6 +22,7 @@ from acp_client import (
     SessionRecoveryFailed,
 )
 from acp_client.exceptions import RPCError, SessionNotFound, UsageError, rpc_error_from_object
+from acp_client.reconnect._ownership_client import attached_elsewhere
 from acp_client.reconnect.dialects import DEFAULT_DIALECTS, SessionDialects
 from acp_client.testing import AgentError, ReferenceAgent
 from tests.conftest import bound, started
@@ -54,6 +55,13 @@ READ_ROWS: list[tuple[str, int, str, Any, str]] = [
 )
 def test_the_default_dialects_read_each_answer(agent: str, code: int, message: str, data: Any, expected: str) -> None:
     assert DEFAULT_DIALECTS.read(rpc_error_from_object(code, message, data)) == expected
+
+
+def test_the_ownership_check_reads_the_same_table() -> None:
+    qwen = RPCError(-32023, "Session write ownership unverified", {"errorKind": "session_writer_unavailable"})
+    assert attached_elsewhere(qwen)
+    assert not attached_elsewhere(qwen, SessionDialects(elsewhere_codes=frozenset(), elsewhere_kinds=frozenset()))
+    assert not attached_elsewhere(RPCError(-32602, "Invalid params", {"session_id": "Session not found"}))
 
 
 def test_each_dialect_is_configurable() -> None:
@@ -118,27 +126,32 @@ async def test_an_unknown_session_in_each_dialect_is_forgotten_once(
 # ---------------------------------------------------------------- over a real link: a live session
 
 
-LIVE_ROWS: list[tuple[str, AgentError, dict[str, Any]]] = [
+OTHERS_ONLY = {"sessions": [{"sessionId": "sess_someone_else", "cwd": "/w/live"}]}
+
+#: (agent, the error every re-attach answers for a while, how the agent lists, listing expected at all)
+LIVE_ROWS: list[tuple[str, AgentError, str, bool]] = [
     ("qwen-code, owned by another connection",
      AgentError(-32023, "Session write ownership could not be verified", {"errorKind": "session_writer_unavailable"}),
-     {}),
+     "others", False),
     ("reference agent, attached elsewhere",
-     AgentError(-32602, "Invalid params", {"reason": "the session is attached to another connection"}), {}),
-    ("kimi-cli, lists nothing without a cwd", AgentError(-32603, "Internal error: disk busy"),
-     {"list_requires_cwd": True}),
-    ("claude-agent-acp, lists nothing yet", AgentError(-32603, "Internal error: disk busy"), {"list_empty": True}),
+     AgentError(-32602, "Invalid params", {"reason": "the session is attached to another connection"}), "others",
+     False),
+    ("kimi-cli, lists nothing without a cwd", AgentError(-32603, "Internal error: disk busy"), "requires_cwd", True),
+    ("claude-agent-acp, lists nothing yet", AgentError(-32603, "Internal error: disk busy"), "empty", True),
 ]
 
 
 @pytest.mark.parametrize(("version", "via"), VERSIONS, ids=["v2", "v1"])
-@pytest.mark.parametrize(("agent_name", "error", "quirks"), LIVE_ROWS, ids=[r[0] for r in LIVE_ROWS])
+@pytest.mark.parametrize(("agent_name", "error", "listing", "listed"), LIVE_ROWS, ids=[r[0] for r in LIVE_ROWS])
 async def test_a_live_session_is_never_forgotten_for_a_dialect(
-    agent_name: str, error: AgentError, quirks: dict[str, Any], version: int, via: str
+    agent_name: str, error: AgentError, listing: str, listed: bool, version: int, via: str
 ) -> None:
     async with _lost_agent(version) as agent:
-        agent.list_requires_cwd = quirks.get("list_requires_cwd", False)
-        if quirks.get("list_empty"):
+        agent.list_requires_cwd = listing == "requires_cwd"
+        if listing == "empty":
             agent.list_answer = lambda params: {"sessions": []}
+        elif listing == "others":  # a listing that would "prove" it absent, were it asked
+            agent.list_answer = lambda params: OTHERS_ONLY
         client, rec = await started(agent.url)
         try:
             live = await client.new_session("/w/live")
@@ -150,9 +163,9 @@ async def test_a_live_session_is_never_forgotten_for_a_dialect(
             await rec.wait(_recovered(live.id), timeout=10)
             assert not rec.of(SessionForgotten)
             assert live.link is SessionLink.ATTACHED
-            for received in agent.received:
-                if received.method == "session/list":  # the not_listed check names the session's cwd
-                    assert received.params.get("cwd") == "/w/live"
+            lists = [r.params for r in agent.received if r.method == "session/list"]
+            assert bool(lists) is listed  # "live elsewhere" is never checked against a listing
+            assert all(params.get("cwd") == "/w/live" for params in lists)  # the check names the session's cwd
         finally:
             await rec.close()
             await client.aclose()
