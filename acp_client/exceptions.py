@@ -481,13 +481,18 @@ class RecoveryFailed(RecoveryError):
 
 
 class ReconnectFailed(RecoveryError):
-    """The manager gave up reconnecting: a fatal error, an exhausted budget, or the crash-loop breaker."""
+    """The manager gave up reconnecting: a fatal error, an exhausted budget, or the crash-loop breaker.
 
-    def __init__(self, reason: str, cause: BaseException | None = None) -> None:
+    ``reason`` is the verdict's stable name (``"http_406"``, ``"flapping"`` ...), ``cause`` the last error;
+    ``detail``, when given, ends the message (which bound ran out, for example).
+    """
+
+    def __init__(self, reason: str, cause: BaseException | None = None, *, detail: str | None = None) -> None:
         self.reason = reason
         self.cause = cause
-        detail = f": {cause}" if cause is not None else ""
-        super().__init__(f"reconnecting failed ({reason}){detail}")
+        text = f": {cause}" if cause is not None else ""
+        more = f"; {detail}" if detail else ""
+        super().__init__(f"reconnecting failed ({reason}){text}{more}")
 
 
 # --------------------------------------------------------------------------- session stores

@@ -20,9 +20,11 @@ from acp_client.reconnect._events import (
     StateChanged,
 )
 from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
+from acp_client.reconnect.dialects import DEFAULT_DIALECTS, SessionDialects
 from acp_client.reconnect.options import Limits, RecoveryPolicy, Timeouts
 
 __all__ = [
+    "DEFAULT_DIALECTS",
     "LEGAL_TRANSITIONS",
     "AdaptiveLimit",
     "Backoff",
@@ -39,6 +41,7 @@ __all__ = [
     "RecoveryPolicy",
     "RecoveryRoundFinished",
     "SessionDetached",
+    "SessionDialects",
     "SessionForgotten",
     "SessionRecovered",
     "SessionRecoveryFailed",

@@ -22,6 +22,9 @@ __all__ = ["Classifier", "Verdict", "classify_error"]
 # payload, policy violation, too big, missing extension); 4000-4099 are application "do not retry" codes.
 _FATAL_CLOSE_CODES = frozenset({1002, 1003, 1007, 1008, 1009, 1010})
 _RETRYABLE_STATUS = frozenset({408, 425, 429})
+# what a server answers while its /acp route does not exist yet (qwen serve: 406 to the upgrade for about a
+# second after it accepts connections), or a proxy before the upstream is routed: a bounded run is retried
+_STARTUP_REFUSALS = frozenset({404, 406})
 # codes this client sends when the agent's data was bad (invalid UTF-8, too big): retryable when ours
 _LINK_FAULT_CODES = frozenset({1007, 1009})
 
@@ -31,13 +34,17 @@ class Verdict:
     """What to do after an error: ``retry`` or stop; ``reason`` is a stable snake_case name for events.
 
     ``retry_after`` is a server hint in seconds; ``auth`` marks authentication failures, which a
-    configured header/token provider gets one chance to fix before the manager gives up.
+    configured header/token provider gets one chance to fix before the manager gives up. ``refusal`` marks
+    an answer a server gives while it is starting or restarting (its ``/acp`` route not there yet: HTTP
+    404/406): not final at once, the connection loop retries a run of up to
+    ``RecoveryPolicy.startup_refusals`` of them in a row with backoff, and only the next one is fatal.
     """
 
     retry: bool
     reason: str
     retry_after: float | None = None
     auth: bool = False
+    refusal: bool = False
 
 
 Classifier = Callable[[BaseException], Verdict]
@@ -51,7 +58,7 @@ def classify_error(exc: BaseException) -> Verdict:
             return Verdict(False, f"http_{status}", auth=True)
         if status == 503 or status in _RETRYABLE_STATUS or status >= 500:
             return Verdict(True, f"http_{status}", retry_after=exc.retry_after)
-        return Verdict(False, f"http_{status}")
+        return Verdict(False, f"http_{status}", refusal=status in _STARTUP_REFUSALS)
     if isinstance(exc, TLSError):
         return Verdict(False, "tls")
     if isinstance(exc, H2COnlyServer):

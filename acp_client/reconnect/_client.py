@@ -29,6 +29,7 @@ from acp_client.client._connect import Target, check_protocol_version, check_tar
 from acp_client.client.options import check_callables, fold_flat_keywords, option_object
 from acp_client.exceptions import ClientClosed, ReconnectFailed, UsageError
 from acp_client.handlers import ClientHandlers
+from acp_client.reconnect._auth import Reauthentication
 from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
 from acp_client.reconnect._classify import Classifier, classify_error
 from acp_client.reconnect._control import RecoveryControl, SessionKeeper
@@ -118,10 +119,12 @@ class ReconnectingClient:
         connections keep dying young. ``classifier`` (default
         :func:`~acp_client.reconnect.classify_error`) reads an error as retry or fatal.
         ``on_auth_required`` (default ``None``), a coroutine function called with the live
-        :class:`ACPClient` once when the agent answers "auth required" during a recovery, may
-        authenticate. ``wait_for_ready`` (default ``False``): session calls made while the client is
-        reconnecting wait for the next connection (up to ``Timeouts.session_wait``) instead of raising
-        :class:`~acp_client.exceptions.NotConnected` at once.
+        :class:`ACPClient` to authenticate it: once per connection when the agent answers "auth
+        required" during a recovery, and on every new connection, before its recovery, once an earlier
+        one had to authenticate. Without it, the method last given to :meth:`authenticate` is sent again
+        on every new connection, before its recovery. ``wait_for_ready`` (default ``False``): session
+        calls made while the client is reconnecting wait for the next connection (up to
+        ``Timeouts.session_wait``) instead of raising :class:`~acp_client.exceptions.NotConnected` at once.
 
     Testing:
         ``clock`` (default: the event loop's) and ``rng`` (default: a fresh :class:`random.Random`) are
@@ -217,6 +220,7 @@ class ReconnectingClient:
             owner=self,
             handlers=self._handlers,
         )
+        self._auth = Reauthentication(on_auth_required, timeout=timeouts_.request)
         self._recoverer = SessionRecoverer.build(
             self._keeper,
             policy=policy_,
@@ -226,7 +230,7 @@ class ReconnectingClient:
             backoff=backoff,
             clock=clock,
             rng=rng,
-            on_auth_required=on_auth_required,
+            on_auth_required=self._auth.hook_once if on_auth_required is not None else None,
         )
         self._supervisor = ConnectionSupervisor(
             target,
@@ -241,6 +245,8 @@ class ReconnectingClient:
             classifier=classifier,
             stable_after=policy_.stable_after,
             suspended_interval=policy_.suspended_interval,
+            startup_refusals=policy_.startup_refusals,
+            authenticate=self._auth.on_new_connection,
             registry=registry,
             session_owner=self,
             recovery=self._recoverer,
@@ -273,6 +279,8 @@ class ReconnectingClient:
             recover=self._control.recover,
             tasks=self._tasks,
             session_wait_timeout=timeouts_.session_wait,
+            dialects=policy_.dialects,
+            auth=self._auth,
         )
         self._owners = OwnershipControl(self._ownership, keeper=self._keeper, recover=self._control.recover)
         self._host = ClientHost(
@@ -505,7 +513,9 @@ class ReconnectingClient:
         await self._calls.save_session(session)
 
     async def authenticate(self, method_id: str, *, timeout: float | None = 30.0) -> None:
-        """Authenticate on the current connection (``authenticate`` / ``auth/login``)."""
+        """Authenticate on the current connection (``authenticate`` / ``auth/login``); every later connection
+        is authenticated again before its sessions are recovered (with ``on_auth_required`` when given,
+        else with this ``method_id``)."""
         await self._calls.authenticate(method_id, timeout=timeout)
 
     async def request(self, method: str, params: Any = None, *, timeout: float | None = 30.0) -> Any:

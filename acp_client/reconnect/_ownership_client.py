@@ -7,17 +7,17 @@ agent's "attached elsewhere" answer. The manager itself is in
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from acp_client._logging import get_logger
 from acp_client.client import ACPClient
-from acp_client.exceptions import RPCError, SessionLost, SessionNotFound, UsageError
+from acp_client.exceptions import SessionLost, SessionNotFound, UsageError
 from acp_client.reconnect._events import ClientState, Event
 from acp_client.reconnect._links import SessionLinks, TakenOver
 from acp_client.reconnect._ownership import SessionOwnership
 from acp_client.reconnect._roles import ConnectionView, Recovery, TaskSpawner
+from acp_client.reconnect.dialects import DEFAULT_DIALECTS, SessionDialects
 from acp_client.sessions import Session, SessionLink, SessionRecord
 
 if TYPE_CHECKING:
@@ -30,35 +30,16 @@ _GONE = (SessionLink.LOST, SessionLink.CLOSED)
 log = get_logger("acp_client.reconnect")
 
 
-#: Error codes an agent may use to refuse a call for a session attached to another connection (ACP names
-#: none: invalid params, internal error, invalid request).
-_ELSEWHERE_CODES = frozenset({-32602, -32603, -32600})
-#: Words that say so, in the message or in ``data.reason`` / ``data.message``.
-_ELSEWHERE_WORDS = re.compile(
-    r"\b(?:not|already) attached\b|\battached (?:to|on|by) (?:another|a different|some other)\b"
-    r"|\b(?:another|a different|some other) (?:connection|client)\b",
-    re.IGNORECASE,
-)
-
-
-def attached_elsewhere(error: BaseException) -> bool:
+def attached_elsewhere(error: BaseException, dialects: SessionDialects = DEFAULT_DIALECTS) -> bool:
     """Whether an agent's error answer to a session call may mean the session is attached to another
-    connection (the reference agent: ``-32602`` with ``data.reason`` "... not attached to this connection").
+    connection (the reference agent: ``-32602`` with ``data.reason`` "... not attached to this connection";
+    qwen-code: ``-32023``, ``data.errorKind`` ``"session_writer_unavailable"``).
 
-    ACP does not name this error, so agents word it differently: a ``-32602``, ``-32603`` or ``-32600``
-    whose message or ``data.reason``/``data.message`` says "not attached", "already attached", "attached to
-    another ..." or "another/a different connection (client)" is read this way (a bare "attached", as in
-    "attached file too large", is not). A false positive costs one store lookup and, the lease being still
-    ours, a re-attach; a false negative leaves the caller with the agent's error.
+    ACP does not name this error, so agents word it differently; :class:`SessionDialects` says what is read
+    (a bare "attached", as in "attached file too large", is not). A false positive costs one store lookup
+    and, the lease being still ours, a re-attach; a false negative leaves the caller with the agent's error.
     """
-    if not isinstance(error, RPCError) or error.code not in _ELSEWHERE_CODES:
-        return False
-    texts: list[object] = [error.message]
-    if isinstance(error.data, dict):
-        texts += [error.data.get("reason"), error.data.get("message")]
-    elif isinstance(error.data, str):
-        texts.append(error.data)
-    return any(isinstance(text, str) and _ELSEWHERE_WORDS.search(text) is not None for text in texts)
+    return dialects.read(error) == "elsewhere"
 
 
 class ClientHost:

@@ -34,6 +34,7 @@ from acp_client.reconnect._backoff import Backoff, Clock
 from acp_client.reconnect._events import RecoveryRoundFinished
 from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
 from acp_client.reconnect._links import LeftDetached, Outcome, Reattached, RetryLater, StillRecovering
+from acp_client.reconnect.dialects import SessionErrorKind
 from acp_client.reconnect.options import McpSecrets, RecoveryPolicy, Timeouts
 from acp_client.reconnect.strategy import (
     Action,
@@ -319,13 +320,25 @@ class SessionRecoverer:
         action = await self._decide(session, probe, caps)  # holds no slot: a strategy may take its time
         if isinstance(action, Reattach):
             via = f"session/{action.mode}"
+            before, had_history = session.stats["replayed"], bool(session.transcript.messages)
             try:
                 mode, replayed = await self._limited(lambda slot: self._reattach(client, session, action, caps, slot))
+            except AuthRequired:
+                raise  # the job calls on_auth_required and tries again
             except RPCError as exc:
-                if self._is_unknown(exc):
+                kind = self._read(exc)
+                if kind == "unknown":
                     return await self._not_found(session, caps, via, generation)
-                if not await self._absent_from_list(client, session, exc):
+                # "live on another connection" is never proof of absence: the attempt fails and is retried
+                if kind == "elsewhere" or not await self._absent_from_list(client, session, exc):
                     raise
+                await self._host.forget_session(session, "not_listed", via, generation)
+                return "forgotten"
+            empty = replayed and had_history and session.stats["replayed"] == before
+            if empty and await self._empty_replay_unlisted(client, session):
+                # the session had a history, the agent answered success but replayed none of it, and does not
+                # list the session: it made a fresh, empty one under the old id (pydantic-acp answers a load
+                # of an unknown id so)
                 await self._host.forget_session(session, "not_listed", via, generation)
                 return "forgotten"
         if isinstance(action, Forget):
@@ -355,8 +368,12 @@ class SessionRecoverer:
         finally:
             slot.release(ok=ok, overloaded=overloaded)
 
-    def _is_unknown(self, exc: RPCError) -> bool:
-        return isinstance(exc, SessionNotFound) or exc.code in self.policy.unknown_session_codes
+    def _read(self, exc: RPCError) -> SessionErrorKind:
+        """What an error answer about one session says: ``-32002`` and ``unknown_session_codes`` are
+        *unknown*; the dialects read the rest."""
+        if isinstance(exc, SessionNotFound) or exc.code in self.policy.unknown_session_codes:
+            return "unknown"
+        return self.policy.dialects.read(exc)
 
     async def _not_found(self, session: Session, caps: Capabilities, via: str, generation: int) -> str:
         verdict = await self._decide(session, StatusProbe(None, not_found=True, skipped_reason=via), caps)
@@ -381,7 +398,7 @@ class SessionRecoverer:
         except (ConnectionLost, AuthRequired, ACPTimeoutError):
             raise
         except RPCError as exc:
-            if exc.code in self.policy.unknown_session_codes:
+            if self._read(exc) == "unknown":
                 return StatusProbe(None, not_found=True, error=exc)
             log.warning("acp.status_probe_failed", session_id=session.id, error=str(exc))
             return StatusProbe(None, skipped_reason="error", error=exc)
@@ -426,20 +443,49 @@ class SessionRecoverer:
         return mode, (replay or mode == "load")
 
     async def _absent_from_list(self, client: ACPClient, session: Session, error: RPCError) -> bool:
-        """After a resume/load error that is not an unknown-session code: ``True`` only if the agent
-        advertises ``session/list`` and no page names the session (real agents answer -32602/-32603 for
-        a session they do not know). Any failure of the listing itself means "not proven absent"."""
+        """After a resume/load error that names the session neither unknown nor live elsewhere: ``True``
+        only if the agent advertises ``session/list`` and its listing, asked for the session's own ``cwd``
+        (``SessionDialects.list_with_cwd``), names other sessions but not this one. An empty listing
+        proves nothing unless ``SessionDialects.empty_list_proves_absent`` (an agent that lists only what
+        it touched since it started, or nothing without a ``cwd``, would make every live session look
+        absent); a failure of the listing itself means "not proven absent" too."""
+        absent = await self._listing_lacks(client, session)
+        if absent:
+            log.info("acp.session_not_listed", session_id=session.id, code=error.code)
+        return absent
+
+    async def _empty_replay_unlisted(self, client: ACPClient, session: Session) -> bool:
+        """A re-attach that asked for a replay of a session with a history was answered with success and no
+        update: is the session missing from the agent's listing (so the answer was a fresh, empty session
+        under the old id)?
+        Without ``session/list``, or with an empty or failed listing, the answer is taken as given."""
+        if not self.policy.dialects.verify_empty_replay:
+            return False
+        absent = await self._listing_lacks(client, session)
+        if absent:
+            log.warning("acp.empty_replay_not_listed", session_id=session.id)
+        else:
+            log.info("acp.empty_replay_accepted", session_id=session.id)
+        return absent
+
+    async def _listing_lacks(self, client: ACPClient, session: Session) -> bool:
         if not client.supports("list"):
             return False
+        dialects = self.policy.dialects
+        cwd = session.record.cwd if dialects.list_with_cwd else None
+        listed = 0
         try:
             async with asyncio.timeout(self.timeouts.list_check):  # the whole walk, every page
-                async for info in client.list_sessions(timeout=None):
+                async for info in client.list_sessions(cwd, timeout=None):
                     if info.session_id == session.id:
                         return False
+                    listed += 1
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.info("acp.session_list_failed", session_id=session.id, error=str(exc), after=str(error))
+            log.info("acp.session_list_failed", session_id=session.id, error=str(exc))
             return False
-        log.info("acp.session_not_listed", session_id=session.id, code=error.code)
+        if listed == 0 and not dialects.empty_list_proves_absent:
+            log.info("acp.session_list_empty", session_id=session.id, cwd=cwd)
+            return False
         return True

@@ -15,12 +15,14 @@ from typing import Any, TypeVar
 from acp_client._logging import get_logger
 from acp_client.client import ACPClient, SessionInfo
 from acp_client.exceptions import ConnectionLost, LeaseLost, RPCError, SessionLost
+from acp_client.reconnect._auth import Reauthentication
 from acp_client.reconnect._control import SessionKeeper
 from acp_client.reconnect._gate import ClientGate
 from acp_client.reconnect._links import SessionLinks
 from acp_client.reconnect._ownership import SessionOwnership
 from acp_client.reconnect._ownership_client import attached_elsewhere
 from acp_client.reconnect._roles import ConnectionView, Recovery, TaskSpawner
+from acp_client.reconnect.dialects import DEFAULT_DIALECTS, SessionDialects
 from acp_client.schema import SessionStatusResponse
 from acp_client.sessions import Session, SessionLink
 
@@ -46,8 +48,12 @@ class SessionCalls:
         recover: Callable[[str], Awaitable[Session]],
         tasks: TaskSpawner,
         session_wait_timeout: float,
+        dialects: SessionDialects = DEFAULT_DIALECTS,
+        auth: Reauthentication | None = None,
     ) -> None:
         self._gate = gate
+        self._auth = auth
+        self._dialects = dialects
         self._connection = connection
         self._keeper = keeper
         self._recovery = recovery
@@ -89,7 +95,7 @@ class SessionCalls:
         store who owns it: another worker → ``LeaseLost`` is raised; this one → the session is re-attached
         in the background and the caller gets the agent's error."""
         ownership = self._ownership
-        if ownership is None or not attached_elsewhere(error):
+        if ownership is None or not attached_elsewhere(error, self._dialects):
             return
         if await ownership.attached_elsewhere(session.id):
             raise LeaseLost(session.id, "attached_elsewhere") from error
@@ -215,6 +221,8 @@ class SessionCalls:
     async def authenticate(self, method_id: str, *, timeout: float | None = 30.0) -> None:
         """Authenticate on the current connection (``authenticate`` / ``auth/login``)."""
         await (await self._gate.require()).authenticate(method_id, timeout=timeout)
+        if self._auth is not None:
+            self._auth.chose(method_id)  # and on every new connection from now on
 
     async def request(
         self, method: str, params: Any = None, *, timeout: float | None = 30.0

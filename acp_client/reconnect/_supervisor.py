@@ -132,6 +132,8 @@ class ConnectionSupervisor:
         stable_after: float,
         suspended_interval: float,
         registry: SessionRegistry,
+        startup_refusals: int = 8,
+        authenticate: Callable[[ACPClient], Awaitable[None]] | None = None,
         session_owner: SessionOwner,
         recovery: Recovery,
         serving: Callable[[str], bool],
@@ -152,6 +154,8 @@ class ConnectionSupervisor:
         self._classify = classifier
         self._stable_after = stable_after
         self._suspended_interval = suspended_interval
+        self._startup_refusals = startup_refusals
+        self._authenticate = authenticate
         # collaborators
         self._registry = registry
         self._session_owner = session_owner
@@ -173,6 +177,7 @@ class ConnectionSupervisor:
         self._manual_cut_of: int | None = None  # reconnect_now() dropped this connection: not a crash
         self._attempts = 0  # failed attempts since the last stable connection (the backoff's exponent)
         self._auth_retry_used = False  # the header provider had its one chance since the last open
+        self._refusals = 0  # start-up refusals (HTTP 404/406) in a row since the last open
         self._plan: _Plan | None = None  # what follows the attempt that just ended
         self._last_error: BaseException | None = None  # how the last attempt ended (named when a wait times out)
 
@@ -385,6 +390,7 @@ class ConnectionSupervisor:
                 scope.outcome("failed")
                 return _Ended(exc, None, generation)
             self._auth_retry_used = False
+            self._refusals = 0
             await self._recover(client, generation)
             scope.outcome("ready" if not client.connection.closed else "dropped")
         loss, lived = await self._serve(client, generation)
@@ -405,10 +411,19 @@ class ConnectionSupervisor:
         error, generation = ended.error, ended.generation
         verdict = self._classify(error)
         self._last_error = error
+        detail: str | None = None
         if ended.lived is None:  # the connection never opened
             retry = verdict.retry
             if not retry and verdict.auth and self._options.refreshes_headers and not self._auth_retry_used:
                 self._auth_retry_used = retry = True  # the header provider gets one chance to refresh
+            if not retry and verdict.refusal:
+                # the peer may be starting or restarting (its route not there yet): a bounded run is retried
+                self._refusals += 1
+                retry = self._refusals <= self._startup_refusals
+                detail = (
+                    f"refused {self._refusals} connection attempt{'s' if self._refusals != 1 else ''} in a row, "
+                    f"past the bound RecoveryPolicy.startup_refusals={self._startup_refusals}"
+                )
             log.warning("acp.connect_failed", error=str(error), reason=verdict.reason, generation=generation)
             # an agent that dies before initialize completes is a crash, not a slow network
             crash = retry and isinstance(error, ConnectionLost) and self._breaker.record(0.0)
@@ -421,7 +436,7 @@ class ConnectionSupervisor:
             if ended.lived >= self._stable_after:
                 self._attempts = 0
         if not retry:
-            failed = ReconnectFailed(verdict.reason, error)
+            failed = ReconnectFailed(verdict.reason, error, detail=detail)
             return _Plan(ClientState.FAILED, 0.0, verdict.reason, self._attempts, failed)
         if crash:
             # the breaker tripped: FAILED if never ready (``async with`` raises it), else a slow retry
@@ -458,6 +473,8 @@ class ConnectionSupervisor:
         self._client = client
         self._last_version = client.protocol_version
         self._set_state(ClientState.RECOVERING)
+        if self._authenticate is not None:
+            await self._authenticate(client)  # an agent that wants it on every connection gets it before recovery
         todo = [
             s for s in self._registry
             if s.link not in (SessionLink.LOST, SessionLink.CLOSED) and not s._attached_to(client.connection.id)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from acp_client.client.options import Destination, Timeouts, check_count, check_seconds
 from acp_client.exceptions import UsageError
+from acp_client.reconnect.dialects import DEFAULT_DIALECTS, SessionDialects
 from acp_client.transports.options import TRANSPORT_FIELDS
 
 __all__ = ["FLAT_KEYWORDS", "Limits", "McpSecrets", "RecoveryPolicy", "Timeouts"]
@@ -39,8 +40,15 @@ class RecoveryPolicy:
         each session of a round starts after a random delay up to this, so many clients reconnecting at
         once do not hit the agent in step.
     ``unknown_session_codes`` (default ``{-32002}``, ints)
-        error codes read as "the agent does not know this session" (real agents also answer -32602 and
-        -32603; those are checked against ``session/list`` when the agent has it).
+        error codes read as "the agent does not know this session", whatever their words.
+    ``dialects`` (default :data:`~acp_client.reconnect.dialects.DEFAULT_DIALECTS`)
+        the other ways agents say "unknown session" or "live on another connection" (``-32602`` with
+        "Session not found", ``-32023`` ...), and how the ``session/list`` check is made: a
+        :class:`~acp_client.reconnect.dialects.SessionDialects`.
+    ``startup_refusals`` (default ``8``, an int >= 0)
+        HTTP refusals of the endpoint a server gives while it is starting (``404``/``406`` to the WebSocket
+        upgrade or the first POST, classified as ``refusal`` by the classifier) retried in a row with
+        backoff; the next one fails the client, naming this bound. ``0``: the first refusal is fatal.
     ``stable_after`` (default ``10.0``, seconds >= 0)
         a connection that stayed up this long resets the reconnect backoff to its first step.
     ``suspended_interval`` (default ``30.0``, seconds > 0)
@@ -53,6 +61,8 @@ class RecoveryPolicy:
     tries: int = 3
     start_jitter: float = 0.25
     unknown_session_codes: frozenset[int] = field(default=frozenset({-32002}))
+    dialects: SessionDialects = field(default=DEFAULT_DIALECTS)
+    startup_refusals: int = 8
     stable_after: float = 10.0
     suspended_interval: float = 30.0
 
@@ -72,6 +82,9 @@ class RecoveryPolicy:
         if not all(isinstance(c, int) and not isinstance(c, bool) for c in normalised):
             raise UsageError(f"RecoveryPolicy.unknown_session_codes must be ints, not {codes!r}")
         object.__setattr__(self, "unknown_session_codes", normalised)  # any iterable in, a frozenset kept
+        if not isinstance(self.dialects, SessionDialects):
+            raise UsageError(f"RecoveryPolicy.dialects must be a SessionDialects, not {self.dialects!r}")
+        check_count("RecoveryPolicy", "startup_refusals", self.startup_refusals, minimum=0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,8 @@ a small, replaceable mapping from (session, probe, capabilities) to an :class:`A
 ========================================  ===============================================================
 probe                                     action
 ========================================  ===============================================================
-``-32002`` (status, resume or load)       forget the session and say why
+unknown session (status, resume or load)  forget the session and say why (``-32002``, or another dialect of
+                                          it: :mod:`acp_client.reconnect.dialects`)
 ``active`` (or the older ``open``)        re-attach: ``session/resume`` (v1: resume if advertised, else
                                           ``session/load``) — reported as *reattached*
 ``inactive`` (``saved``), any other       restore: v2 ``session/resume`` with replay; v1 ``session/load``
@@ -57,7 +58,8 @@ class StatusProbe:
     (``skipped_reason`` says why: ``"not_advertised"``, ``"method_not_found"``, ``"error"``, ``"malformed"``
     (an answer with no readable status: ``null``, ``{}``, a non-string ``status``); or the method that
     answered ``-32002`` — ``"session/resume"``, ``"session/load"`` — when the strategy is asked again after a
-    re-attach found the session unknown). ``not_found`` is ``True`` for a ``-32002`` answer.
+    re-attach found the session unknown). ``not_found`` is ``True`` for an unknown-session answer: ``-32002``,
+    a code of ``RecoveryPolicy.unknown_session_codes``, or words the policy's ``dialects`` read as unknown.
     ``state`` is the v2 foreground snapshot, if reported.
     """
 

@@ -137,6 +137,15 @@ class ReferenceAgent(AgentRecords, FaultControls):
         self.initialize_error: AgentError | None = None
         #: method → an error every request of that method answers (e.g. ``{"session/resume": AgentError(-32603)}``)
         self.method_errors: dict[str, AgentError] = {}
+        #: ``fn(session_id) -> AgentError``: the answer to status/resume/load/close of a session the agent does not
+        #: know, instead of ``-32002`` (a real agent's dialect, e.g. kimi-cli's ``-32602`` with
+        #: ``data {"session_id": "Session not found"}``)
+        self.unknown_session_error: Callable[[str], AgentError] | None = None
+        #: ``session/load`` of an unknown id answers success with no replay, and keeps and lists nothing under
+        #: that id (pydantic-acp's dialect: a load of an unknown id succeeds)
+        self.load_unknown_succeeds = False
+        #: ``session/list`` without a ``cwd`` lists nothing (kimi-cli's dialect)
+        self.list_requires_cwd = False
         #: session ids whose ``session/status`` is never answered (a hung storage lookup)
         self.hang_status: set[str] = set()
         #: when set, ``session/list`` answers ``list_answer(params)`` as its whole result (a listing that

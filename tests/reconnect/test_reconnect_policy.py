@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import random
 import statistics
@@ -163,11 +164,14 @@ def test_illegal_transitions_raise() -> None:
 # ---------------------------------------------------------------------- against the reference agent
 
 
-@pytest.mark.parametrize("status", [401, 403, 404])
+@pytest.mark.parametrize("status", [401, 403, 400, 404])
 async def test_fatal_handshake_status_makes_exactly_one_attempt(link: Link, status: int) -> None:
+    # 404/406 are start-up refusals, retried in a bounded run (tests/reconnect/test_startup_refusals.py):
+    # with no run allowed they are fatal at once, as before
+    settings = {**FAST_RETRY, "policy": dataclasses.replace(FAST_RETRY["policy"], startup_refusals=0)}
     async with link.agent(2) as agent:
         agent.reject_handshake(status)
-        client = ReconnectingClient(link.url(agent), **link.options, **FAST_RETRY)
+        client = ReconnectingClient(link.url(agent), **link.options, **settings)
         with pytest.raises(ReconnectFailed) as info:
             async with client:
                 pass

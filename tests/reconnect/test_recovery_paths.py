@@ -1,7 +1,8 @@
 """Recovery branches that no other test reached: each test here fails if its branch is changed.
 
 - ``-32002`` from ``session/resume`` (v2) or ``session/load`` (v1), with no status probe first, forgets the session;
-- ``-32000`` during recovery calls ``on_auth_required`` on the new connection, then re-attaches;
+- a new connection is authenticated with ``on_auth_required`` before the recovery (tests/reconnect/test_reauth.py
+  has the rest of it);
 - a status probe that errors is skipped (resume/load decides); one that times out fails the attempt and is retried;
 - an agent process that keeps crashing trips the crash-loop breaker (``SUSPENDED``, or ``FAILED`` before it
   existed); a bug in the reconnect loop ends in ``FAILED`` instead of a silently dead task.
@@ -96,8 +97,9 @@ async def test_auth_required_during_recovery_calls_on_auth_required_then_reattac
             assert client.current is not None
             assert logins == [client.current.connection.id]  # called once, with the new connection
             assert agent.count(login_method) == 2
-            # the probe says active (status is not gated): resume, refused, then accepted after the login
-            assert agent.count("session/resume", session.id) == 2
+            # the hook ran right after initialize, before the recovery (the application had authenticated
+            # the first connection): the probe says active, and the one resume is accepted
+            assert agent.count("session/resume", session.id) == 1
             result = await asyncio.wait_for(session.prompt("echo: logged in again"), bound(5))
             assert result.stop_reason == "end_turn"
         finally:

@@ -101,8 +101,14 @@ def _known(agent: ReferenceAgent, params: dict[str, Any]) -> AgentSessionRecord:
     session_id = _str(params, "sessionId")
     session = agent.sessions.get(session_id)
     if session is None:
-        raise AgentError.unknown_session(session_id)
+        raise _unknown(agent, session_id)
     return session
+
+
+def _unknown(agent: ReferenceAgent, session_id: str) -> AgentError:
+    """The answer for a session the agent does not know: ``-32002``, or the dialect the test set."""
+    dialect = agent.unknown_session_error
+    return AgentError.unknown_session(session_id) if dialect is None else dialect(session_id)
 
 
 def _check_cwd(session: AgentSessionRecord, params: dict[str, Any]) -> None:
@@ -208,6 +214,11 @@ async def _new(agent: ReferenceAgent, connection: AgentConnection, params: dict[
 
 
 async def _load(agent: ReferenceAgent, connection: AgentConnection, params: dict[str, Any], reply: Reply) -> Any:
+    session_id = _str(params, "sessionId")
+    if agent.load_unknown_succeeds and session_id not in agent.sessions:
+        # pydantic-acp's dialect: success, no replay, and nothing kept or listed under that id
+        _abs_path(params, "cwd")
+        return None if agent.load_result_null else {}
     session = _known(agent, params)
     _check_cwd(session, params)
     session.mcp_servers = _mcp_servers(connection, params, required_in_v1=True)
@@ -255,6 +266,8 @@ async def _list(agent: ReferenceAgent, connection: AgentConnection, params: dict
         raise AgentError.invalid_params("'cursor' must be a string")
     if agent.list_answer is not None:
         return agent.list_answer(params)
+    if agent.list_requires_cwd and cwd is None:
+        return {"sessions": []}  # kimi-cli's dialect: nothing is listed without a cwd
     try:
         return list_page(agent.sessions.values(), cwd=cwd, cursor=cursor, page_size=agent.list_page_size)
     except ValueError as exc:
@@ -292,7 +305,7 @@ async def _status(agent: ReferenceAgent, connection: AgentConnection, params: di
         return override.value
     session = agent.sessions.get(session_id)
     if session is None:
-        raise AgentError.unknown_session(session_id)
+        raise _unknown(agent, session_id)
     result: dict[str, Any] = {"status": session.status}
     if (connection.protocol_version or 0) >= 2 and session.in_memory:
         result["state"] = session.state_snapshot()
