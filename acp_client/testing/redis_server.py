@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Literal
@@ -59,12 +60,18 @@ class RedisServer:
     """One server process on ``127.0.0.1``; ``flavour`` picks Valkey 8 or Redis 6.2.
 
     ``port`` defaults to a free one (kept across :meth:`restart`). ``start_timeout`` bounds the wait for
-    the server's "ready" line. Use it as a (sync or async) context manager, or call :meth:`start` and
+    the server's "ready" line; ``options`` are more command-line settings (``("--cluster-enabled", "yes")``).
+    Use it as a (sync or async) context manager, or call :meth:`start` and
     :meth:`stop`.
     """
 
     def __init__(
-        self, flavour: RedisFlavour = "valkey", *, port: int | None = None, start_timeout: float = 10.0
+        self,
+        flavour: RedisFlavour = "valkey",
+        *,
+        port: int | None = None,
+        start_timeout: float = 10.0,
+        options: Sequence[str] = (),
     ) -> None:
         if flavour not in _BINARIES:
             raise ValueError(f"flavour must be 'valkey' or 'redis', not {flavour!r}")
@@ -73,6 +80,7 @@ class RedisServer:
         self._fixed_port = port
         self.port = port or 0
         self.start_timeout = start_timeout
+        self._options = tuple(options)
         self._proc: subprocess.Popen[bytes] | None = None
         self._dir: str | None = None
         self._log: list[str] = []
@@ -145,6 +153,7 @@ class RedisServer:
             "--dir", str(self._dir),
             "--daemonize", "no",
             "--loglevel", "notice",
+            *self._options,
         ]  # fmt: skip
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self._proc = proc

@@ -25,6 +25,7 @@ from acp_client.sessions import MemorySessionStore, RedisSessionStore
 from acp_client.testing import FaultProxy, ReferenceAgent
 from acp_client.testing.redis_server import RedisServer
 from tests.conftest import bound
+from tests.sessions._layout import session_key
 
 TTL = 2.0
 FAST: dict[str, Any] = {
@@ -230,7 +231,7 @@ async def test_agent_says_attached_elsewhere(
     # the server-side lease ends early (as after a paused VM: A's local clock still says valid), B takes it
     raw = aioredis.Redis.from_url(redis_server.url)
     try:
-        await raw.delete(f"{workers.namespace}:lease:{theirs.id}")
+        await raw.delete(session_key(workers.namespace, "lease", theirs.id))
     finally:
         await raw.aclose()
     await b.adopt(theirs.id)

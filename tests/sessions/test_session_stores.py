@@ -24,6 +24,7 @@ from acp_client.sessions.redis._store import RedisSessionStore
 from acp_client.testing import FaultProxy
 from acp_client.testing.redis_server import RedisServer
 from tests.conftest import bound
+from tests.sessions._layout import index_key, session_key
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
@@ -139,9 +140,10 @@ async def test_redis_damaged_record_is_discarded_and_counted(redis_server: Redis
     raw = aioredis.Redis.from_url(redis_server.url, decode_responses=True)
     try:
         await store.save(record("good"))
-        await raw.hset(f"{ns}:rec:bad", "record", "{not json")
-        await raw.hset(f"{ns}:rec:other", "record", record("not-other").to_json())
-        await raw.sadd(f"{ns}:index", "bad", "other", "gone")  # "gone" has no record at all
+        await raw.hset(session_key(ns, "rec", "bad"), "record", "{not json")
+        await raw.hset(session_key(ns, "rec", "other"), "record", record("not-other").to_json())
+        for sid in ("bad", "other", "gone"):  # "gone" has no record at all
+            await raw.sadd(index_key(ns, sid), sid)
         assert [r.session_id for r in await store.load_all()] == ["good"]
         assert store.discarded == 2
         assert [r.session_id for r in await store.load_owned()] == ["good"]
@@ -293,7 +295,7 @@ async def test_stale_token_is_rejected(shared: Callable[..., RedisSessionStore],
     try:
         await a.save(record("s1"))
         # the record says a newer owner wrote it (as after a lost fence counter): A's token is stale
-        await raw.hset(f"{a.namespace}:rec:s1", "token", 99)
+        await raw.hset(session_key(a.namespace, "rec", "s1"), "token", 99)
         with pytest.raises(LeaseLost) as caught:
             await a.save(record("s1", "/x"))
         assert caught.value.reason == "stale" and caught.value.token == 1
