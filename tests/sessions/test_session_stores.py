@@ -23,7 +23,7 @@ from acp_client.sessions._lease import SharedSessionStore
 from acp_client.sessions.redis._store import RedisSessionStore
 from acp_client.testing import FaultProxy
 from acp_client.testing.redis_server import RedisServer
-from tests.conftest import bound
+from tests.conftest import CLUSTER, bound, raw_redis
 from tests.sessions._layout import index_key, session_key
 
 
@@ -58,7 +58,15 @@ class Backend:
         return store
 
 
-@pytest.fixture(params=["memory", "sqlite", "valkey", "redis"], ids=["memory", "sqlite", "valkey8", "redis6"])
+@pytest.fixture(
+    params=[
+        pytest.param("memory", id="memory"),
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("valkey", id="valkey8"),
+        pytest.param("redis", id="redis6"),
+        CLUSTER,
+    ]
+)
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     kind = request.param
     if kind == "memory":
@@ -67,9 +75,9 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     elif kind == "sqlite":
         made = Backend("sqlite", lambda **_: SQLiteSessionStore(tmp_path / "s.db"))
     else:
-        server: RedisServer = request.getfixturevalue("redis_servers").get(kind)
+        url = request.getfixturevalue("redis_servers").url(kind)
         namespace = f"t{uuid.uuid4().hex[:8]}"
-        made = Backend(f"redis-{server.flavour}", lambda **kw: RedisSessionStore(server.url, namespace=namespace, **kw))
+        made = Backend(f"redis-{kind}", lambda **kw: RedisSessionStore(url, namespace=namespace, **kw))
     yield made
     for store in made.opened:
         await store.close()
@@ -132,12 +140,10 @@ async def test_sqlite_damaged_row_is_discarded_and_counted(tmp_path: Path) -> No
         await store.close()
 
 
-async def test_redis_damaged_record_is_discarded_and_counted(redis_server: RedisServer) -> None:
-    import redis.asyncio as aioredis
-
+async def test_redis_damaged_record_is_discarded_and_counted(redis_url: str) -> None:
     ns = f"t{uuid.uuid4().hex[:8]}"
-    store = RedisSessionStore(redis_server.url, namespace=ns)
-    raw = aioredis.Redis.from_url(redis_server.url, decode_responses=True)
+    store = RedisSessionStore(redis_url, namespace=ns)
+    raw = raw_redis(redis_url)
     try:
         await store.save(record("good"))
         await raw.hset(session_key(ns, "rec", "bad"), "record", "{not json")
@@ -214,13 +220,13 @@ async def test_sqlite_second_process_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-async def shared(redis_server: RedisServer) -> AsyncIterator[Callable[..., RedisSessionStore]]:
+async def shared(redis_url: str) -> AsyncIterator[Callable[..., RedisSessionStore]]:
     """Makes worker stores on one fresh namespace of the session's server; closes them afterwards."""
     namespace = f"t{uuid.uuid4().hex[:8]}"
     made: list[RedisSessionStore] = []
 
     def make(owner: str, url: str | None = None, **kwargs: Any) -> RedisSessionStore:
-        store = RedisSessionStore(url or redis_server.url, namespace=namespace, owner_id=owner, **kwargs)
+        store = RedisSessionStore(url or redis_url, namespace=namespace, owner_id=owner, **kwargs)
         made.append(store)
         return store
 
@@ -287,11 +293,9 @@ async def test_expired_lease_is_adopted_and_the_stale_owner_rejected(
         await b.close()
 
 
-async def test_stale_token_is_rejected(shared: Callable[..., RedisSessionStore], redis_server: RedisServer) -> None:
-    import redis.asyncio as aioredis
-
+async def test_stale_token_is_rejected(shared: Callable[..., RedisSessionStore], redis_url: str) -> None:
     a = shared("A")
-    raw = aioredis.Redis.from_url(redis_server.url, decode_responses=True)
+    raw = raw_redis(redis_url)
     try:
         await a.save(record("s1"))
         # the record says a newer owner wrote it (as after a lost fence counter): A's token is stale

@@ -50,8 +50,12 @@ __all__ = ["BUCKETS", "CLUSTER_SCHEMES", "RedisLink", "ScriptCall", "bucket_of",
 log = get_logger("acp_client.sessions.redis")
 
 #: server replies that mean "try again shortly" (loading, failover in progress, a long script, a cluster
-#: that is electing a new primary or moving a slot)
-_RETRYABLE_REPLIES = ("LOADING", "READONLY", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK")
+#: that is electing a new primary or moving a slot), and what redis-py's cluster client says when no node
+#: it knows answers or the nodes it reached do not cover every slot yet
+_RETRYABLE_REPLIES = (
+    "LOADING", "READONLY", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK",
+    "Redis Cluster cannot be connected", "All slots are not covered",
+)  # fmt: skip
 
 #: the first retry waits up to this long (seconds); each further one up to twice as long, at most _RETRY_CAP
 _RETRY_BASE = 0.05
@@ -415,7 +419,9 @@ class RedisLink:
                 async with client.pipeline(transaction=False) as pipe:
                     for i in todo:
                         name, keys, args = chunk[i]
-                        pipe.evalsha(_SHAS[name], len(keys), *keys, *args)
+                        # the command itself: redis-py's cluster pipeline blocks its evalsha() helper, although
+                        # it routes EVALSHA by its keys (all of one slot here) like any other command
+                        pipe.execute_command("EVALSHA", _SHAS[name], len(keys), *keys, *args)
                     got = await self._rt(pipe.execute(raise_on_error=False))
                 for i, answer in zip(todo, got, strict=True):
                     answers[i] = answer
