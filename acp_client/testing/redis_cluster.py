@@ -86,6 +86,16 @@ class RedisClusterServer:
 
         return redis.Redis(node.host, node.port, decode_responses=True, socket_timeout=5.0)
 
+    @property
+    def running(self) -> bool:
+        """Whether every node started is alive."""
+        return bool(self.nodes) and all(node.running for node in self.nodes)
+
+    @property
+    def log(self) -> list[str]:
+        """The last log lines of the nodes that are not running (why a node went away)."""
+        return [line for node in self.nodes if not node.running for line in node.log[-3:]]
+
     def node_id(self, node: RedisServer) -> str:
         """The cluster's id of ``node``."""
         return self._ids[node.port]

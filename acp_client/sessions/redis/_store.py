@@ -407,6 +407,7 @@ class RedisSessionStore:
         records = [r for sid, text in zip(ids, texts, strict=True) if (r := self._record(sid, text)) is not None]
         moved = 0
         if records:
+            before = book.copy()  # leases this store held already: kept
             sent_at = time.monotonic()
             todo = [r.session_id for r in records]
             answers = await link.retrying("migrate", lambda c: book.claim_many(c, todo))
@@ -417,7 +418,10 @@ class RedisSessionStore:
                     mine.append(record)  # claimed, and no record in the new layout yet
             results = await self._write_results([self._save_call(r) for r in mine], "migrate")
             moved = sum(1 for result in results if result is None)
-            held = [lease for r in records if (lease := book.get(r.session_id)) is not None]
+            held = [
+                lease for r in records
+                if (lease := book.get(r.session_id)) is not None and r.session_id not in before
+            ]  # fmt: skip
             for lease in held:
                 book.drop(lease.session_id)
             if held:
