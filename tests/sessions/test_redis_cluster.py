@@ -68,7 +68,7 @@ async def test_the_store_uses_every_node_and_writes_the_documented_keys(cluster:
 
 async def test_a_given_cluster_client_is_used_and_left_open(cluster: RedisClusterServer) -> None:
     raw = raw_redis(cluster.url)
-    store = RedisSessionStore(raw, namespace=f"t{uuid.uuid4().hex[:8]}")  # type: ignore[arg-type]
+    store = RedisSessionStore(raw, namespace=f"t{uuid.uuid4().hex[:8]}")
     try:
         assert store.cluster
         await store.save(record("s1"))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from acp_client.exceptions import ACPError, LeaseLost, StoreError, StoreLocked, StoreUnavailable
 from acp_client.sessions import MemorySessionStore, SessionRecord, SessionStore, SQLiteSessionStore
@@ -364,6 +365,19 @@ async def test_repr_and_errors_never_show_the_password() -> None:
         await store.close()
 
 
+async def test_a_given_client_is_used_and_left_open(redis_server: RedisServer) -> None:
+    raw = raw_redis(redis_server.url)
+    store = RedisSessionStore(raw, namespace=f"t{uuid.uuid4().hex[:8]}")
+    try:
+        assert not store.cluster
+        await store.save(record("s1"))
+        assert [r.session_id for r in await store.load_all()] == ["s1"]
+        await store.close()
+        assert await raw.ping() is True  # the application's client: the store does not close it
+    finally:
+        await raw.aclose()
+
+
 # --------------------------------------------------------------------------- a store that fails
 
 
@@ -476,7 +490,9 @@ async def test_records_of_layout_1_are_migrated_once(redis_server: RedisServer) 
     await raw.sadd(f"{ns}:index", "bad")
     store = RedisSessionStore(redis_server.url, namespace=ns, owner_id="new")
     try:
-        await store.save(record("s2", "/new"))  # already in the new layout: kept as it is
+        with capture_logs() as logs:
+            await store.save(record("s2", "/new"))  # already in the new layout: kept as it is
+        assert [e["event"] for e in logs].count("acp.store_layout_1_found") == 1  # the operator is told
         assert [r.cwd for r in await store.load_all()] == ["/new"]  # the new layout does not read the old keys
         assert await store.migrate_layout_1() == 2
         assert {r.session_id: r.cwd for r in await store.load_all()} == {"s0": "/old0", "s1": "/old1", "s2": "/new"}

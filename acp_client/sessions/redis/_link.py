@@ -147,7 +147,7 @@ class RedisLink:
         self._epoch_lock: asyncio.Lock | None = None
         self._closed = False
         self._round_trips = 0
-        self.legacy_keys_seen = False
+        self._legacy_seen = False
 
     @staticmethod
     def _is_cluster_client(client: object) -> bool:
@@ -359,11 +359,12 @@ class RedisLink:
                 for bucket in range(BUCKETS):
                     pipe.set(self.epoch_key(bucket), fresh, nx=True)
                     pipe.get(self.epoch_key(bucket))
-                pipe.exists(self.legacy_key("epoch"), self.legacy_key("index"))
+                for name in ("epoch", "index"):  # one key each: on a cluster they live in different slots
+                    pipe.exists(self.legacy_key(name))
                 answers = await self._rt(pipe.execute())
-            self._epochs = [str(epoch) for epoch in answers[1:-1:2]]
-            if answers[-1] and not self.legacy_keys_seen:
-                self.legacy_keys_seen = True
+            self._epochs = [str(epoch) for epoch in answers[1 : 2 * BUCKETS : 2]]
+            if any(answers[2 * BUCKETS :]) and not self._legacy_seen:
+                self._legacy_seen = True
                 log.warning(
                     "acp.store_layout_1_found",
                     namespace=self._ns,
