@@ -91,13 +91,14 @@ def _last_error(state: RetryCallState) -> str:
 
 def _transient() -> tuple[type[BaseException], ...]:
     """Errors that say the link (not the command) failed: always worth another try."""
-    from redis.exceptions import ClusterDownError, ReadOnlyError, SlotNotCoveredError, TryAgainError
+    from redis.exceptions import AskError, ClusterDownError, ReadOnlyError, SlotNotCoveredError, TryAgainError
     from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import TimeoutError as RedisTimeoutError
 
+    # AskError and its subclass MovedError: a slot moved more often than redis-py follows in one command
     return (
         RedisConnectionError, RedisTimeoutError, ReadOnlyError, ClusterDownError, TryAgainError,
-        SlotNotCoveredError, ConnectionError, TimeoutError, OSError,
+        SlotNotCoveredError, AskError, ConnectionError, TimeoutError, OSError,
     )  # fmt: skip
 
 
@@ -147,6 +148,7 @@ class RedisLink:
         self._epoch_lock: asyncio.Lock | None = None
         self._closed = False
         self._round_trips = 0
+        self._topology_resets = 0
         self._legacy_seen = False
 
     @staticmethod
@@ -287,15 +289,30 @@ class RedisLink:
         async with asyncio.timeout(self._socket_timeout):
             return await awaitable
 
-    async def _forget_topology(self) -> None:
+    @staticmethod
+    def _topology_may_have_changed(error: BaseException) -> bool:
+        """Whether ``error`` may mean a node went away or a replica took over (not merely a slow answer)."""
+        from redis.exceptions import AskError, ClusterDownError, SlotNotCoveredError
+        from redis.exceptions import ConnectionError as RedisConnectionError
+
+        if isinstance(error, (RedisConnectionError, ClusterDownError, SlotNotCoveredError, AskError, ConnectionError)):
+            return True
+        return str(error).startswith(("Redis Cluster cannot be connected", "All slots are not covered", "MOVED"))
+
+    async def _forget_topology(self, seen: int) -> None:
         """After a lost link to a cluster node: drop redis-py's map of the cluster, so the next attempt asks
-        a live node who serves which slot now (a replica may have taken over)."""
+        a live node who serves which slot now (a replica may have taken over). ``seen`` is the count of such
+        resets when the failed attempt began: if another task reset the map since, this one does not (the
+        reset itself fails the other commands in flight, which must not reset it again and again)."""
         client = self._redis
-        if self._cluster and client is not None:
-            try:
-                await client.aclose()  # the cluster client maps the nodes again on its next command
-            except self.errors() as exc:
-                log.debug("acp.store_topology_reset_failed", error=str(exc))
+        if not self._cluster or client is None or seen != self._topology_resets:
+            return
+        self._topology_resets += 1
+        log.debug("acp.store_cluster_remapped", namespace=self._ns)
+        try:
+            await client.aclose()  # the cluster client maps the nodes again on its next command
+        except self.errors() as exc:
+            log.debug("acp.store_topology_reset_failed", error=str(exc))
 
     async def retrying(self, operation: str, fn: Callable[[Any], Any]) -> Any:
         """Await ``fn(client)``; on a lost link or a server that is loading, read-only after a failover,
@@ -309,6 +326,7 @@ class RedisLink:
         cancels = task.cancelling() if task is not None else 0
 
         async def attempt() -> Any:
+            seen = self._topology_resets
             try:
                 client = self._client()
                 await self._ensure_epoch(client)
@@ -317,7 +335,8 @@ class RedisLink:
                 if not isinstance(exc, transient) and not str(exc).startswith(_RETRYABLE_REPLIES):
                     # a script error, a key of the wrong type...: the same command would fail again
                     raise StoreError(f"the session store refused {operation}: {exc}") from exc
-                await self._forget_topology()
+                if self._topology_may_have_changed(exc):
+                    await self._forget_topology(seen)
                 raise  # worth another try
             if task is not None and task.cancelling() > cancels:
                 # something below swallowed a cancellation meant for us: raise it here instead
