@@ -310,18 +310,20 @@ async def test_stale_token_is_rejected(shared: Callable[..., RedisSessionStore],
 
 
 async def test_renewal_keeps_leases_and_release_hands_over(shared: Callable[..., RedisSessionStore]) -> None:
-    a = shared("A", lease_ttl=0.4)
+    ttl = 0.8  # short enough to run out three times in the test, long enough for a renewal round trip to
+    # a cluster of three server processes on a busy 2-core machine
+    a = shared("A", lease_ttl=ttl)
     b = shared("B")
     try:
         for i in range(5):
             await a.save(record(f"s{i}"))
         loop = asyncio.get_running_loop()
-        until = loop.time() + 1.2  # three TTLs: without renewal every lease would be gone
+        until = loop.time() + 3 * ttl  # without renewal every lease would be gone
         while loop.time() < until:
             renewal = await a.renew_all()
             assert renewal.renewed == {f"s{i}" for i in range(5)} and not renewal.lost
             assert await b.claimable() == []
-            await asyncio.sleep(0.1)  # the renewal cadence under test (TTL / 4)
+            await asyncio.sleep(ttl / 4)  # the renewal cadence under test
         assert await a.release("s0") is True
         assert await a.release("s0") is False
         assert await b.claim("s0") is not None  # at once, no TTL to wait out

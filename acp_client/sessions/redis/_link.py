@@ -28,6 +28,7 @@ cluster client; its pipelines split by node, and a bulk call never spans two gro
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import uuid
 import zlib
@@ -149,6 +150,7 @@ class RedisLink:
         self._closed = False
         self._round_trips = 0
         self._topology_resets = 0
+        self._turns: asyncio.Semaphore | None = asyncio.Semaphore(max_connections) if self._cluster else None
         self._legacy_seen = False
 
     @staticmethod
@@ -285,16 +287,37 @@ class RedisLink:
         return self._redis
 
     async def _rt(self, awaitable: Awaitable[Any]) -> Any:
-        """One round trip, bounded by ``socket_timeout`` (``TimeoutError``: retried like a lost link)."""
-        async with asyncio.timeout(self._socket_timeout):
-            return await awaitable
+        """One round trip, bounded by ``socket_timeout`` (``TimeoutError``: retried like a lost link).
+
+        On a cluster at most ``max_connections`` round trips are under way at once (each takes one connection
+        per node it reaches): redis-py's cluster client has no blocking pool and refuses a command beyond its
+        limit, so the wait for a turn happens here, bounded by ``socket_timeout`` like the single server's
+        wait for a free connection."""
+        turns = self._turns
+        if turns is None:
+            async with asyncio.timeout(self._socket_timeout):
+                return await awaitable
+        try:
+            async with asyncio.timeout(self._socket_timeout):
+                await turns.acquire()
+        except BaseException:
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()  # never started: no "never awaited" warning
+            raise
+        try:
+            async with asyncio.timeout(self._socket_timeout):
+                return await awaitable
+        finally:
+            turns.release()
 
     @staticmethod
     def _topology_may_have_changed(error: BaseException) -> bool:
         """Whether ``error`` may mean a node went away or a replica took over (not merely a slow answer)."""
-        from redis.exceptions import AskError, ClusterDownError, SlotNotCoveredError
+        from redis.exceptions import AskError, ClusterDownError, MaxConnectionsError, SlotNotCoveredError
         from redis.exceptions import ConnectionError as RedisConnectionError
 
+        if isinstance(error, MaxConnectionsError):
+            return False  # busy, not gone
         if isinstance(error, (RedisConnectionError, ClusterDownError, SlotNotCoveredError, AskError, ConnectionError)):
             return True
         return str(error).startswith(("Redis Cluster cannot be connected", "All slots are not covered", "MOVED"))
@@ -412,7 +435,11 @@ class RedisLink:
         if self._cluster:
             # SCRIPT LOAD goes to every primary (redis-py's cluster routing): a node that was promoted or
             # added lacks them
-            await self._rt(asyncio.gather(*(client.script_load(text) for text in _SCRIPTS.values())))
+            async def load_each() -> None:
+                for text in _SCRIPTS.values():  # one at a time: each takes a connection to every primary
+                    await client.script_load(text)
+
+            await self._rt(load_each())
             return
         async with client.pipeline(transaction=False) as pipe:
             for text in _SCRIPTS.values():
