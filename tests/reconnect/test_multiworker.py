@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from acp_client.testing import ReferenceAgent
-from tests.conftest import RedisServers, bound
+from tests.conftest import CLUSTER, RedisServers, bound
 
 REPO = Path(__file__).resolve().parents[2]
 LEASE_TTL = 2.0
@@ -104,14 +104,15 @@ async def workers() -> AsyncIterator[list[Worker]]:
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize("kind", [pytest.param("valkey", id="valkey8"), CLUSTER])
 async def test_killed_worker_sessions_are_adopted_once_each(
-    redis_servers: RedisServers, workers: list[Worker], record_property: Any
+    redis_servers: RedisServers, workers: list[Worker], record_property: Any, kind: str
 ) -> None:
-    server = redis_servers.get("valkey")
+    url = redis_servers.url(kind)
     namespace = f"mw{uuid.uuid4().hex[:8]}"
     async with ReferenceAgent(2) as agent:
         for worker in workers:
-            await worker.start(agent.url, server.url, namespace)
+            await worker.start(agent.url, url, namespace)
         created = {w.owner: await w.ready(bound(60)) for w in workers}
         assert all(len(ids) == SESSIONS for ids in created.values())
         victim, survivors = workers[0], workers[1:]
@@ -149,7 +150,7 @@ async def test_killed_worker_sessions_are_adopted_once_each(
         record_property("handover_last_s", round(handover, 3))
         record_property("handover_first_s", round(first, 3))
         print(  # noqa: T201 - the figure the issue's closing note quotes (run with -s to see it)
-            f"\nHAND-OVER {len(doomed)} sessions, lease_ttl={LEASE_TTL}s: first recovered {first:.2f}s, "
+            f"\nHAND-OVER ({kind}) {len(doomed)} sessions, lease_ttl={LEASE_TTL}s: first recovered {first:.2f}s, "
             f"last recovered {handover:.2f}s after SIGKILL (CLOCK_MONOTONIC in the test and the workers); "
             f"split {dict(Counter(w.owner for w in survivors for sid in w.recovered() if sid in doomed))}"
         )

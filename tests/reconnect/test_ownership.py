@@ -24,7 +24,8 @@ from acp_client.reconnect import (
 from acp_client.sessions import MemorySessionStore, RedisSessionStore
 from acp_client.testing import FaultProxy, ReferenceAgent
 from acp_client.testing.redis_server import RedisServer
-from tests.conftest import bound
+from tests.conftest import bound, raw_redis
+from tests.sessions._layout import session_key
 
 TTL = 2.0
 FAST: dict[str, Any] = {
@@ -107,8 +108,9 @@ async def agent() -> AsyncIterator[ReferenceAgent]:
 
 
 @pytest.fixture
-async def workers(agent: ReferenceAgent, redis_server: RedisServer) -> AsyncIterator[Workers]:
-    made = Workers(agent, redis_server.url)
+async def workers(agent: ReferenceAgent, redis_url: str) -> AsyncIterator[Workers]:
+    """Workers on a fresh namespace of the session's Valkey 8, Redis 6.2 or Redis Cluster (each test thrice)."""
+    made = Workers(agent, redis_url)
     yield made
     await made.close()
 
@@ -207,11 +209,7 @@ async def test_forgetting_a_taken_over_handle_leaves_the_new_owner_alone(
     assert session.id not in a.sessions  # forgotten here for good: never adopted back
 
 
-async def test_agent_says_attached_elsewhere(
-    workers: Workers, agent: ReferenceAgent, redis_server: RedisServer
-) -> None:
-    import redis.asyncio as aioredis
-
+async def test_agent_says_attached_elsewhere(workers: Workers, agent: ReferenceAgent) -> None:
     a, a_events = await workers.start("A", store_options={"lease_ttl": 30.0})
     b, _ = await workers.start("B", store_options={"lease_ttl": 30.0})
     mine = await a.new_session("/w/mine")
@@ -228,9 +226,9 @@ async def test_agent_says_attached_elsewhere(
         assert (await mine.prompt("echo: back", timeout=bound(10))).stop_reason == "end_turn"
 
     # the server-side lease ends early (as after a paused VM: A's local clock still says valid), B takes it
-    raw = aioredis.Redis.from_url(redis_server.url)
+    raw = raw_redis(workers.url)
     try:
-        await raw.delete(f"{workers.namespace}:lease:{theirs.id}")
+        await raw.delete(session_key(workers.namespace, "lease", theirs.id))
     finally:
         await raw.aclose()
     await b.adopt(theirs.id)
@@ -243,7 +241,18 @@ async def test_agent_says_attached_elsewhere(
     assert (await b.sessions[theirs.id].prompt("echo: B serves it", timeout=bound(10))).stop_reason == "end_turn"
 
 
-async def test_partition_from_redis(workers: Workers, agent: ReferenceAgent, redis_server: RedisServer) -> None:
+@pytest.fixture
+async def single_server_workers(agent: ReferenceAgent, redis_server: RedisServer) -> AsyncIterator[Workers]:
+    """Workers on a fresh namespace of one server (Valkey 8 or Redis 6.2) that a fault proxy can stand before."""
+    made = Workers(agent, redis_server.url)
+    yield made
+    await made.close()
+
+
+async def test_partition_from_redis(
+    single_server_workers: Workers, agent: ReferenceAgent, redis_server: RedisServer
+) -> None:
+    workers = single_server_workers
     async with FaultProxy("127.0.0.1", redis_server.port) as proxy:
         cut, cut_events = await workers.start(
             "cut",

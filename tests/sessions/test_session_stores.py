@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from acp_client.exceptions import ACPError, LeaseLost, StoreError, StoreLocked, StoreUnavailable
 from acp_client.sessions import MemorySessionStore, SessionRecord, SessionStore, SQLiteSessionStore
@@ -23,7 +24,8 @@ from acp_client.sessions._lease import SharedSessionStore
 from acp_client.sessions.redis._store import RedisSessionStore
 from acp_client.testing import FaultProxy
 from acp_client.testing.redis_server import RedisServer
-from tests.conftest import bound
+from tests.conftest import CLUSTER, bound, raw_redis
+from tests.sessions._layout import index_key, session_key
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
@@ -57,7 +59,15 @@ class Backend:
         return store
 
 
-@pytest.fixture(params=["memory", "sqlite", "valkey", "redis"], ids=["memory", "sqlite", "valkey8", "redis6"])
+@pytest.fixture(
+    params=[
+        pytest.param("memory", id="memory"),
+        pytest.param("sqlite", id="sqlite"),
+        pytest.param("valkey", id="valkey8"),
+        pytest.param("redis", id="redis6"),
+        CLUSTER,
+    ]
+)
 async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     kind = request.param
     if kind == "memory":
@@ -66,9 +76,9 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     elif kind == "sqlite":
         made = Backend("sqlite", lambda **_: SQLiteSessionStore(tmp_path / "s.db"))
     else:
-        server: RedisServer = request.getfixturevalue("redis_servers").get(kind)
+        url = request.getfixturevalue("redis_servers").url(kind)
         namespace = f"t{uuid.uuid4().hex[:8]}"
-        made = Backend(f"redis-{server.flavour}", lambda **kw: RedisSessionStore(server.url, namespace=namespace, **kw))
+        made = Backend(f"redis-{kind}", lambda **kw: RedisSessionStore(url, namespace=namespace, **kw))
     yield made
     for store in made.opened:
         await store.close()
@@ -131,17 +141,16 @@ async def test_sqlite_damaged_row_is_discarded_and_counted(tmp_path: Path) -> No
         await store.close()
 
 
-async def test_redis_damaged_record_is_discarded_and_counted(redis_server: RedisServer) -> None:
-    import redis.asyncio as aioredis
-
+async def test_redis_damaged_record_is_discarded_and_counted(redis_url: str) -> None:
     ns = f"t{uuid.uuid4().hex[:8]}"
-    store = RedisSessionStore(redis_server.url, namespace=ns)
-    raw = aioredis.Redis.from_url(redis_server.url, decode_responses=True)
+    store = RedisSessionStore(redis_url, namespace=ns)
+    raw = raw_redis(redis_url)
     try:
         await store.save(record("good"))
-        await raw.hset(f"{ns}:rec:bad", "record", "{not json")
-        await raw.hset(f"{ns}:rec:other", "record", record("not-other").to_json())
-        await raw.sadd(f"{ns}:index", "bad", "other", "gone")  # "gone" has no record at all
+        await raw.hset(session_key(ns, "rec", "bad"), "record", "{not json")
+        await raw.hset(session_key(ns, "rec", "other"), "record", record("not-other").to_json())
+        for sid in ("bad", "other", "gone"):  # "gone" has no record at all
+            await raw.sadd(index_key(ns, sid), sid)
         assert [r.session_id for r in await store.load_all()] == ["good"]
         assert store.discarded == 2
         assert [r.session_id for r in await store.load_owned()] == ["good"]
@@ -212,13 +221,13 @@ async def test_sqlite_second_process_is_refused(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-async def shared(redis_server: RedisServer) -> AsyncIterator[Callable[..., RedisSessionStore]]:
+async def shared(redis_url: str) -> AsyncIterator[Callable[..., RedisSessionStore]]:
     """Makes worker stores on one fresh namespace of the session's server; closes them afterwards."""
     namespace = f"t{uuid.uuid4().hex[:8]}"
     made: list[RedisSessionStore] = []
 
     def make(owner: str, url: str | None = None, **kwargs: Any) -> RedisSessionStore:
-        store = RedisSessionStore(url or redis_server.url, namespace=namespace, owner_id=owner, **kwargs)
+        store = RedisSessionStore(url or redis_url, namespace=namespace, owner_id=owner, **kwargs)
         made.append(store)
         return store
 
@@ -285,15 +294,13 @@ async def test_expired_lease_is_adopted_and_the_stale_owner_rejected(
         await b.close()
 
 
-async def test_stale_token_is_rejected(shared: Callable[..., RedisSessionStore], redis_server: RedisServer) -> None:
-    import redis.asyncio as aioredis
-
+async def test_stale_token_is_rejected(shared: Callable[..., RedisSessionStore], redis_url: str) -> None:
     a = shared("A")
-    raw = aioredis.Redis.from_url(redis_server.url, decode_responses=True)
+    raw = raw_redis(redis_url)
     try:
         await a.save(record("s1"))
         # the record says a newer owner wrote it (as after a lost fence counter): A's token is stale
-        await raw.hset(f"{a.namespace}:rec:s1", "token", 99)
+        await raw.hset(session_key(a.namespace, "rec", "s1"), "token", 99)
         with pytest.raises(LeaseLost) as caught:
             await a.save(record("s1", "/x"))
         assert caught.value.reason == "stale" and caught.value.token == 1
@@ -303,18 +310,20 @@ async def test_stale_token_is_rejected(shared: Callable[..., RedisSessionStore],
 
 
 async def test_renewal_keeps_leases_and_release_hands_over(shared: Callable[..., RedisSessionStore]) -> None:
-    a = shared("A", lease_ttl=0.4)
+    ttl = 0.8  # short enough to run out three times in the test, long enough for a renewal round trip to
+    # a cluster of three server processes on a busy 2-core machine
+    a = shared("A", lease_ttl=ttl)
     b = shared("B")
     try:
         for i in range(5):
             await a.save(record(f"s{i}"))
         loop = asyncio.get_running_loop()
-        until = loop.time() + 1.2  # three TTLs: without renewal every lease would be gone
+        until = loop.time() + 3 * ttl  # without renewal every lease would be gone
         while loop.time() < until:
             renewal = await a.renew_all()
             assert renewal.renewed == {f"s{i}" for i in range(5)} and not renewal.lost
             assert await b.claimable() == []
-            await asyncio.sleep(0.1)  # the renewal cadence under test (TTL / 4)
+            await asyncio.sleep(ttl / 4)  # the renewal cadence under test
         assert await a.release("s0") is True
         assert await a.release("s0") is False
         assert await b.claim("s0") is not None  # at once, no TTL to wait out
@@ -356,6 +365,19 @@ async def test_repr_and_errors_never_show_the_password() -> None:
         assert "s3cret" not in str(caught.value) and caught.value.operation == "claim"
     finally:
         await store.close()
+
+
+async def test_a_given_client_is_used_and_left_open(redis_server: RedisServer) -> None:
+    raw = raw_redis(redis_server.url)
+    store = RedisSessionStore(raw, namespace=f"t{uuid.uuid4().hex[:8]}")
+    try:
+        assert not store.cluster
+        await store.save(record("s1"))
+        assert [r.session_id for r in await store.load_all()] == ["s1"]
+        await store.close()
+        assert await raw.ping() is True  # the application's client: the store does not close it
+    finally:
+        await raw.aclose()
 
 
 # --------------------------------------------------------------------------- a store that fails
@@ -450,3 +472,36 @@ async def test_partition_lease_expires_stale_write_rejected_then_resumes(redis_s
         finally:
             await cut.close()
             await other.close()
+
+
+# --------------------------------------------------------------------------- Redis: key layout 1
+
+
+async def test_records_of_layout_1_are_migrated_once(redis_server: RedisServer) -> None:
+    ns = f"t{uuid.uuid4().hex[:8]}"
+    raw = raw_redis(redis_server.url)
+    # what a worker of an older release left behind: ns:epoch, ns:index, ns:rec:<id>, ns:lease:<id>, ns:fence:<id>
+    await raw.set(f"{ns}:epoch", "old")
+    for i in range(3):
+        old = {"record": record(f"s{i}", f"/old{i}").to_json(), "token": 4, "owner": "w"}
+        await raw.hset(f"{ns}:rec:s{i}", mapping=old)
+        await raw.sadd(f"{ns}:index", f"s{i}")
+        await raw.set(f"{ns}:fence:s{i}", 4)
+    await raw.set(f"{ns}:lease:s0", "4|w", px=60_000)  # a stopped worker's lease that has not run out yet
+    await raw.hset(f"{ns}:rec:bad", "record", "{not json")
+    await raw.sadd(f"{ns}:index", "bad")
+    store = RedisSessionStore(redis_server.url, namespace=ns, owner_id="new")
+    try:
+        with capture_logs() as logs:
+            await store.save(record("s2", "/new"))  # already in the new layout: kept as it is
+        assert [e["event"] for e in logs].count("acp.store_layout_1_found") == 1  # the operator is told
+        assert [r.cwd for r in await store.load_all()] == ["/new"]  # the new layout does not read the old keys
+        assert await store.migrate_layout_1() == 2
+        assert {r.session_id: r.cwd for r in await store.load_all()} == {"s0": "/old0", "s1": "/old1", "s2": "/new"}
+        assert sorted(await store.claimable()) == ["s0", "s1"]  # moved records are free for any worker
+        assert store.lease("s2") is not None  # what this store held before, it still holds
+        assert await raw.keys(f"{ns}:[^{{]*") == []  # every key of layout 1 is gone
+        assert await store.migrate_layout_1() == 0
+    finally:
+        await store.close()
+        await raw.aclose()

@@ -74,6 +74,36 @@ def test_it_prints_a_url_that_answers_and_stops_cleanly_on_a_signal(
         gone.close()
 
 
+@pytest.mark.xdist_group("redis-cluster")
+def test_cluster_prints_a_cluster_url_that_answers_and_stops_on_sigterm() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "acp_client.testing.redis_server", "--cluster"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        url = _read_line(proc, bound(40))
+        assert url.startswith("redis+cluster://127.0.0.1:")
+        client = redis.RedisCluster.from_url("redis://" + url.removeprefix("redis+cluster://"), socket_timeout=bound(5))
+        try:
+            assert len(client.get_primaries()) == 3
+            client.set("acp-test", "1")
+            assert client.get("acp-test") == b"1"
+        finally:
+            client.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=bound(20)) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=bound(10))
+        for stream in (proc.stdout, proc.stderr):
+            assert stream is not None
+            stream.close()
+
+
 def test_a_bad_argument_is_refused_with_usage() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "acp_client.testing.redis_server", "--flavour", "nope"],

@@ -15,7 +15,7 @@ from typing import Any
 
 from acp_client._logging import get_logger
 from acp_client.sessions._lease import Lease, Renewal
-from acp_client.sessions.redis._link import RedisLink, ScriptCall, json_list
+from acp_client.sessions.redis._link import RedisLink, ScriptCall, bucket_of, json_list
 from acp_client.sessions.redis._scripts import _GROUP
 
 __all__ = ["LeaseBook", "holder_of", "lease_value"]
@@ -77,7 +77,8 @@ class LeaseBook:
         self._leases.clear()
 
     def adopt_new_epoch(self) -> None:
-        """The server lost its data: every lease is gone, and the next command learns the new epoch."""
+        """The server lost its data (of one key group at least): every lease is forgotten (the caller claims
+        again what it serves), and the next command learns the new epochs."""
         log.warning("acp.store_reset", namespace=self._link.namespace, owner=self._owner)
         self._leases.clear()
         self._link.forget_epoch()
@@ -104,20 +105,27 @@ class LeaseBook:
         return None, holder
 
     async def claim_many(self, client: Any, ids: list[str]) -> list[Any]:
-        """Claim ``ids`` with one bulk script call per ``_GROUP`` sessions; the answers have the shape of a
-        single claim's, to be applied with :meth:`take`."""
-        calls: list[ScriptCall] = [
-            ("claim_many", (), (json.dumps(ids[start : start + _GROUP]), self._owner, self._ttl_ms(),
-                                self._link.prefix))
-            for start in range(0, len(ids), _GROUP)
-        ]  # fmt: skip
-        answers: list[Any] = []
-        for encoded in await self._link.scripts(client, calls):
+        """Claim ``ids`` with one bulk script call per key group and ``_GROUP`` sessions (a call never spans
+        two groups: on a cluster each runs on the node of its slot); the answers, in the order of ``ids``,
+        have the shape of a single claim's, to be applied with :meth:`take`."""
+        link = self._link
+        chunks: list[list[str]] = []
+        calls: list[ScriptCall] = []
+        for bucket, members in link.by_bucket(ids).items():
+            for start in range(0, len(members), _GROUP):
+                chunk = members[start : start + _GROUP]
+                chunks.append(chunk)
+                calls.append(
+                    ("claim_many", (link.epoch_key(bucket),),
+                     (json.dumps(chunk), self._owner, self._ttl_ms(), link.prefix(bucket)))
+                )  # fmt: skip
+        by_id: dict[str, Any] = {}
+        for chunk, encoded in zip(chunks, await link.scripts(client, calls), strict=True):
             flat = json_list(encoded)
-            for i in range(0, len(flat), 2):
+            for sid, i in zip(chunk, range(0, len(flat), 2), strict=True):
                 token = int(flat[i])
-                answers.append([1, token, flat[i + 1] or None] if token > 0 else [0, flat[i + 1]])
-        return answers
+                by_id[sid] = [1, token, flat[i + 1] or None] if token > 0 else [0, flat[i + 1]]
+        return [by_id[sid] for sid in ids]
 
     def take(self, session_id: str, answer: Any, sent_at: float) -> tuple[Lease | None, Any]:
         """Apply one claim answer (the claim left at ``sent_at``): on success note the lease and return it
@@ -133,7 +141,8 @@ class LeaseBook:
     # ------------------------------------------------------------------ renewal and release
 
     async def renew_all(self) -> Renewal:
-        """Extend every held lease (one bulk call per ``_GROUP``); forget and report the ones lost."""
+        """Extend every held lease (one bulk call per key group and ``_GROUP``); forget and report the ones
+        lost."""
         link = self._link
         held = list(self._leases.values())
         if not held:
@@ -143,22 +152,30 @@ class LeaseBook:
                 self.adopt_new_epoch()
             return Renewal(frozenset(), frozenset(), reset)
 
+        # one bulk call per key group and _GROUP sessions, each checking its group's epoch
+        groups: list[tuple[int, list[Lease]]] = []
+        by_bucket: dict[int, list[Lease]] = {}
+        for one in held:
+            by_bucket.setdefault(bucket_of(one.session_id), []).append(one)
+        for bucket, members in by_bucket.items():
+            groups += [(bucket, members[start : start + _GROUP]) for start in range(0, len(members), _GROUP)]
+        held = [one for _, group in groups for one in group]
+
         async def run(client: Any) -> list[Any]:
-            groups = [held[start : start + _GROUP] for start in range(0, len(held), _GROUP)]
             calls: list[ScriptCall] = [
                 (
                     "renew_many",
-                    (link.epoch_key,),
-                    (json.dumps([[one.session_id, lease_value(one)] for one in group]), self._ttl_ms(), link.epoch,
-                     link.prefix),
+                    (link.epoch_key(bucket),),
+                    (json.dumps([[one.session_id, lease_value(one)] for one in group]), self._ttl_ms(),
+                     link.bucket_epoch(bucket), link.prefix(bucket)),
                 )
-                for group in groups
+                for bucket, group in groups
             ]  # fmt: skip
             answers: list[Any] = []
-            for group, encoded in zip(groups, await link.scripts(client, calls), strict=True):
+            for (_, group), encoded in zip(groups, await link.scripts(client, calls), strict=True):
                 flat = json_list(encoded)
                 if flat == [-2]:
-                    answers += [[-2, ""]] * len(group)  # the server lost its data: no lease survived
+                    answers += [[-2, ""]] * len(group)  # the group's data was lost: none of its leases survived
                 else:
                     answers += [[1, ""] if a == 1 else [0, a] for a in flat]
             return answers

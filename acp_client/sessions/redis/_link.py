@@ -1,21 +1,40 @@
 """The connection side of :class:`~acp_client.sessions.RedisSessionStore`: one server link per store.
 
-A :class:`RedisLink` owns the redis-py client and its connection pool (made on first use, closed once), the
-key names of one namespace, the store's epoch (read or written before the first command, forgotten after a
-data loss), and the count of round trips. It bounds every round trip by ``socket_timeout``, retries lost
-links and "try again" replies through tenacity (full-jitter waits under a cap, :mod:`._retry`), and sends
-scripted calls as pipelines of ``batch_size`` (loading the scripts when a server lacks them). It knows
-nothing of leases or records: the store and its lease book (``_leases.py``) decide what to send and read
-the answers.
+A :class:`RedisLink` owns the redis-py client and its connections (made on first use, closed once; a client
+the application passed in is used, never closed), the key names of one namespace, the store's epochs (read
+or written before the first command, forgotten after a data loss), and the count of round trips. It bounds
+every round trip by ``socket_timeout``, retries lost links and "try again" replies through tenacity
+(full-jitter waits under a cap, :mod:`._retry`), and sends scripted calls as pipelines of ``batch_size``
+(loading the scripts on the nodes that lack them). It knows nothing of leases or records: the store and
+its lease book (``_leases.py``) decide what to send and read the answers.
+
+**Key layout 2** (the one a Redis Cluster can serve). Sessions fall into :data:`BUCKETS` groups by a CRC32 of
+their id; every key of a group carries the group's hash tag, so it lives in one cluster slot, and every
+script touches the keys of one group only. For namespace ``ns``, group ``b`` and session ``sid``::
+
+    ns:{ns:b}:epoch        a random id; a different or missing value means the group's data was lost
+    ns:{ns:b}:index        the set of the group's session ids
+    ns:{ns:b}:rec:sid      a hash: record (JSON), token (of the last accepted write), owner
+    ns:{ns:b}:lease:sid    "token|owner", set with SET NX PX; its expiry is the lease's
+    ns:{ns:b}:fence:sid    the session's fencing counter
+
+Layout 1 (``ns:index``, ``ns:epoch``, ``ns:rec:sid``...; releases up to 0.x) is only read by
+:meth:`~acp_client.sessions.RedisSessionStore.migrate_layout_1`.
+
+A URL ``redis+cluster://`` (``rediss+cluster://`` for TLS) or a ``RedisCluster`` client selects redis-py's
+cluster client; its pipelines split by node, and a bulk call never spans two groups.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+import zlib
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from acp_client._logging import get_logger
 from acp_client.exceptions import StoreError, StoreUnavailable, UsageError
@@ -23,21 +42,40 @@ from acp_client.sessions.redis._retry import Deadline, FullJitter
 from acp_client.sessions.redis._scripts import _SCRIPTS, _SHAS
 
 if TYPE_CHECKING:
+    from redis.asyncio import Redis
+    from redis.asyncio.cluster import RedisCluster
     from tenacity import RetryCallState
 
-__all__ = ["RedisLink", "ScriptCall", "json_list"]
+__all__ = ["BUCKETS", "CLUSTER_SCHEMES", "RedisLink", "ScriptCall", "bucket_of", "json_list"]
 
 log = get_logger("acp_client.sessions.redis")
 
-#: server replies that mean "try again shortly" (loading, failover in progress, a long script)
-_RETRYABLE_REPLIES = ("LOADING", "READONLY", "BUSY", "MASTERDOWN", "TRYAGAIN")
+#: server replies that mean "try again shortly" (loading, failover in progress, a long script, a cluster
+#: that is electing a new primary or moving a slot), and what redis-py's cluster client says when no node
+#: it knows answers or the nodes it reached do not cover every slot yet
+_RETRYABLE_REPLIES = (
+    "LOADING", "READONLY", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK",
+    "Redis Cluster cannot be connected", "All slots are not covered",
+)  # fmt: skip
 
 #: the first retry waits up to this long (seconds); each further one up to twice as long, at most _RETRY_CAP
 _RETRY_BASE = 0.05
 _RETRY_CAP = 1.0
 
+#: session groups of key layout 2: each is one hash tag, so one cluster slot. Part of the layout: workers
+#: that disagree on it would not find each other's sessions, so it never changes within a layout version.
+BUCKETS = 64
+
+#: URL schemes that select the cluster client, and the plain scheme redis-py is given instead
+CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
 #: one scripted call: (script name, keys, args)
 ScriptCall = tuple[str, Sequence[str], Sequence[Any]]
+
+
+def bucket_of(session_id: str) -> int:
+    """The group (hash tag) of ``session_id``'s keys."""
+    return zlib.crc32(session_id.encode("utf-8")) % BUCKETS
 
 
 def json_list(encoded: Any) -> list[Any]:
@@ -54,22 +92,37 @@ def _last_error(state: RetryCallState) -> str:
 
 def _transient() -> tuple[type[BaseException], ...]:
     """Errors that say the link (not the command) failed: always worth another try."""
+    from redis.exceptions import AskError, ClusterDownError, ReadOnlyError, SlotNotCoveredError, TryAgainError
     from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import ReadOnlyError
     from redis.exceptions import TimeoutError as RedisTimeoutError
 
-    return (RedisConnectionError, RedisTimeoutError, ReadOnlyError, ConnectionError, TimeoutError, OSError)
+    # AskError and its subclass MovedError: a slot moved more often than redis-py follows in one command
+    return (
+        RedisConnectionError, RedisTimeoutError, ReadOnlyError, ClusterDownError, TryAgainError,
+        SlotNotCoveredError, AskError, ConnectionError, TimeoutError, OSError,
+    )  # fmt: skip
+
+
+def _plain_url(url: str) -> tuple[str, bool]:
+    """``url`` with a cluster scheme replaced by the one redis-py knows, and whether it named a cluster."""
+    parts = urlsplit(url)
+    plain = CLUSTER_SCHEMES.get(parts.scheme.lower())
+    if plain is None:
+        return url, False
+    return urlunsplit((plain, *parts[1:])), True
 
 
 class RedisLink:
-    """The server connection of one store: client, retries, epoch, scripted pipelines, round-trip count.
+    """The server connection of one store: client, retries, epochs, scripted pipelines, round-trip count.
 
-    Settings are those of :class:`~acp_client.sessions.RedisSessionStore` of the same name.
+    ``target`` is a URL or a redis-py asyncio client (``Redis`` or ``RedisCluster``, made with
+    ``decode_responses=True``); the other settings are those of :class:`~acp_client.sessions.RedisSessionStore`
+    of the same name.
     """
 
     def __init__(
         self,
-        url: str,
+        target: str | Redis | RedisCluster,
         *,
         namespace: str,
         retry_for: float,
@@ -77,17 +130,43 @@ class RedisLink:
         batch_size: int,
         max_connections: int,
     ) -> None:
-        self._url = url
+        if not namespace or "{" in namespace or "}" in namespace:
+            raise UsageError("namespace must be a non-empty string without '{' or '}' (they mark hash tags)")
+        self._url: str | None = None
+        self._redis: Any = None
+        self._owns_client = True
+        if isinstance(target, str):
+            self._url, self._cluster = _plain_url(target)
+        else:
+            self._redis, self._cluster = target, self._is_cluster_client(target)
+            self._owns_client = False
         self._ns = namespace
         self._retry_for = retry_for
         self._socket_timeout = socket_timeout
         self._batch = batch_size
         self._max_connections = max_connections
-        self._redis: Any = None
-        self._epoch: str | None = None
+        self._epochs: list[str] | None = None
         self._epoch_lock: asyncio.Lock | None = None
         self._closed = False
         self._round_trips = 0
+        self._topology_resets = 0
+        self._turns: asyncio.Semaphore | None = asyncio.Semaphore(max_connections) if self._cluster else None
+        self._legacy_seen = False
+
+    @staticmethod
+    def _is_cluster_client(client: object) -> bool:
+        from redis.asyncio import Redis
+        from redis.asyncio.cluster import RedisCluster
+
+        if isinstance(client, RedisCluster):
+            cluster = True
+        elif isinstance(client, Redis):
+            cluster = False
+        else:
+            raise UsageError(f"RedisSessionStore needs a URL or a redis.asyncio client, not {type(client).__name__}")
+        if not client.get_encoder().decode_responses:
+            raise UsageError("a client given to RedisSessionStore must be made with decode_responses=True")
+        return cluster
 
     # ------------------------------------------------------------------ state
 
@@ -97,14 +176,23 @@ class RedisLink:
         return self._ns
 
     @property
-    def round_trips(self) -> int:
-        """Round trips to the server so far (a pipeline counts once)."""
-        return self._round_trips
+    def cluster(self) -> bool:
+        """Whether the link talks to a Redis Cluster."""
+        return self._cluster
 
     @property
-    def epoch(self) -> str | None:
-        """The store's epoch as last read, ``None`` before the first command or after :meth:`forget_epoch`."""
-        return self._epoch
+    def round_trips(self) -> int:
+        """Round trips to the server so far (a pipeline counts once, whatever the number of nodes)."""
+        return self._round_trips
+
+    def epoch_of(self, session_id: str) -> str | None:
+        """The epoch of ``session_id``'s group as last read; ``None`` before the first command or after
+        :meth:`forget_epoch`."""
+        return self._epochs[bucket_of(session_id)] if self._epochs is not None else None
+
+    def bucket_epoch(self, bucket: int) -> str | None:
+        """The epoch of group ``bucket`` as last read (``None``: not read yet)."""
+        return self._epochs[bucket] if self._epochs is not None else None
 
     @property
     def connected(self) -> bool:
@@ -117,38 +205,47 @@ class RedisLink:
         return self._closed
 
     def forget_epoch(self) -> None:
-        """Drop the known epoch: the next command writes (or reads) the server's current one."""
-        self._epoch = None
+        """Drop the known epochs: the next command writes (or reads) the server's current ones."""
+        self._epochs = None
 
-    # ------------------------------------------------------------------ keys
+    # ------------------------------------------------------------------ keys (layout 2)
+
+    def prefix(self, bucket: int) -> str:
+        """What every key of group ``bucket`` starts with (the bulk scripts build keys from it)."""
+        return f"{self._ns}:{{{self._ns}:{bucket}}}:"
 
     def key(self, kind: str, session_id: str) -> str:
         """The key of one session's ``kind`` (``rec``, ``lease`` or ``fence``)."""
-        return f"{self._ns}:{kind}:{session_id}"
+        return f"{self.prefix(bucket_of(session_id))}{kind}:{session_id}"
 
-    @property
-    def prefix(self) -> str:
-        """What every key of the namespace starts with (the bulk scripts build keys from it)."""
-        return f"{self._ns}:"
+    def index_key(self, bucket: int) -> str:
+        """The set of group ``bucket``'s session ids."""
+        return f"{self.prefix(bucket)}index"
 
-    @property
-    def index_key(self) -> str:
-        """The set of every stored session id."""
-        return f"{self._ns}:index"
+    def epoch_key(self, bucket: int) -> str:
+        """The key holding group ``bucket``'s epoch."""
+        return f"{self.prefix(bucket)}epoch"
 
-    @property
-    def epoch_key(self) -> str:
-        """The key holding the epoch."""
-        return f"{self._ns}:epoch"
+    def legacy_key(self, name: str) -> str:
+        """A key of layout 1 (``index``, ``epoch``, ``rec:<sid>``, ``lease:<sid>``, ``fence:<sid>``)."""
+        return f"{self._ns}:{name}"
+
+    @staticmethod
+    def by_bucket(ids: Iterable[str]) -> dict[int, list[str]]:
+        """``ids`` grouped by their key group, each group in the order given."""
+        groups: dict[int, list[str]] = {}
+        for sid in ids:
+            groups.setdefault(bucket_of(sid), []).append(sid)
+        return groups
 
     # ------------------------------------------------------------------ connection and retries
 
     @staticmethod
     def errors() -> tuple[type[BaseException], ...]:
         """Every error a command may raise (transient or not)."""
-        from redis.exceptions import RedisError
+        from redis.exceptions import RedisClusterException, RedisError
 
-        return (RedisError, ConnectionError, TimeoutError, OSError)
+        return (RedisError, RedisClusterException, ConnectionError, TimeoutError, OSError)
 
     def _client(self) -> Any:
         if self._closed:
@@ -156,34 +253,94 @@ class RedisLink:
         if self._redis is None:
             try:
                 import redis.asyncio as aioredis
+                from redis.asyncio.cluster import RedisCluster
                 from redis.asyncio.retry import Retry
                 from redis.backoff import NoBackoff
             except ImportError as exc:  # pragma: no cover - depends on the environment
                 hint = "pip install 'acp-reconnect[redis]'"
                 raise UsageError(f"RedisSessionStore needs the redis package: {hint}") from exc
-            pool = aioredis.BlockingConnectionPool.from_url(
-                self._url,
-                max_connections=self._max_connections,
-                timeout=self._socket_timeout,  # the wait for a free connection has a bound as well
-                decode_responses=True,
-                # redis-py's socket_timeout stays off: it wraps writes in asyncio.wait_for, which on Python
-                # 3.11 may eat the caller's cancellation; _rt() puts the bound on each round trip instead
-                socket_timeout=None,
-                socket_connect_timeout=self._socket_timeout,
-                retry=Retry(NoBackoff(), 0),  # retries are ours (retrying()), with a bounded backoff
-            )
-            self._redis = aioredis.Redis.from_pool(pool)  # closing the client closes the pool
+            assert self._url is not None  # a link made from a client has one from the start
+            if self._cluster:
+                # one connection pool per node, each bounded by max_connections; redirections (MOVED, ASK)
+                # are followed by redis-py, everything else is retried by retrying()
+                self._redis = RedisCluster.from_url(
+                    self._url,
+                    max_connections=self._max_connections,
+                    decode_responses=True,
+                    socket_timeout=None,  # _rt() bounds each round trip (see below)
+                    socket_connect_timeout=self._socket_timeout,
+                    retry=Retry(NoBackoff(), 0),
+                )
+            else:
+                pool = aioredis.BlockingConnectionPool.from_url(
+                    self._url,
+                    max_connections=self._max_connections,
+                    timeout=self._socket_timeout,  # the wait for a free connection has a bound as well
+                    decode_responses=True,
+                    # redis-py's socket_timeout stays off: it wraps writes in asyncio.wait_for, which on
+                    # Python 3.11 may eat the caller's cancellation; _rt() bounds each round trip instead
+                    socket_timeout=None,
+                    socket_connect_timeout=self._socket_timeout,
+                    retry=Retry(NoBackoff(), 0),  # retries are ours (retrying()), with a bounded backoff
+                )
+                self._redis = aioredis.Redis.from_pool(pool)  # closing the client closes the pool
         return self._redis
 
     async def _rt(self, awaitable: Awaitable[Any]) -> Any:
-        """One round trip, bounded by ``socket_timeout`` (``TimeoutError``: retried like a lost link)."""
-        async with asyncio.timeout(self._socket_timeout):
-            return await awaitable
+        """One round trip, bounded by ``socket_timeout`` (``TimeoutError``: retried like a lost link).
+
+        On a cluster at most ``max_connections`` round trips are under way at once (each takes one connection
+        per node it reaches): redis-py's cluster client has no blocking pool and refuses a command beyond its
+        limit, so the wait for a turn happens here, bounded by ``socket_timeout`` like the single server's
+        wait for a free connection."""
+        turns = self._turns
+        if turns is None:
+            async with asyncio.timeout(self._socket_timeout):
+                return await awaitable
+        try:
+            async with asyncio.timeout(self._socket_timeout):
+                await turns.acquire()
+        except BaseException:
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()  # never started: no "never awaited" warning
+            raise
+        try:
+            async with asyncio.timeout(self._socket_timeout):
+                return await awaitable
+        finally:
+            turns.release()
+
+    @staticmethod
+    def _topology_may_have_changed(error: BaseException) -> bool:
+        """Whether ``error`` may mean a node went away or a replica took over (not merely a slow answer)."""
+        from redis.exceptions import AskError, ClusterDownError, MaxConnectionsError, SlotNotCoveredError
+        from redis.exceptions import ConnectionError as RedisConnectionError
+
+        if isinstance(error, MaxConnectionsError):
+            return False  # busy, not gone
+        if isinstance(error, (RedisConnectionError, ClusterDownError, SlotNotCoveredError, AskError, ConnectionError)):
+            return True
+        return str(error).startswith(("Redis Cluster cannot be connected", "All slots are not covered", "MOVED"))
+
+    async def _forget_topology(self, seen: int) -> None:
+        """After a lost link to a cluster node: drop redis-py's map of the cluster, so the next attempt asks
+        a live node who serves which slot now (a replica may have taken over). ``seen`` is the count of such
+        resets when the failed attempt began: if another task reset the map since, this one does not (the
+        reset itself fails the other commands in flight, which must not reset it again and again)."""
+        client = self._redis
+        if not self._cluster or client is None or seen != self._topology_resets:
+            return
+        self._topology_resets += 1
+        log.debug("acp.store_cluster_remapped", namespace=self._ns)
+        try:
+            await client.aclose()  # the cluster client maps the nodes again on its next command
+        except self.errors() as exc:
+            log.debug("acp.store_topology_reset_failed", error=str(exc))
 
     async def retrying(self, operation: str, fn: Callable[[Any], Any]) -> Any:
-        """Await ``fn(client)``; on a lost link or a server that is loading, read-only after a failover or
-        busy, try again (tenacity: full-jitter waits from 50 ms up to 1 s) for ``retry_for`` s, then raise
-        StoreUnavailable. Any other server error is a StoreError at once."""
+        """Await ``fn(client)``; on a lost link or a server that is loading, read-only after a failover,
+        busy or electing a new primary, try again (tenacity: full-jitter waits from 50 ms up to 1 s) for
+        ``retry_for`` s, then raise StoreUnavailable. Any other server error is a StoreError at once."""
         from tenacity import AsyncRetrying, retry_if_exception_type
 
         transient = _transient()
@@ -192,6 +349,7 @@ class RedisLink:
         cancels = task.cancelling() if task is not None else 0
 
         async def attempt() -> Any:
+            seen = self._topology_resets
             try:
                 client = self._client()
                 await self._ensure_epoch(client)
@@ -200,6 +358,8 @@ class RedisLink:
                 if not isinstance(exc, transient) and not str(exc).startswith(_RETRYABLE_REPLIES):
                     # a script error, a key of the wrong type...: the same command would fail again
                     raise StoreError(f"the session store refused {operation}: {exc}") from exc
+                if self._topology_may_have_changed(exc):
+                    await self._forget_topology(seen)
                 raise  # worth another try
             if task is not None and task.cancelling() > cancels:
                 # something below swallowed a cancellation meant for us: raise it here instead
@@ -224,59 +384,97 @@ class RedisLink:
         )
         return await schedule(attempt)
 
-    def _has_epoch(self) -> bool:
-        return self._epoch is not None
+    def _has_epochs(self) -> bool:
+        return self._epochs is not None
 
     async def _ensure_epoch(self, client: Any) -> None:
-        if self._epoch is not None:
+        if self._epochs is not None:
             return
         if self._epoch_lock is None:
             self._epoch_lock = asyncio.Lock()
-        async with self._epoch_lock:  # the first calls, made together, read it only once
-            if self._has_epoch():  # a task ahead of us in the lock read it (a call: mypy narrowed the field)
+        async with self._epoch_lock:  # the first calls, made together, read them only once
+            if self._has_epochs():  # a task ahead of us in the lock read them (a call: mypy narrowed the field)
                 return
             self._round_trips += 1
+            fresh = uuid.uuid4().hex
             async with client.pipeline(transaction=False) as pipe:
-                pipe.set(self.epoch_key, uuid.uuid4().hex, nx=True)
-                pipe.get(self.epoch_key)
-                _, epoch = await self._rt(pipe.execute())
-            self._epoch = str(epoch)
+                for bucket in range(BUCKETS):
+                    pipe.set(self.epoch_key(bucket), fresh, nx=True)
+                    pipe.get(self.epoch_key(bucket))
+                for name in ("epoch", "index"):  # one key each: on a cluster they live in different slots
+                    pipe.exists(self.legacy_key(name))
+                answers = await self._rt(pipe.execute())
+            self._epochs = [str(epoch) for epoch in answers[1 : 2 * BUCKETS : 2]]
+            if any(answers[2 * BUCKETS :]) and not self._legacy_seen:
+                self._legacy_seen = True
+                log.warning(
+                    "acp.store_layout_1_found",
+                    namespace=self._ns,
+                    hint="records of an older release are in this namespace: stop its workers, then run "
+                    "RedisSessionStore.migrate_layout_1() once",
+                )
 
     async def epoch_changed(self, operation: str) -> bool:
-        """Read the server's epoch (retried like ``operation``): whether it differs from the known one."""
+        """Read the server's epochs (retried like ``operation``): whether any differs from the known one."""
 
-        async def run(client: Any) -> Any:
+        async def run(client: Any) -> list[Any]:
             self._round_trips += 1
-            return await self._rt(client.get(self.epoch_key))
+            async with client.pipeline(transaction=False) as pipe:
+                for bucket in range(BUCKETS):
+                    pipe.get(self.epoch_key(bucket))
+                answers: list[Any] = await self._rt(pipe.execute())
+            return answers
 
         current = await self.retrying(operation, run)
-        return bool(current != self._epoch)
+        return bool(current != self._epochs)
 
     # ------------------------------------------------------------------ commands
 
+    async def _load_scripts(self, client: Any) -> None:
+        self._round_trips += 1
+        if self._cluster:
+            # SCRIPT LOAD goes to every primary (redis-py's cluster routing): a node that was promoted or
+            # added lacks them
+            async def load_each() -> None:
+                for text in _SCRIPTS.values():  # one at a time: each takes a connection to every primary
+                    await client.script_load(text)
+
+            await self._rt(load_each())
+            return
+        async with client.pipeline(transaction=False) as pipe:
+            for text in _SCRIPTS.values():
+                pipe.script_load(text)
+            await self._rt(pipe.execute())
+
     async def scripts(self, client: Any, calls: Sequence[ScriptCall]) -> list[Any]:
-        """Run scripted calls as pipelines of ``batch_size``; load the scripts once if the server lacks them."""
+        """Run scripted calls as pipelines of ``batch_size``; load the scripts once if a server lacks them
+        (then only the calls it refused are sent again: on a cluster the other nodes ran theirs)."""
         from redis.exceptions import NoScriptError, ResponseError
+
+        def noscript(answer: Any) -> bool:
+            return isinstance(answer, NoScriptError) or (
+                isinstance(answer, ResponseError) and "NOSCRIPT" in str(answer)
+            )
 
         results: list[Any] = []
         for start in range(0, len(calls), self._batch):
             chunk = calls[start : start + self._batch]
+            answers: list[Any] = [None] * len(chunk)
+            todo = list(range(len(chunk)))
             for tries in range(2):
                 self._round_trips += 1
                 async with client.pipeline(transaction=False) as pipe:
-                    for name, keys, args in chunk:
-                        pipe.evalsha(_SHAS[name], len(keys), *keys, *args)
-                    answers = await self._rt(pipe.execute(raise_on_error=False))
-                if tries == 0 and any(
-                    isinstance(a, NoScriptError) or (isinstance(a, ResponseError) and "NOSCRIPT" in str(a))
-                    for a in answers
-                ):
-                    # a fresh or restarted server: no call of the chunk ran; load the scripts, send it again
-                    self._round_trips += 1
-                    async with client.pipeline(transaction=False) as pipe:
-                        for text in _SCRIPTS.values():
-                            pipe.script_load(text)
-                        await self._rt(pipe.execute())
+                    for i in todo:
+                        name, keys, args = chunk[i]
+                        # the command itself: redis-py's cluster pipeline blocks its evalsha() helper, although
+                        # it routes EVALSHA by its keys (all of one slot here) like any other command
+                        pipe.execute_command("EVALSHA", _SHAS[name], len(keys), *keys, *args)
+                    got = await self._rt(pipe.execute(raise_on_error=False))
+                for i, answer in zip(todo, got, strict=True):
+                    answers[i] = answer
+                todo = [i for i in todo if noscript(answers[i])]
+                if tries == 0 and todo:
+                    await self._load_scripts(client)  # a fresh, restarted or promoted server
                     continue
                 break
             for answer in answers:
@@ -286,15 +484,21 @@ class RedisLink:
         return results
 
     async def ids(self, client: Any, *, free_only: bool = False) -> list[str]:
-        """Every session id in the index (``free_only``: those without a lease), by pages of 5,000."""
+        """Every session id in the index (``free_only``: those without a lease): one scripted SSCAN page
+        of up to 5,000 ids per group and call, the groups' pages pipelined together."""
         ids: list[str] = []
-        cursor: Any = 0
-        prefix = self.key("lease", "") if free_only else ""
-        while True:
-            [(cursor, page)] = await self.scripts(client, [("scan", (self.index_key,), (cursor, 5000, prefix))])
-            ids.extend(json_list(page))
-            if int(cursor) == 0:
-                break
+        cursors: dict[int, Any] = dict.fromkeys(range(BUCKETS), 0)
+        while cursors:
+            buckets = list(cursors)
+            calls: list[ScriptCall] = [
+                ("scan", (self.index_key(b),), (cursors[b], 5000, self.prefix(b) + "lease:" if free_only else ""))
+                for b in buckets
+            ]
+            cursors = {}
+            for bucket, (cursor, page) in zip(buckets, await self.scripts(client, calls), strict=True):
+                ids.extend(json_list(page))
+                if int(cursor) != 0:
+                    cursors[bucket] = cursor
         return list(dict.fromkeys(ids))
 
     async def hget_many(self, client: Any, keys: Sequence[str], field: str) -> list[Any]:
@@ -308,6 +512,17 @@ class RedisLink:
                 values.extend(await self._rt(pipe.execute()))
         return values
 
+    async def commands(self, client: Any, commands: Sequence[tuple[str, Sequence[Any]]]) -> list[Any]:
+        """Plain commands (name, args) in pipelines of ``batch_size``; their answers in order."""
+        values: list[Any] = []
+        for start in range(0, len(commands), self._batch):
+            self._round_trips += 1
+            async with client.pipeline(transaction=False) as pipe:
+                for name, args in commands[start : start + self._batch]:
+                    pipe.execute_command(name, *args)
+                values.extend(await self._rt(pipe.execute()))
+        return values
+
     async def send_once(self, calls: Sequence[ScriptCall]) -> None:
         """Send scripted calls on the open client once, without retries, within two ``socket_timeout``s;
         raises one of :meth:`errors` (or ``TimeoutError``) if they do not go through."""
@@ -315,8 +530,9 @@ class RedisLink:
             await self.scripts(self._redis, calls)
 
     async def aclose(self) -> None:
-        """Close the connections; the link refuses further commands (``UsageError``)."""
+        """Close the connections (of a client this link made; a client given to it stays open); the link
+        refuses further commands (``UsageError``)."""
         self._closed = True
         client, self._redis = self._redis, None
-        if client is not None:
+        if client is not None and self._owns_client:
             await client.aclose()

@@ -1,6 +1,7 @@
 """The Lua scripts of :class:`~acp_client.sessions.RedisSessionStore`: one atomic server-side step each.
 
-Claim, renew, release, fenced save and delete, their bulk forms, and the index scan. Only commands that
+Claim, renew, release, fenced save and delete, their bulk forms, and the index scan; each touches the keys
+of one key group (one hash tag, so one Redis Cluster slot: see ``_link.py``). Only commands that
 Redis 6.2+ and Valkey 8 both have (and ``cjson``, which both bundle). Scripts are run by SHA (``EVALSHA``),
 loaded on a ``NOSCRIPT`` answer.
 """
@@ -79,10 +80,13 @@ redis.call('SREM', KEYS[3], ARGV[2])
 return {1, ''}
 """
 
-# the bulk forms: one script call for a group of sessions, their ids in one JSON argument and the answer
-# in one JSON string (packing and parsing thousands of separate items costs far more on the client).
-# These build key names inside the script, which a Redis Cluster would not allow (see the how-to).
-# ARGV: JSON array of session ids, owner, ttl_ms, key prefix ("ns:")
+# the bulk forms: one script call for up to 200 sessions of one key group, their ids in one JSON argument
+# and the answer in one JSON string (packing and parsing thousands of separate items costs far more on the
+# client). They build the sessions' key names from the group's prefix, which holds the group's hash tag, so
+# every key they touch is in the slot of the key they declare (the group's epoch key, which also routes the
+# call to its node on a cluster): Redis 7 and Valkey 8 clusters accept undeclared keys of the declared slot.
+# KEYS: the group's epoch key (routing only)   ARGV: JSON array of session ids, owner, ttl_ms, the group's
+# key prefix ("ns:{ns:b}:")
 # -> JSON: per session two items, token (> 0: claimed or already ours) and the record ('' if none),
 #    or 0 and the holder's lease value
 _CLAIM_MANY = """
@@ -112,7 +116,7 @@ end
 return cjson.encode(out)
 """
 
-# KEYS: the epoch key   ARGV: JSON array of [session id, "token|owner"], ttl_ms, epoch, key prefix
+# KEYS: the group's epoch key   ARGV: JSON array of [session id, "token|owner"], ttl_ms, epoch, the group's prefix
 # -> JSON [-2]: the store lost its data; else one item per session: 1 renewed, or the holder's value ('' if none)
 _RENEW_MANY = """
 if redis.call('GET', KEYS[1]) ~= ARGV[3] then return cjson.encode({-2}) end
@@ -130,7 +134,8 @@ end
 return cjson.encode(out)
 """
 
-# KEYS: the index   ARGV: cursor, count, lease key prefix ('' for every id, else only ids without a lease)
+# KEYS: the group's index   ARGV: cursor, count, the group's lease key prefix ('' for every id, else only ids
+# without a lease)
 # -> {next cursor, JSON array of ids}
 _SCAN = """
 local page = redis.call('SSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])

@@ -1,22 +1,22 @@
-"""A session store on a Redis-protocol server (Redis 6.2+, Valkey 8) shared by several worker processes.
+"""A session store on a Redis-protocol server (Redis 6.2+, Valkey 8) or a Redis Cluster, shared by several
+worker processes.
 
-Keys, for a namespace ``ns`` and a session ``sid``::
+Keys (layout 2, described in ``_link.py``): every key of a session, and the index set and epoch of its
+group, carry the hash tag of one of 64 key groups, so each Lua script touches one cluster slot::
 
-    ns:epoch          a random id written once; a different or missing value means the server lost its data
-    ns:index          a set of every stored session id (scanned with SSCAN)
-    ns:rec:sid        a hash: record (JSON), token (fencing token of the last accepted write), owner
-    ns:lease:sid      "token|owner", set with SET NX PX; its expiry is the lease's
-    ns:fence:sid      the session's fencing counter (INCR on every change of hands)
+    ns:{ns:b}:epoch ns:{ns:b}:index ns:{ns:b}:rec:sid ns:{ns:b}:lease:sid ns:{ns:b}:fence:sid
 
 Every ownership step is one Lua script (atomic on the server), and every batch of them goes out as one
-pipeline, so the round trips of ``load_owned`` and ``renew_all`` do not grow with the number of sessions
-(beyond one per ``batch_size``). Only ``redis`` (redis-py) is needed, and only when a store is used.
+pipeline (on a cluster, one per node, sent together), so the round trips of ``load_owned`` and
+``renew_all`` do not grow with the number of sessions (beyond one per ``batch_size``). Only ``redis``
+(redis-py) is needed, and only when a store is used.
 
 The store is made of three parts, each the only owner of its state: this module's
 :class:`RedisSessionStore` (the public API, the records: reading them back, the batched fenced saves,
-deletes, closing), its :class:`~acp_client.sessions.redis._leases.LeaseBook` (the held leases: claims,
-renewal, release) and its :class:`~acp_client.sessions.redis._link.RedisLink` (the connection, retries,
-the epoch, scripted pipelines). The scripts themselves are in ``_redis_scripts.py``.
+deletes, the migration from layout 1, closing), its :class:`~acp_client.sessions.redis._leases.LeaseBook`
+(the held leases: claims, renewal, release) and its :class:`~acp_client.sessions.redis._link.RedisLink`
+(the connection, retries, the epochs, the key names, scripted pipelines). The scripts themselves are in
+``_scripts.py``.
 """
 
 from __future__ import annotations
@@ -26,15 +26,19 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from acp_client._logging import get_logger
 from acp_client.exceptions import LeaseLost, StoreUnavailable, UsageError
 from acp_client.sessions._lease import Lease, Renewal
 from acp_client.sessions._store import SessionRecord
 from acp_client.sessions.redis._leases import LeaseBook, holder_of, lease_value
-from acp_client.sessions.redis._link import RedisLink, ScriptCall
+from acp_client.sessions.redis._link import RedisLink, ScriptCall, bucket_of
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+    from redis.asyncio.cluster import RedisCluster
 
 __all__ = ["RedisSessionStore"]
 
@@ -48,7 +52,10 @@ def _default_owner() -> str:
 class RedisSessionStore:
     """Session records on a Redis or Valkey server, shared by several worker processes with leases.
 
-    ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://`` for TLS, ``unix://``). Each worker
+    ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://`` for TLS, ``unix://``), a Redis Cluster
+    URL (``redis+cluster://host:7000``, ``rediss+cluster://`` for TLS: any node serves as the seed), or a
+    ``redis.asyncio.Redis`` / ``redis.asyncio.cluster.RedisCluster`` client made with
+    ``decode_responses=True`` (the store uses it as it is and does not close it). Each worker
     process uses its own store object; ``owner_id`` names it in the store (default: host, pid and a random
     suffix; pass a stable one so a restarted worker takes its own sessions back at once, but never give two
     live workers the same id). A lease lasts ``lease_ttl`` seconds unless renewed (:meth:`renew_all`, which
@@ -62,13 +69,15 @@ class RedisSessionStore:
     after ``lease_ttl``.
 
     Uses only commands both Redis 6.2+ and Valkey 8 have (GET, SET NX PX, INCR, PEXPIRE, HSET, HGET, SADD,
-    SREM, SSCAN, EXISTS, DEL, EVALSHA, SCRIPT LOAD, and Lua's ``cjson``); a single primary (Sentinel is fine),
-    not Redis Cluster. Needs the ``redis`` package (``pip install 'acp-reconnect[redis]'``).
+    SREM, SSCAN, EXISTS, DEL, EVALSHA, SCRIPT LOAD, and Lua's ``cjson``), on a single primary (Sentinel is
+    fine) or a Redis Cluster: the keys of a session share a hash tag with its group's index and epoch, so
+    every script runs on one slot. Records written by releases before key layout 2 are moved over by
+    :meth:`migrate_layout_1`. Needs the ``redis`` package (``pip install 'acp-reconnect[redis]'``).
     """
 
     def __init__(
         self,
-        url: str,
+        url: str | Redis | RedisCluster,
         *,
         namespace: str = "acp",
         lease_ttl: float = 15.0,
@@ -123,8 +132,14 @@ class RedisSessionStore:
 
     @property
     def round_trips(self) -> int:
-        """Round trips to the server so far (a pipeline counts once), for benchmarks and tests."""
+        """Round trips to the server so far (a pipeline counts once, on a cluster too), for benchmarks and
+        tests."""
         return self._link.round_trips
+
+    @property
+    def cluster(self) -> bool:
+        """Whether this store talks to a Redis Cluster (a ``redis+cluster://`` URL or a ``RedisCluster``)."""
+        return self._link.cluster
 
     def lease(self, session_id: str) -> Lease | None:
         """The lease this worker believes it holds on ``session_id`` (no round trip), else ``None``."""
@@ -251,8 +266,9 @@ class RedisSessionStore:
         lease = self._book.get(sid)
         if lease is None:
             raise KeyError(sid)  # callers check the lease first
-        keys = (link.key("lease", sid), link.key("rec", sid), link.index_key, link.epoch_key)
-        return ("save", keys, (lease_value(lease), lease.token, self.owner_id, record.to_json(), sid, link.epoch))
+        bucket = bucket_of(sid)
+        keys = (link.key("lease", sid), link.key("rec", sid), link.index_key(bucket), link.epoch_key(bucket))
+        return ("save", keys, (lease_value(lease), lease.token, self.owner_id, record.to_json(), sid, None))
 
     async def _hold(self, session_id: str) -> Lease:
         lease = self._book.get(session_id)
@@ -272,20 +288,23 @@ class RedisSessionStore:
         """Run fenced writes in one pipeline; ``None`` for each accepted one, the ``LeaseLost`` otherwise."""
         link = self._link
 
+        def session_of(name: str, args: Sequence[Any]) -> str:
+            return str(args[4] if name == "save" else args[1])
+
         def build(client: Any) -> Any:
             # the epoch goes in when the calls are sent: a reconnect may have read it again meanwhile
-            fresh = [(name, keys, (*args[:-1], link.epoch)) for name, keys, args in calls]
+            fresh = [(name, keys, (*args[:-1], link.epoch_of(session_of(name, args)))) for name, keys, args in calls]
             return link.scripts(client, fresh)
 
         answers = await link.retrying(operation, build) if calls else []
         results: list[LeaseLost | None] = []
         reset = False
-        for (_, _, args), answer in zip(calls, answers, strict=True):
+        for (name, _, args), answer in zip(calls, answers, strict=True):
             code = int(answer[0])
             if code == 1:
                 results.append(None)
                 continue
-            sid = str(args[4] if operation == "save" else args[1])
+            sid = session_of(name, args)
             lease = self._book.drop(sid)
             token = lease.token if lease is not None else None
             if code == -2:
@@ -353,9 +372,66 @@ class RedisSessionStore:
         link = self._link
         lease = await self._hold(session_id)
         sid = session_id
-        keys = (link.key("lease", sid), link.key("rec", sid), link.index_key, link.key("fence", sid), link.epoch_key)
-        await self._write([("delete", keys, (lease_value(lease), sid, link.epoch))], "delete")
+        bucket = bucket_of(sid)
+        keys = (
+            link.key("lease", sid), link.key("rec", sid), link.index_key(bucket), link.key("fence", sid),
+            link.epoch_key(bucket),
+        )  # fmt: skip
+        await self._write([("delete", keys, (lease_value(lease), sid, None))], "delete")
         self._book.drop(session_id)
+
+    async def migrate_layout_1(self) -> int:
+        """Move the records an older release wrote (key layout 1: ``ns:index``, ``ns:rec:<id>``...) into
+        this release's layout, free for any worker to claim, and delete the old keys; returns how many
+        records were moved. Run it once per namespace, with every worker of the older release stopped
+        (they do not see records in the new layout, nor the new one theirs). A session that already has a
+        record in the new layout keeps it. Safe to run again: with nothing left to move it returns 0.
+        """
+        link = self._link
+        book = self._book
+
+        async def read(client: Any) -> tuple[list[str], list[Any]]:
+            ids: list[str] = []
+            cursor: Any = 0
+            while True:
+                scan = ("SSCAN", (link.legacy_key("index"), cursor, "COUNT", 5000))
+                [(cursor, page)] = await link.commands(client, [scan])
+                ids.extend(str(sid) for sid in page)
+                if int(cursor) == 0:
+                    break
+            ids = list(dict.fromkeys(ids))
+            texts = await link.hget_many(client, [link.legacy_key(f"rec:{sid}") for sid in ids], "record")
+            return ids, texts
+
+        ids, texts = await link.retrying("migrate", read)
+        records = [r for sid, text in zip(ids, texts, strict=True) if (r := self._record(sid, text)) is not None]
+        moved = 0
+        if records:
+            before = book.copy()  # leases this store held already: kept
+            sent_at = time.monotonic()
+            todo = [r.session_id for r in records]
+            answers = await link.retrying("migrate", lambda c: book.claim_many(c, todo))
+            mine: list[SessionRecord] = []
+            for record, answer in zip(records, answers, strict=True):
+                lease, text = book.take(record.session_id, answer, sent_at)
+                if lease is not None and not text:
+                    mine.append(record)  # claimed, and no record in the new layout yet
+            results = await self._write_results([self._save_call(r) for r in mine], "migrate")
+            moved = sum(1 for result in results if result is None)
+            held = [
+                lease for r in records
+                if (lease := book.get(r.session_id)) is not None and r.session_id not in before
+            ]  # fmt: skip
+            for lease in held:
+                book.drop(lease.session_id)
+            if held:
+                release = book.release_calls(held)
+                await link.retrying("migrate", lambda c: link.scripts(c, release))
+        old = [link.legacy_key(kind + sid) for sid in ids for kind in ("rec:", "lease:", "fence:")]
+        old += [link.legacy_key("index"), link.legacy_key("epoch")]
+        await link.retrying("migrate", lambda c: link.commands(c, [("DEL", (key,)) for key in old]))
+        log.info("acp.store_migrated", namespace=self.namespace, records=moved, found=len(ids))
+        return moved
 
     async def close(self) -> None:
         """Release held leases (``release_on_close``) and close the connections; never raises for an
