@@ -263,3 +263,11 @@ class DelayProxyProcess(ChildProcess):
 
     def argv(self) -> list[str]:
         return [str(PROXY_SCRIPT), str(self.upstream_port), str(self.delay)]
+
+    async def set_delay(self, delay: float) -> None:
+        """Change the delay of the live links and of new ones (``0``: pass-through): the path changed."""
+        await self._send(f"delay {delay}")
+        answer = (await self._line(AGENT_COMMAND_TIMEOUT)).strip()
+        if answer != "ok":
+            raise RuntimeError(f"the delay proxy answered {answer!r}")
+        self.delay = delay
