@@ -76,9 +76,11 @@ def transcript_bytes_per_chunk(chunks: int) -> dict[str, float]:
 
 
 async def main() -> int:
-    args = _common.parser(__doc__.splitlines()[0]).parse_args()
+    cli = _common.parser(__doc__.splitlines()[0])
+    cli.add_argument("--sessions", type=int, default=None, help="how many sessions (default 10,000; quick 1,000)")
+    args = cli.parse_args()
     _common.quiet_logging()
-    n = 1000 if args.quick else 10_000
+    n = args.sessions or (1000 if args.quick else 10_000)
     async with _common.AgentProcess(2) as agent:
         tracemalloc.start(1)
         client = ReconnectingClient(
@@ -109,6 +111,7 @@ async def main() -> int:
                 if attached != n:
                     raise RuntimeError(f"{attached}/{n} sessions attached after recovery")
                 after_recovery = traced()
+                snap2 = tracemalloc.take_snapshot()
             ids = list(client.sessions)
         finally:
             await client.aclose()
@@ -129,6 +132,7 @@ async def main() -> int:
     per_recovered = (after_recovery - baseline) / n
     per_floor = floor_bytes / n
     top = snap1.compare_to(snap0, "lineno")[:8]
+    top_recovered = snap2.compare_to(snap0, "lineno")[:8]
     print(f"baseline (empty connected client): {baseline / 1024:,.0f} KiB traced")
     rows = [
         ["floor: dict of per-session dicts (same run)", f"{per_floor:,.0f} B", "1.00x"],
@@ -143,6 +147,11 @@ async def main() -> int:
         frame = stat.traceback[0]
         where = f"{frame.filename.split('/acp_client/')[-1].split('/lib/python')[-1]}:{frame.lineno}"
         sites.append([f"`{where}`", f"{stat.size_diff / n:,.0f} B", f"{stat.count_diff / n:.1f}"])
+        print(f"  {where}: {stat.size_diff / n:,.0f} B/session in {stat.count_diff / n:.1f} blocks/session")
+    print("after the recovery:")
+    for stat in top_recovered:
+        frame = stat.traceback[0]
+        where = f"{frame.filename.split('/acp_client/')[-1].split('/lib/python')[-1]}:{frame.lineno}"
         print(f"  {where}: {stat.size_diff / n:,.0f} B/session in {stat.count_diff / n:.1f} blocks/session")
     worst = max(per_new, per_recovered)
     chunks = 10_000 if args.quick else 100_000
