@@ -25,7 +25,15 @@ import tracemalloc
 
 import _common
 
-from acp_client import Backoff, ClientState, ReconnectingClient, RecoveryPolicy, SessionLink, StateChanged
+from acp_client import (
+    Backoff,
+    ClientState,
+    ReconnectingClient,
+    RecoveryPolicy,
+    SessionLink,
+    StateChanged,
+    Timeouts,
+)
 from acp_client.sessions import Transcript
 
 TARGET = 4096
@@ -84,7 +92,11 @@ async def main() -> int:
     async with _common.AgentProcess(2) as agent:
         tracemalloc.start(1)
         client = ReconnectingClient(
-            agent.url, protocol_version=2, backoff=Backoff(base=0.001), policy=RecoveryPolicy(stable_after=0.0)
+            agent.url,
+            protocol_version=2,
+            backoff=Backoff(base=0.001),
+            policy=RecoveryPolicy(stable_after=0.0),
+            timeouts=Timeouts(recovery_round=None),  # READY only once every session is recovered, however many
         )
         try:
             async with asyncio.timeout(STEP_TIMEOUT):
