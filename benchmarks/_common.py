@@ -156,7 +156,7 @@ def write_section(path: Path | None, key: str, title: str, body: str) -> None:
     print(f"results written to {path}")
 
 
-_SECTION = re.compile(r"(<!-- (p\d+):start -->.*?<!-- \2:end -->)", re.S)
+_SECTION = re.compile(r"(<!-- (p\d+[a-z]*):start -->.*?<!-- \2:end -->)", re.S)
 
 
 class ChildProcess:
