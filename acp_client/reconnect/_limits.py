@@ -144,6 +144,10 @@ class AdaptiveLimit(FixedLimit):
         # the most requests in flight at once since none was: the limit counts as used when this came near
         # it (a burst's last answers find few in flight, yet the burst filled the limit)
         self._peak = 0
+        # the lowest the gradient may take the limit until ``_shrink_until``: half of where the round trip
+        # in which answers started to slow down began (a full window of slow answers must not compound)
+        self._shrink_floor = 0.0
+        self._shrink_until = float("-inf")
 
     async def acquire(self) -> float:
         """Wait for a slot (see :meth:`FixedLimit.acquire`)."""
@@ -201,6 +205,13 @@ class AdaptiveLimit(FixedLimit):
         if target > self._value and self._peak < self.limit / 2:
             return  # grow only a limit that is actually used
         value = (1 - self.smoothing) * self._value + self.smoothing * target
+        if value < self._value:
+            # each slow answer moves the limit down a little; a round trip's worth of them (hundreds, after an
+            # overshoot) would compound to the minimum, so within one baseline round trip at most halve it
+            if now >= self._shrink_until:
+                self._shrink_floor = self._value / 2
+                self._shrink_until = now + fastest
+            value = max(value, self._shrink_floor)
         if gradient >= 1.0:
             # no queueing seen: at least one more per fine answer, so a small limit doubles every round trip
             # (TCP's slow start); ``sqrt(limit)`` alone adds only ~1.6 per round trip at 4, which is where a

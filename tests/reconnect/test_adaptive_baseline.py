@@ -113,3 +113,14 @@ async def test_a_limit_used_only_now_and_then_does_not_grow() -> None:
         path.now += TETHER
         path.limit.release(started, ok=True)
     assert path.limit.limit == 8  # the initial limit
+
+
+async def test_one_round_trip_of_slow_answers_at_most_halves_the_limit() -> None:
+    """After an overshoot every answer of the window comes back slow; each moves the limit down a little,
+    and hundreds of them must not compound to the minimum within one round trip (they did: 442 -> 4)."""
+    path = Path()
+    await path.round_trips(TETHER, 12)
+    before = path.limit.limit
+    assert before >= 256
+    await path.round_trips(TETHER * 4, 1)  # the agent queues: the whole window is slow
+    assert before // 2 <= path.limit.limit < before
