@@ -161,7 +161,7 @@ def write_section(path: Path | None, key: str, title: str, body: str) -> None:
     print(f"results written to {path}")
 
 
-_SECTION = re.compile(r"(<!-- (p\d+(?:-[a-z]+)?):start -->.*?<!-- \2:end -->)", re.S)
+_SECTION = re.compile(r"(<!-- (p\d+[a-z]*(?:-[a-z]+)?):start -->.*?<!-- \2:end -->)", re.S)
 
 
 class ChildProcess:
@@ -269,6 +269,13 @@ class DelayProxyProcess(ChildProcess):
     def argv(self) -> list[str]:
         return [str(PROXY_SCRIPT), str(self.upstream_port), str(self.delay)]
 
+    async def set_delay(self, delay: float) -> None:
+        """Change the delay of the live links and of new ones (``0``: pass-through): the path changed."""
+        await self._send(f"delay {delay}")
+        answer = (await self._line(AGENT_COMMAND_TIMEOUT)).strip()
+        if answer != "ok":
+            raise RuntimeError(f"the delay proxy answered {answer!r}")
+        self.delay = delay
 
 class OtelModes:
     """The three modes of ``--otel`` runs: ``none`` (nothing installed, OpenTelemetry not imported yet on

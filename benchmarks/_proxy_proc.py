@@ -2,7 +2,9 @@
 
 Run as ``python benchmarks/_proxy_proc.py UPSTREAM_PORT DELAY_SECONDS``: it forwards 127.0.0.1 (any free
 port) to ``127.0.0.1:UPSTREAM_PORT`` with ``ProxyMode.delay(DELAY_SECONDS)`` both ways, prints its
-``ws://`` URL as the first line on stdout, and stops at the end of stdin.
+``ws://`` URL as the first line on stdout, and stops at the end of stdin. A line ``delay SECONDS`` on stdin
+changes the delay of the live links and of new ones (``0``: pass-through) and is answered with ``ok``: the
+network path changed under a connected client.
 
 Why a process of its own: a proxy in the client's process runs on the client's event loop, so every chunk
 it forwards waits while the client computes, and the link's latency grows with the client's CPU load. A
@@ -30,8 +32,15 @@ async def _serve(upstream_port: int, delay: float) -> None:
         proxy.set_mode(ProxyMode.delay(delay), "both")
         sys.stdout.write(proxy.url() + "\n")
         sys.stdout.flush()
-        while await reader.readline():
-            pass
+        while line := await reader.readline():
+            words = line.decode().split()
+            if len(words) == 2 and words[0] == "delay":
+                seconds = float(words[1])
+                proxy.set_mode(ProxyMode.delay(seconds) if seconds > 0 else "pass", "both")
+                sys.stdout.write("ok\n")
+            else:
+                sys.stdout.write(f"error unknown command {line.decode().strip()!r}\n")
+            sys.stdout.flush()
 
 
 def main() -> None:

@@ -7,9 +7,11 @@ answer's round trip stayed to the baseline (1 while it is within ``tolerance`` t
 0.5 as requests start to queue at the agent) and ``sqrt(limit)`` is the queue it allows. So while
 the link has room the limit grows by about half of itself per round trip (latency dominates, not the
 agent: it climbs towards the pipelined floor), and against an agent with a bounded worker pool it settles
-where only a small queue forms. An overload answer halves it, and so does a timeout or a lost link unless
-other requests were answered fine meanwhile (then it was that session's own fault: a few hung sessions
-must not throttle the healthy ones).
+where only a small queue forms. While answers show no queueing at all, it grows by at least one per
+answer (doubling every round trip, as TCP's slow start): a limit that settled low against a busy agent on
+loopback climbs in a few round trips when the next connection runs over a slow path. An overload answer
+halves it, and so does a timeout or a lost link unless other requests were answered fine meanwhile (then
+it was that session's own fault: a few hung sessions must not throttle the healthy ones).
 
 The baseline is the fastest round trip of the last ``baseline_window`` seconds (10 s, a sliding minimum as
 BBR keeps its min RTT), forgotten at every new connection (:meth:`AdaptiveLimit.new_path`). A minimum that
@@ -144,6 +146,25 @@ class AdaptiveLimit(FixedLimit):
         self._window: collections.deque[tuple[float, float]] = collections.deque()
         self._last_cut = float("-inf")
         self._last_ok = float("-inf")  # when a request was last answered fine
+        # the most requests in flight at once since none was: the limit counts as used when this came near
+        # it (a burst's last answers find few in flight, yet the burst filled the limit)
+        self._peak = 0
+        # the lowest the gradient may take the limit until ``_shrink_until``: half of where the round trip
+        # in which answers started to slow down began (a full window of slow answers must not compound)
+        self._shrink_floor = 0.0
+        self._shrink_until = float("-inf")
+
+    async def acquire(self) -> float:
+        """Wait for a slot (see :meth:`FixedLimit.acquire`)."""
+        started = await super().acquire()
+        self._peak = max(self._peak, self.in_flight)
+        return started
+
+    def release(self, started: float, *, ok: bool, overloaded: bool = False) -> None:
+        """Give the slot back (see :meth:`FixedLimit.release`)."""
+        super().release(started, ok=ok, overloaded=overloaded)
+        if not self.in_flight:
+            self._peak = 0
 
     @property
     def fastest(self) -> float | None:
@@ -186,9 +207,21 @@ class AdaptiveLimit(FixedLimit):
         allowed = max(fastest * self.tolerance, fastest + self.noise)
         gradient = max(0.5, min(1.0, allowed / rtt)) if rtt > 0 else 1.0
         target = self._value * gradient + self._value**0.5
-        if target > self._value and self.in_flight + 1 < self.limit / 2:
+        if target > self._value and self._peak < self.limit / 2:
             return  # grow only a limit that is actually used
         value = (1 - self.smoothing) * self._value + self.smoothing * target
+        if value < self._value:
+            # each slow answer moves the limit down a little; a round trip's worth of them (hundreds, after an
+            # overshoot) would compound to the minimum, so within one baseline round trip at most halve it
+            if now >= self._shrink_until:
+                self._shrink_floor = self._value / 2
+                self._shrink_until = now + fastest
+            value = max(value, self._shrink_floor)
+        if gradient >= 1.0:
+            # no queueing seen: at least one more per fine answer, so a small limit doubles every round trip
+            # (TCP's slow start); ``sqrt(limit)`` alone adds only ~1.6 per round trip at 4, which is where a
+            # limit learned against a busy agent on loopback starts when the next connection is a 20 ms path
+            value = max(value, self._value + 1.0)
         self._value = max(float(self.minimum), min(float(self.maximum), value))
 
 

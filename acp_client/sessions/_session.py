@@ -23,7 +23,7 @@ from acp_client.sessions._stream import (
     _Subscription,
     _UpdatesIterator,
 )
-from acp_client.sessions._transcript import Transcript
+from acp_client.sessions._transcript import KEPT_KINDS, Transcript
 
 __all__ = [
     "LINK_TRANSITIONS",
@@ -40,6 +40,9 @@ __all__ = [
 
 log = get_logger(__name__)
 
+#: the foreground states the protocol names: a state read from a frame is replaced by one of these constants,
+#: so 100,000 idle sessions share one ``"idle"`` instead of keeping a string each
+_KNOWN_STATES = {state: state for state in ("idle", "running", "requires_action")}
 
 
 class SessionLink(enum.Enum):
@@ -111,27 +114,50 @@ class Session:
     """
 
     def __init__(self, owner: SessionOwner, record: SessionRecord) -> None:
+        # Everything an idle session does not use is made on first use (``None`` until then): a client may
+        # hold 100,000 sessions, and an empty list, set or transcript per session would be most of its memory.
         self._owner = owner
         self.record = record
         self._link = SessionLink.DETACHED
-        #: The conversation as this client knows it (rebuilt from empty on a replay).
-        self.transcript = Transcript()
+        self._transcript: Transcript | None = None  # the conversation (see :attr:`transcript`)
         # Unknown until the agent says; ``new_session`` sets v2 sessions to idle (the protocol's default).
         self._state: str | None = None
         self._snapshot_seen = False
-        self._subs: list[_Subscription] = []
-        self._turn_waiters: list[asyncio.Future[str | None]] = []
+        self._subs: list[_Subscription] | None = None
+        self._turn_waiters: list[asyncio.Future[str | None]] | None = None
         # waiters of prompts sent while an earlier turn was still running: an ``idle`` that arrives before
         # their prompt is answered (or seen running) ends that earlier turn, not theirs
-        self._unarmed: set[asyncio.Future[str | None]] = set()
-        self._turn_callbacks: list[Callable[[Session, str | None], None]] = []
+        self._unarmed: set[asyncio.Future[str | None]] | None = None
+        self._turn_callbacks: list[Callable[[Session, str | None], None]] | None = None
         self._replaying = 0
+        # a replay rebuilds the transcript: what it replays goes into ``_shadow`` (made at the first update
+        # the transcript keeps), swapped in when the resume/load succeeds
+        self._rebuilding = False
         self._shadow: Transcript | None = None
         self._lost: SessionLost | None = None
         self._connection_id: int | None = None
         #: The last ``usage_update`` received live (raw dict), if any.
         self.usage: dict[str, Any] | None = None
-        self.stats: collections.Counter[str] = collections.Counter()
+        self._live_updates = 0
+        self._replayed_updates = 0
+
+    @property
+    def transcript(self) -> Transcript:
+        """The conversation as this client knows it (rebuilt from empty on a replay)."""
+        if self._transcript is None:
+            self._transcript = Transcript()
+        return self._transcript
+
+    @property
+    def stats(self) -> collections.Counter[str]:
+        """Updates received for this session: ``live`` and ``replayed`` (history and snapshots sent while a
+        resume/load was outstanding). A new counter at each read; keys with a zero count are left out."""
+        counts = collections.Counter[str]()
+        if self._live_updates:
+            counts["live"] = self._live_updates
+        if self._replayed_updates:
+            counts["replayed"] = self._replayed_updates
+        return counts
 
     def __repr__(self) -> str:
         return f"<Session {self.id} {self.link.value} state={self.state or 'unknown'}>"
@@ -218,14 +244,19 @@ class Session:
             self._fire_turn_finished(stop)
             return PromptResult(stop, result)
         waiter: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
+        if self._turn_waiters is None:
+            self._turn_waiters = []
         self._turn_waiters.append(waiter)
         if self._state in ("running", "requires_action"):
+            if self._unarmed is None:
+                self._unarmed = set()
             self._unarmed.add(waiter)
         try:
             try:
                 async with asyncio.timeout(timeout):
                     result = await self._owner._session_request(self, "session/prompt", params, timeout=None)
-                    self._unarmed.discard(waiter)  # answered: the next idle is this turn's
+                    if self._unarmed:
+                        self._unarmed.discard(waiter)  # answered: the next idle is this turn's
                     stop = await waiter
             except TimeoutError as exc:
                 if isinstance(exc, ACPTimeoutError):
@@ -235,8 +266,9 @@ class Session:
                 raise ACPTimeoutError(f"the turn did not end within {said:g} s; it may still be running") from None
             return PromptResult(stop, result)
         finally:
-            self._unarmed.discard(waiter)
-            if waiter in self._turn_waiters:
+            if self._unarmed:
+                self._unarmed.discard(waiter)
+            if self._turn_waiters and waiter in self._turn_waiters:
                 self._turn_waiters.remove(waiter)
             if not waiter.done():
                 waiter.cancel()
@@ -256,6 +288,8 @@ class Session:
         sub = _Subscription(maxsize)
         if self._link in (SessionLink.LOST, SessionLink.CLOSED):
             sub.push(None)  # already ended: the iterator ends at once
+        elif self._subs is None:
+            self._subs = [sub]
         else:
             self._subs.append(sub)
         return _UpdatesIterator(self, sub)
@@ -263,8 +297,11 @@ class Session:
     def on_turn_finished(self, callback: Callable[[Session, str | None], None]) -> Callable[[], None]:
         """Call ``callback(session, stop_reason)`` when a turn ends live (never for replayed history or
         snapshots). Returns a function that unregisters it."""
-        self._turn_callbacks.append(callback)
-        return lambda: self._turn_callbacks.remove(callback) if callback in self._turn_callbacks else None
+        callbacks = self._turn_callbacks
+        if callbacks is None:
+            callbacks = self._turn_callbacks = []
+        callbacks.append(callback)
+        return lambda: callbacks.remove(callback) if callback in callbacks else None
 
     # ------------------------------------------------------------------ owner-facing hooks
 
@@ -275,7 +312,7 @@ class Session:
             raise UsageError(f"session {self.id} was closed")
 
     def _publish(self, item: StreamItem | None) -> None:
-        for sub in self._subs:
+        for sub in self._subs or ():
             sub.push(item)
 
     def _begin_replay(self, *, rebuild: bool) -> None:
@@ -283,14 +320,16 @@ class Session:
         self._replaying += 1
         self._snapshot_seen = False
         if rebuild:
-            self._shadow = Transcript()
+            self._rebuilding = True
+            self._shadow = None
 
     def _end_replay(self, *, success: bool) -> None:
         """The resume/load answered (``success``) or failed; swap in the rebuilt transcript on success."""
         self._replaying = max(0, self._replaying - 1)
-        if self._shadow is not None:
+        if self._rebuilding:
             if success:
-                self.transcript = self._shadow
+                self._transcript = self._shadow  # None: nothing was replayed, an empty transcript
+            self._rebuilding = False
             self._shadow = None
         if success and not self._snapshot_seen and self._owner.protocol_version >= 2:
             self._state = None  # the response alone does not imply idle
@@ -300,24 +339,32 @@ class Session:
         replay = self._replaying > 0
         raw: dict[str, Any] = event.raw["update"]  # the ``update`` object (parsing checked it is one)
         kind = event.kind
-        (self._shadow if self._shadow is not None and replay else self.transcript).apply(raw)
+        if kind in KEPT_KINDS:
+            if replay and self._rebuilding:
+                if self._shadow is None:
+                    self._shadow = Transcript()
+                self._shadow.apply(raw)
+            else:
+                self.transcript.apply(raw)
         if kind == "state_update":
             new = parse_state_update(raw)
             old = self._state
             if new is None:
                 self._state = None  # malformed: not reported, never idle
             else:
-                self._state = new.state
-                self.record.last_state = new.state
+                state = self._state = self.record.last_state = _KNOWN_STATES.get(new.state, new.state)
                 if replay:
                     self._snapshot_seen = True  # applied as current state, never as a transition
-                elif new.state == "idle" and (old in ("running", "requires_action") or self._turn_waiters):
+                elif state == "idle" and (old in ("running", "requires_action") or self._turn_waiters):
                     self._fire_turn_finished(new.stop_reason)
-                elif new.state == "running":
+                elif state == "running" and self._unarmed:
                     self._unarmed.clear()  # a new turn runs: the waiting prompts' idle is the next one
         elif kind == "usage_update" and not replay:
             self.usage = raw
-        self.stats["replayed" if replay else "live"] += 1
+        if replay:
+            self._replayed_updates += 1
+        else:
+            self._live_updates += 1
         if self._subs:
             item = SessionUpdate._from_event(event, raw, replay)
             for sub in self._subs:
@@ -325,11 +372,13 @@ class Session:
 
     def _fire_turn_finished(self, stop_reason: str | None) -> None:
         self.transcript._end_turn()
-        for waiter in self._turn_waiters:
-            if not waiter.done() and waiter not in self._unarmed:
-                waiter.set_result(stop_reason)
-        self._turn_waiters = [w for w in self._turn_waiters if not w.done()]
-        for callback in list(self._turn_callbacks):
+        if self._turn_waiters:
+            unarmed = self._unarmed or ()
+            for waiter in self._turn_waiters:
+                if not waiter.done() and waiter not in unarmed:
+                    waiter.set_result(stop_reason)
+            self._turn_waiters = [w for w in self._turn_waiters if not w.done()]
+        for callback in list(self._turn_callbacks or ()):
             try:
                 callback(self, stop_reason)
             except Exception:
@@ -337,9 +386,9 @@ class Session:
 
     def _apply_snapshot(self, state: str | None) -> None:
         """Apply a status or resume snapshot as current state (never a transition)."""
-        self._state = state
         if state is not None:
-            self.record.last_state = state
+            state = self.record.last_state = _KNOWN_STATES.get(state, state)
+        self._state = state
 
     def _move_link(
         self,
@@ -378,6 +427,8 @@ class Session:
         return True
 
     def _fail_waiters(self, exc: BaseException) -> None:
+        if not self._turn_waiters:
+            return
         for waiter in self._turn_waiters:
             if not waiter.done():
                 waiter.set_exception(exc)
@@ -386,7 +437,7 @@ class Session:
 
     def _replay_progress(self) -> int:
         """How many updates arrived while a resume/load was outstanding (a recovery watches it for progress)."""
-        return self.stats["replayed"]
+        return self._replayed_updates
 
     def _attached_to(self, connection_id: int) -> bool:
         """``True`` if attached on the connection ``connection_id``."""

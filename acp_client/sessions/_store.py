@@ -96,22 +96,61 @@ class SessionStore(Protocol):
         ...
 
 
+#: a record as :class:`MemorySessionStore` keeps it: immutable fields shared with the saved record, and the
+#: mutable ones (MCP servers, meta) as JSON text, or ``None`` when empty (the common case)
+_Packed = tuple[str, str, "str | None", "tuple[str, ...] | None", int, "str | None", "str | None", float, "str | None"]
+
+
+def _pack(record: SessionRecord) -> _Packed:
+    dirs = record.additional_directories
+    return (
+        record.session_id,
+        record.cwd,
+        json.dumps(record.mcp_servers, separators=(",", ":")) if record.mcp_servers else None,
+        tuple(dirs) if dirs is not None else None,
+        record.protocol_version,
+        record.last_state,
+        record.title,
+        record.created_at,
+        json.dumps(record.meta, separators=(",", ":")) if record.meta else None,
+    )
+
+
+def _unpack(packed: _Packed) -> SessionRecord:
+    session_id, cwd, servers, dirs, version, last_state, title, created_at, meta = packed
+    return SessionRecord(
+        session_id=session_id,
+        cwd=cwd,
+        mcp_servers=json.loads(servers) if servers is not None else [],
+        additional_directories=list(dirs) if dirs is not None else None,
+        protocol_version=version,
+        last_state=last_state,
+        title=title,
+        created_at=created_at,
+        meta=json.loads(meta) if meta is not None else {},
+    )
+
+
 class MemorySessionStore:
-    """The default store: records live as long as the process (copies, so callers cannot alias them)."""
+    """The default store: records live as long as the process (copies, so callers cannot alias them).
+
+    A record is kept as a tuple that shares its strings with the saved record and holds the mutable parts
+    as JSON text, so a saved record costs little more than its id (a client may hold 100,000 sessions).
+    """
 
     def __init__(self) -> None:
-        self._records: dict[str, str] = {}
+        self._records: dict[str, _Packed] = {}
 
     def __repr__(self) -> str:
         return f"<MemorySessionStore {len(self._records)} sessions>"
 
     async def load_all(self) -> list[SessionRecord]:
         """Every stored record."""
-        return [SessionRecord.from_json(text) for text in self._records.values()]
+        return [_unpack(packed) for packed in self._records.values()]
 
     async def save(self, record: SessionRecord) -> None:
         """Insert or replace a record."""
-        self._records[record.session_id] = record.to_json()
+        self._records[record.session_id] = _pack(record)
 
     async def delete(self, session_id: str) -> None:
         """Remove a record if present."""

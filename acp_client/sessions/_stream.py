@@ -214,7 +214,7 @@ class _UpdatesIterator:
 
     def _unregister(self) -> None:
         session, self._session = self._session, None
-        if session is not None and self._sub in session._subs:
+        if session is not None and session._subs and self._sub in session._subs:
             session._subs.remove(self._sub)
 
     def __del__(self) -> None:

@@ -32,6 +32,20 @@ _CHUNK_ROLES: Final = {
     "agent_thought_chunk": "thought",
 }
 _MESSAGE_ROLES: Final = {"user_message": "user", "agent_message": "agent", "agent_thought": "thought"}
+#: the update kinds :meth:`Transcript.apply` keeps something of (every other kind leaves it unchanged)
+KEPT_KINDS: Final = frozenset(
+    {
+        *_CHUNK_ROLES,
+        *_MESSAGE_ROLES,
+        "tool_call",
+        "tool_call_update",
+        "tool_call_content_chunk",
+        "plan",
+        "plan_update",
+        "plan_removed",
+        "session_info_update",
+    }
+)
 #: Text parts of a growing block are joined into one string every this many chunks.
 _COLLAPSE_EVERY: Final = 256
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Generator
 from typing import Any
 
@@ -61,6 +62,11 @@ class SyncSession(_Twin):
     def transcript(self) -> Transcript:
         """The conversation as the client knows it (updated by the client's loop thread)."""
         return self.session.transcript
+
+    @property
+    def stats(self) -> collections.Counter[str]:
+        """Updates received for this session, ``live`` and ``replayed`` (a new counter at each read)."""
+        return self.session.stats
 
     @property
     def record(self) -> SessionRecord:

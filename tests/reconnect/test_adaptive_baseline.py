@@ -67,3 +67,60 @@ async def test_its_own_queueing_still_reads_as_congestion() -> None:
         path.limit.release(quiet, ok=True)
     assert path.limit.fastest == pytest.approx(LOOPBACK)
     assert path.limit.limit <= 128, path.limit.limit  # settles far below the 512 maximum
+
+
+async def settle_low_on_loopback(path: Path) -> None:
+    """A first connection to a busy local agent: it learned the loopback round trip, and overload answers
+    cut the limit to 4 (what the path-changed run of benchmarks/p1_recovery.py showed after its first
+    recovery)."""
+    await path.round_trips(LOOPBACK, 5)
+    while path.limit.limit > 4:
+        started = await path.limit.acquire()
+        path.now += LOOPBACK
+        path.limit.release(started, ok=False, overloaded=True)
+
+
+async def trips_until(path: Path, rtt: float, wanted: int, bound: int) -> int:
+    """Round trips of ``rtt`` (each burst as wide as the limit) until the limit reaches ``wanted``."""
+    for trip in range(1, bound + 1):
+        await path.round_trips(rtt, 1)
+        if path.limit.limit >= wanted:
+            return trip
+    raise AssertionError(f"the limit is {path.limit.limit} after {bound} round trips of {rtt * 1000:g} ms")
+
+
+async def test_a_baseline_shift_and_back_is_relearned_within_a_few_round_trips() -> None:
+    """0.3 ms -> 20 ms -> 0.3 ms, a reconnect at each change, from a limit of 4: pipelining 1,000 sessions
+    needs a limit in the hundreds, and while no answer shows queueing the limit doubles every round trip
+    (slow start), so it is there within 8 round trips of the new path (160 ms at 20 ms), not 14 or more."""
+    path = Path()
+    await settle_low_on_loopback(path)
+    assert path.limit.limit == 4
+    path.limit.new_path()
+    await trips_until(path, TETHER, 256, bound=8)
+    assert path.limit.fastest == pytest.approx(TETHER)
+    await settle_low_on_loopback(path)
+    path.limit.new_path()
+    await trips_until(path, LOOPBACK, 256, bound=8)
+    assert path.limit.fastest == pytest.approx(LOOPBACK)
+
+
+async def test_a_limit_used_only_now_and_then_does_not_grow() -> None:
+    """Slow start grows a limit that is filled, not one that a lone request at a time passes through."""
+    path = Path()
+    for _ in range(200):
+        started = await path.limit.acquire()
+        path.now += TETHER
+        path.limit.release(started, ok=True)
+    assert path.limit.limit == 8  # the initial limit
+
+
+async def test_one_round_trip_of_slow_answers_at_most_halves_the_limit() -> None:
+    """After an overshoot every answer of the window comes back slow; each moves the limit down a little,
+    and hundreds of them must not compound to the minimum within one round trip (they did: 442 -> 4)."""
+    path = Path()
+    await path.round_trips(TETHER, 12)
+    before = path.limit.limit
+    assert before >= 256
+    await path.round_trips(TETHER * 4, 1)  # the agent queues: the whole window is slow
+    assert before // 2 <= path.limit.limit < before

@@ -91,7 +91,7 @@ async def test_a_loss_fails_the_waiting_turn_and_forgets_the_state() -> None:
     session = make(L.ATTACHED)
     session._apply_snapshot("running")
     waiter: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
-    session._turn_waiters.append(waiter)
+    session._turn_waiters = [waiter]  # made on first use
     session._move_link(L.DETACHED, loss=ConnectionLost("gone"))
     assert session.link is L.DETACHED and session.state is None
     with pytest.raises(ConnectionLost) as caught:
