@@ -215,3 +215,23 @@ async def transient_error_keeps_live_session(agent: Agent) -> None:
         assert len(rec.of(ConnectionDropped)) >= 1
         assert not rec.of(SessionForgotten)
         assert session.link is SessionLink.ATTACHED
+
+
+def processes_with_home(home: Path) -> list[int]:
+    """The pids of live processes whose environment has ``HOME=<home>`` (a per-test folder, so only ours)."""
+    needle = f"HOME={home}".encode() + b"\0"
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        with contextlib.suppress(OSError):
+            if needle in environ.read_bytes():
+                found.append(int(environ.parent.name))
+    return found
+
+
+def end_processes_with_home(home: Path) -> list[int]:
+    """SIGKILL what :func:`processes_with_home` finds (a test's leftovers); returns their pids."""
+    pids = processes_with_home(home)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
