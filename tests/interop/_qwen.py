@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import signal
 import socket
 import sys
@@ -40,6 +39,8 @@ SETTINGS = {
 }
 #: Bound on ``qwen serve`` printing that it listens.
 SERVE_START = bound(60.0)
+#: what ``qwen serve`` writes on stderr once ``/acp`` answers
+ROUTES_READY = "/acp WebSocket transport enabled on /acp"
 
 
 def prepare_home(home: Path) -> None:
@@ -81,6 +82,8 @@ class QwenServe:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.proc: asyncio.subprocess.Process | None = None
+        self.starts = 0
+        self._drainer: asyncio.Task[None] | None = None
 
     @property
     def http_url(self) -> str:
@@ -91,7 +94,8 @@ class QwenServe:
         return f"ws://127.0.0.1:{self.port}/acp"
 
     async def start(self) -> None:
-        """Start and wait until it says it listens (its ``/acp`` routes may still be a moment away)."""
+        """Start and wait until its ``/acp`` routes exist: it listens about a second before that, and answers
+        404 (HTTP) or 406 (WebSocket upgrade) meanwhile; it says so on stderr."""
         argv = [str(self.binary), "serve", "--port", str(self.port), "--hostname", "127.0.0.1"]
         with self.stderr_path.open("ab") as err:
             self.proc = await asyncio.create_subprocess_exec(
@@ -104,14 +108,15 @@ class QwenServe:
                 start_new_session=True,
             )
         assert self.proc.stdout is not None
-        seen = b""
-        async with asyncio.timeout(SERVE_START):
-            while not re.search(rb"127\.0\.0\.1:%d" % self.port, seen):
-                line = await self.proc.stdout.readline()
-                if not line:
-                    raise RuntimeError(f"qwen serve exited: {seen!r}\n{self.stderr_path.read_text()[-2000:]}")
-                seen += line
-        asyncio.get_running_loop().create_task(self._drain(self.proc.stdout))
+        self._drainer = asyncio.get_running_loop().create_task(self._drain(self.proc.stdout))
+        for _ in range(int(SERVE_START / 0.05)):
+            if self.proc.returncode is not None:
+                raise RuntimeError(f"qwen serve exited:\n{self.stderr_path.read_text()[-2000:]}")
+            if self.stderr_path.read_text(errors="replace").count(ROUTES_READY) >= self.starts + 1:
+                self.starts += 1
+                return
+            await asyncio.sleep(0.05)  # polling its stderr file: it has no other readiness signal
+        raise RuntimeError(f"qwen serve did not open /acp within {SERVE_START} s")
 
     @staticmethod
     async def _drain(stream: asyncio.StreamReader) -> None:
@@ -126,6 +131,8 @@ class QwenServe:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         await proc.wait()
+        if self._drainer is not None:
+            await self._drainer
 
     async def restart(self) -> None:
         await self.kill()

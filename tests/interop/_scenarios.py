@@ -85,7 +85,9 @@ class Agent:
 async def wait_listed(client: ACPClient, session_id: str, cwd: str) -> None:
     """Until ``session/list`` (with ``cwd``) names ``session_id``; bounded."""
     for _ in range(int(bound(30) / 0.1)):
-        if session_id in [i.session_id async for i in client.list_sessions(cwd=cwd, timeout=bound(30))]:
+        # the raw request: qwen serve answers session/list without advertising it
+        listed = await client.request("session/list", {"cwd": cwd}, timeout=bound(30))
+        if session_id in [s.get("sessionId") for s in listed.get("sessions", [])]:
             return
         await asyncio.sleep(0.1)  # polling the agent's own files: it has no event to wait for
     raise AssertionError(f"session/list never named {session_id}")
