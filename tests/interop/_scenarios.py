@@ -179,6 +179,7 @@ async def unknown_forgotten_once(agent: Agent, path: Path) -> SessionForgotten:
         forgotten = await rec.wait(
             lambda e: isinstance(e, SessionForgotten) and e.session_id == agent.never_existed, timeout=90
         )
+        assert forgotten[0].via == agent.unknown_via
         await client.wait_ready(timeout=bound(30))
         assert set(client.sessions) == {kept.id}
         assert [e.session_id for e in rec.of(SessionForgotten)] == [agent.never_existed]
