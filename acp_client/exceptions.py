@@ -220,6 +220,8 @@ class ConnectionLost(TransportError):
     ``close_code`` and ``reason`` carry what the transport knew about the loss (WebSocket close code,
     process exit status, ...). For a stdio agent that exited, ``exit_code`` is its exit status (negative:
     killed by that signal) and ``stderr_tail`` the last lines it wrote to stderr, oldest first.
+    ``stream_resumption`` (Streamable HTTP) says why the transport could not resume its event stream with
+    ``Last-Event-ID`` instead of dropping the connection; ``None`` for transports that cannot resume at all.
     """
 
     def __init__(
@@ -232,7 +234,9 @@ class ConnectionLost(TransportError):
         closed_by_client: bool = False,
         exit_code: int | None = None,
         stderr_tail: tuple[str, ...] = (),
+        stream_resumption: str | None = None,
     ) -> None:
+        self.stream_resumption = stream_resumption
         self.exit_code = exit_code
         self.stderr_tail = tuple(stderr_tail)
         self.request_sent = request_sent

@@ -34,6 +34,7 @@ from acp_client.exceptions import (
     InvalidParams,
     InvalidRequest,
     ReconnectFailed,
+    UnsupportedProtocolVersion,
 )
 from acp_client.sessions import MemorySessionStore, SessionStore, SQLiteSessionStore
 
@@ -209,17 +210,28 @@ class Bridge:
         remote = describe_url(options.url)
         try:
             await rc.wait_ready(timeout=options.connect_timeout, first=True)
-        except (TimeoutError, ReconnectFailed, ClientClosed) as exc:
+        except ReconnectFailed as exc:
+            refusal = _version_refusal(version, remote, exc)
+            if refusal is None:
+                raise self._unreachable(remote, str(exc.__cause__ or exc)) from None
+            log.error("bridge_protocol_mismatch", remote=remote, editor_version=version)
+            self._give_up(refusal)
+            raise InternalError(-32603, refusal, {META_KEY: {"reason": "protocol_mismatch"}}) from None
+        except (TimeoutError, ClientClosed) as exc:
             # a timeout's text names the last attempt's cause ("could not connect to ...: ..."), which the
             # editor shows to its user
             why = str(exc) if isinstance(exc, TimeoutError) else str(exc.__cause__ or exc)
-            message = f"cannot reach the remote agent at {remote}: {why}"
-            log.error("bridge_remote_unreachable", remote=remote, error=why)
-            self._give_up(message)
-            raise InternalError(-32603, message, {META_KEY: {"reason": "unreachable"}}) from None
+            raise self._unreachable(remote, why) from None
         client = rc.current
         assert client is not None
         return self._describe_remote(client)
+
+    def _unreachable(self, remote: str, why: str) -> InternalError:
+        """Give up (exit 1 after the answer) and return the editor's error: the remote cannot be reached."""
+        message = f"cannot reach the remote agent at {remote}: {why}"
+        log.error("bridge_remote_unreachable", remote=remote, error=why)
+        self._give_up(message)
+        return InternalError(-32603, message, {META_KEY: {"reason": "unreachable"}})
 
     def _describe_remote(self, client: ACPClient) -> dict[str, Any]:
         """What the remote advertised, honestly adjusted: the negotiated version, no terminal-auth methods
@@ -234,6 +246,22 @@ class Bridge:
         meta[META_KEY] = {"version": __version__, "reconnects": True}
         result["_meta"] = meta
         return result
+
+
+def _version_refusal(editor_version: int, remote: str, failure: ReconnectFailed) -> str | None:
+    """The refusal the editor gets when it speaks v1 and the remote answers only v2, or ``None``.
+
+    The bridge does not translate between the versions (docs/design.md, the bridge, says why): a v2
+    session's turn, state and history have no faithful v1 form, and a half translation would fail in the
+    middle of a session, where an editor cannot explain it. So it refuses at ``initialize``, saying so."""
+    cause = failure.__cause__ if isinstance(failure.__cause__, UnsupportedProtocolVersion) else failure.cause
+    if editor_version > 1 or not isinstance(cause, UnsupportedProtocolVersion) or cause.answered != 2:
+        return None
+    return (
+        f"the remote agent at {remote} speaks only ACP protocol version 2 (it answered 2 to this editor's "
+        "version 1), and acp-client bridge does not translate between versions: use an editor that speaks "
+        "version 2, or a remote agent that also answers version 1"
+    )
 
 
 def _editor_hello(params: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str] | None]:

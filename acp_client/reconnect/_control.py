@@ -164,7 +164,9 @@ class SessionKeeper:
             one = self._registry.get(session_id)
             sessions = [one] if one is not None and one._attached_to(connection_id) else []
         for session in sessions:
-            resumed = Reattached("reattached", "resume", False, False, None, generation, "stream_resumed")
+            resumed = Reattached(
+                "reattached", "resume", False, False, None, generation, "stream_resumed", "resumed with Last-Event-ID"
+            )
             self._links.apply(session, resumed)
 
 

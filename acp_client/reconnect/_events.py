@@ -106,7 +106,10 @@ class SessionRecovered:
     ``"load"``; ``replayed``: history was replayed; ``may_have_missed_updates``: updates sent while the link
     was down may be lost (no replay); ``status``: the raw ``session/status`` answer, if probed. ``path``
     names the way back: ``"ladder"`` (status → resume/load on a new connection) or a transport's own
-    stream resumption (``"stream_resumed"``).
+    stream resumption (``"stream_resumed"``). ``stream_resumption`` records, on a Streamable HTTP link,
+    whether the transport's ``Last-Event-ID`` resumption brought the session back after the cut and why
+    not (``"resumed with Last-Event-ID"``, ``"not resumed: the connection stream carries no event ids"``
+    and the like); ``None`` on transports that have no stream resumption (stdio, WebSocket).
     """
 
     session_id: str
@@ -118,6 +121,7 @@ class SessionRecovered:
     state: str | None
     generation: int
     path: str = "ladder"
+    stream_resumption: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,7 @@ class Reattached:
     status: str | None
     generation: int
     path: Literal["ladder", "stream_resumed"] = "ladder"
+    stream_resumption: str | None = None
 
     link = None
 
@@ -60,7 +61,7 @@ class Reattached:
         """The event the client reports."""
         return SessionRecovered(
             session.id, self.outcome, self.mode, self.replayed, self.missed, self.status, session.state,
-            self.generation, path=self.path,
+            self.generation, path=self.path, stream_resumption=self.stream_resumption,
         )
 
 

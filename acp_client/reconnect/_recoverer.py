@@ -143,6 +143,7 @@ class SessionRecoverer:
         self._rng = rng
         self._on_auth_required = on_auth_required
         self._jobs: dict[str, _Job] = {}
+        self._cut_resumption: str | None = None
 
     @classmethod
     def build(
@@ -181,6 +182,12 @@ class SessionRecoverer:
         return session_id in self._jobs
 
     # ------------------------------------------------------------------ rounds and jobs
+
+    def note_cut(self, stream_resumption: str | None) -> None:
+        """The connection before the next round was lost, and its transport could not resume its event
+        stream for this reason (``None``: no stream resumption on that transport); the round's
+        ``SessionRecovered`` events carry it."""
+        self._cut_resumption = stream_resumption
 
     async def run_round(self, client: ACPClient, sessions: list[Session], generation: int) -> RecoveryRoundFinished:
         """Recover ``sessions`` on ``client``; returns when each has a first outcome (failed ones go on
@@ -347,7 +354,11 @@ class SessionRecoverer:
         if isinstance(action, Keep):
             self._keep(session, action, probe.not_found, generation)
             return "kept"
-        self._host.report(session, Reattached(action.outcome, mode, replayed, not replayed, probe.status, generation))
+        outcome = Reattached(
+            action.outcome, mode, replayed, not replayed, probe.status, generation,
+            stream_resumption=self._cut_resumption,
+        )
+        self._host.report(session, outcome)
         await self._host.save_record(session)
         return str(action.outcome)
 

@@ -69,6 +69,11 @@ class Recovery(Protocol):
         """``True`` while a job for ``session_id`` runs."""
         ...
 
+    def note_cut(self, stream_resumption: str | None) -> None:
+        """Why the transport could not resume its event stream before the next round (``None``: no such
+        resumption on that transport); that round's ``SessionRecovered`` events carry it."""
+        ...
+
     async def run_round(self, client: ACPClient, sessions: list[Session], generation: int) -> RecoveryRoundFinished:
         """Recover ``sessions`` on ``client``; returns when each has a first outcome."""
         ...

@@ -499,6 +499,7 @@ class ConnectionSupervisor:
         lived = self._clock.monotonic() - ready_at
         self._client = None
         await self._recovery.stop_all()
+        self._recovery.note_cut(loss.stream_resumption)
         await client.aclose()
         self._emit(ConnectionDropped(loss.reason, loss.close_code, generation, lived, loss.closed_by_client))
         return loss, lived

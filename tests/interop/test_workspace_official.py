@@ -23,9 +23,10 @@ async def test_the_official_sdk_reads_writes_and_runs_through_a_workspace(
     root = tmp_path / "project"
     root.mkdir()
     (root / "a.txt").write_text("alpha", encoding="utf-8")
-    async with Workspace([root], permission=ask(allow)) as workspace, connect(
-        official_stdio_agent_command, handlers=workspace
-    ) as client:
+    async with (
+        Workspace([root], permission=ask(allow)) as workspace,
+        connect(official_stdio_agent_command, handlers=workspace) as client,
+    ):
         assert client.protocol_version == 1
         session = await client.new_session(str(root))
 

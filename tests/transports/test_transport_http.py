@@ -323,6 +323,8 @@ async def test_resumed_streams_are_reported_as_recoveries_by_their_path() -> Non
             assert agent.count("initialize") == 1 and client.generation == 1
             assert not [e for e in rec.events if isinstance(e, ConnectionDropped)]
             assert all(e.path == "stream_resumed" for e in rec.events if isinstance(e, SessionRecovered))
+            resumed = [e for e in rec.events if isinstance(e, SessionRecovered)]
+            assert {e.stream_resumption for e in resumed} == {"resumed with Last-Event-ID"}
         finally:
             await rec.close()
             await client.aclose()

@@ -308,13 +308,13 @@ class StreamReader:
                         stream.opened.set_exception(refused)
                         return
                     ended = f"the server refused to resume it (HTTP {refused.status})"
-                    self._lose_stream(stream, ended)
+                    self._lose_stream(stream, ended, f"the server refused Last-Event-ID (HTTP {refused.status})")
                     return
                 except (ConnectError, ConnectionLost) as exc:
                     if not stream.opened.done():
                         stream.opened.set_exception(exc)
                         return
-                    self._lose_stream(stream, str(exc))
+                    self._lose_stream(stream, str(exc), f"{'reopening' if resuming else 'opening'} it failed: {exc}")
                     return
                 if self._inbox.failed:
                     return
@@ -323,7 +323,12 @@ class StreamReader:
                     return
                 if parser.last_event_id is None or (resuming and parser.bytes_in == bytes_before):
                     # no ids, or a resumed stream that ended again before delivering anything: full recovery
-                    self._lose_stream(stream, ended)
+                    why = (
+                        "carries no event ids"
+                        if parser.last_event_id is None
+                        else "ended again, resumed with Last-Event-ID, before delivering anything"
+                    )
+                    self._lose_stream(stream, ended, why)
                     return
                 # the server labels its events: reopen with Last-Event-ID, no re-initialize, no replay
                 _log.info("http_stream_resuming", transport=self._link.description, stream=stream.label, reason=ended)
@@ -336,7 +341,7 @@ class StreamReader:
             _log.exception("http_stream_failed", transport=self._link.description, stream=stream.label)
             if not stream.opened.done():
                 stream.opened.set_exception(ConnectionLost(f"the {stream.label} stream failed: {exc!r}"))
-            self._lose_stream(stream, f"the stream reader failed: {exc!r}")
+            self._lose_stream(stream, f"the stream reader failed: {exc!r}", "reader failed")
 
     @contextlib.asynccontextmanager
     async def _open_sse(self, session_id: str | None, last_event_id: str | None) -> AsyncIterator[httpx.Response]:
@@ -466,7 +471,9 @@ class StreamReader:
         stream.note(message)
         await self._sink.deliver(stream, text, message)
 
-    def _lose_stream(self, stream: _Stream, why: str) -> None:
+    def _lose_stream(self, stream: _Stream, why: str, not_resumed: str) -> None:
+        """Fail the connection: ``stream`` ended for ``why`` and was not resumed because it ``not_resumed``
+        (kept as ``ConnectionLost.stream_resumption``)."""
         if self._inbox.failed:
             return
         if stream.detached:
@@ -476,5 +483,6 @@ class StreamReader:
             ConnectionLost(
                 f"the {stream.label} event stream of {self._link.description} was lost: {why}",
                 reason=why,
+                stream_resumption=f"not resumed: the {stream.label} stream {not_resumed}",
             )
         )
