@@ -130,3 +130,18 @@ async def test_nothing_listening_is_a_connect_error() -> None:
     post = H1Poster(httpx.URL(f"http://127.0.0.1:{port}/acp"), None, TIMEOUT)
     with pytest.raises(httpx.ConnectError):
         await post.send("POST", HEADERS, b"[]", limit=100)
+
+
+@pytest.mark.parametrize("server", [[ACCEPTED]], indirect=True)
+async def test_the_callers_host_replaces_ours_and_its_framing_headers_are_dropped(server: Scripted) -> None:
+    # a proxy in front of a server that checks Host (qwen serve): the caller names the host it expects,
+    # as httpx lets it; the body is framed by us alone, so a caller's Content-Length never reaches the wire
+    post = poster(server)
+    extra = [("Host", "example.test:8080"), ("Content-Length", "999"), ("Transfer-Encoding", "chunked")]
+    answer = await post.send("POST", HEADERS + extra, b"[1]", limit=100)
+    await post.aclose()
+    assert answer.status_code == 202
+    head = server.requests[0].split(b"\r\n\r\n")[0].lower().split(b"\r\n")
+    assert [line for line in head if line.startswith(b"host:")] == [b"host: example.test:8080"]
+    assert [line for line in head if line.startswith(b"content-length:")] == [b"content-length: 3"]
+    assert not [line for line in head if line.startswith(b"transfer-encoding:")]

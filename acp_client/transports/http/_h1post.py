@@ -37,6 +37,7 @@ from acp_client.transports.http._base import ERROR_BODY_LIMIT, BoundedResponse
 
 #: The longest response head (status line and headers) accepted.
 HEAD_LIMIT = 64 * 1024
+_FRAMING = frozenset({"content-length", "transfer-encoding"})  # ours to write: the caller's are dropped
 _TOKEN = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
 _BAD_VALUE = re.compile(r"[\x00\r\n]")
 _CHECKED_MAX = 1024  # distinct header lines remembered as valid (then the memory is cleared)
@@ -110,6 +111,11 @@ class H1Poster:
         lines = [f"{method} {self._target} HTTP/1.1\r\nHost: {self._authority}\r\n"]
         checked = self._checked
         for item in headers:
+            lowered = item[0].lower()
+            if lowered in _FRAMING:
+                continue  # the body is framed here, by its length
+            if lowered == "host":  # the caller's Host wins, as with httpx (a proxy in front, a virtual host)
+                lines[0] = f"{method} {self._target} HTTP/1.1\r\n"
             if item not in checked:
                 name, value = item
                 if not _TOKEN.fullmatch(name) or _BAD_VALUE.search(value) or not value.isascii():
