@@ -77,12 +77,25 @@ def answer_to(wire: list[Any], request: Any) -> Any:
     return next(m for m in wire if m.get("id") == request["id"] and "method" not in m)
 
 
-def text_of(wire: list[Any]) -> str:
-    return "".join(
-        m["params"]["update"].get("content", {}).get("text", "")
+BRIDGE_META = "acpClient/bridge"  # the documented marker of the bridge's own updates (examples/editor_bridge.md)
+
+
+def chunks(wire: list[Any]) -> list[dict[str, Any]]:
+    return [
+        m["params"]["update"]
         for m in wire
         if m.get("method") == "session/update" and m["params"]["update"].get("sessionUpdate") == "agent_message_chunk"
-    )
+    ]
+
+
+def text_of(wire: list[Any]) -> str:
+    """The agent's text, without the bridge's own notices (marked in ``_meta``): whether a gap notice reaches
+    this acpx process depends on whether the bridge's recovery ends before or after acpx opens the session."""
+    return "".join(u.get("content", {}).get("text", "") for u in chunks(wire) if BRIDGE_META not in u.get("_meta", {}))
+
+
+def notices(wire: list[Any]) -> list[dict[str, Any]]:
+    return [u["_meta"][BRIDGE_META] for u in chunks(wire) if BRIDGE_META in u.get("_meta", {})]
 
 
 async def test_acpx_prompts_are_answered_across_a_cut_of_the_remote_link(
@@ -107,6 +120,9 @@ async def test_acpx_prompts_are_answered_across_a_cut_of_the_remote_link(
         code, wire, err = await acpx(acpx_bin, home, project, agent, "after the cut")
         assert code == 0, err
         assert text_of(wire) == "after the cut"
+        # the only words of the bridge's own: a gap notice (v1 resume replays nothing) when its recovery
+        # ended while this acpx process had the session open
+        assert all(n.get("gap") is True for n in notices(wire))
         (prompt,) = requests(wire, "session/prompt")
         assert answer_to(wire, prompt)["result"]["stopReason"] == "end_turn"
         log = (tmp_path / "bridge.log").read_text()
