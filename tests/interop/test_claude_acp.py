@@ -101,23 +101,8 @@ async def test_v1_dialect(claude: Callable[[], Awaitable[Transport]], project: P
         assert "is not a UUID" in str(not_uuid.value.data)
 
 
-async def test_sigkill_mid_session_then_recovery(agent: scenario.Agent) -> None:
-    recovered = await scenario.sigkill_mid_session(agent)
-    assert recovered.mode == "resume" and recovered.path == "ladder"
-
-
-async def test_restart_of_our_process_with_the_sqlite_store(agent: scenario.Agent, tmp_path: Path) -> None:
-    recovered = await scenario.restart_with_sqlite_store(agent, tmp_path / "sessions.db")
-    assert recovered.mode == "resume"
-
-
-async def test_unknown_session_forgotten_once_with_the_reason(agent: scenario.Agent, tmp_path: Path) -> None:
-    forgotten = await scenario.unknown_forgotten_once(agent, tmp_path / "sessions.db")
-    assert (forgotten.reason, forgotten.via) == ("unknown", "session/resume")
-
-
-async def test_live_session_survives_a_transient_failure(agent: scenario.Agent) -> None:
-    await scenario.transient_error_keeps_live_session(agent)
+class TestRecovery(scenario.RecoveryScenarios):
+    """The recovery scenarios (``_scenarios.py``) against claude-agent-acp."""
 
 
 async def test_runs_with_no_network_but_loopback(

@@ -17,11 +17,9 @@ from typing import Any
 import pytest
 
 from acp_client import (
-    Backoff,
     ConnectionDropped,
     InternalError,
     ReconnectingClient,
-    RecoveryPolicy,
     SessionForgotten,
     SessionLink,
     SessionRecovered,
@@ -32,38 +30,19 @@ from acp_client import (
 from acp_client.sessions import SessionRecord
 from acp_client.transports import Transport
 from tests.conftest import bound, recorder
+from tests.interop._fixtures import home, project, slow_options, v1_session
 from tests.interop._opencode import offline_prefix, opencode_bin, spawn_opencode, spawn_opencode_offline
 
-__all__ = ["opencode_bin"]  # the session fixture, imported so that pytest finds it here
+__all__ = ["home", "opencode_bin", "project"]  # fixtures, imported so that pytest finds them here
 
 #: Each test starts opencode one to three times (about 3 s each here) and creates sessions (about 2 s).
 pytestmark = pytest.mark.timeout(bound(180))
 
 #: Generous bounds: a cold opencode start answers initialize after 3 s on a loaded 2-core machine.
-SLOW: dict[str, Any] = {
-    "timeouts": Timeouts(
-        initialize=bound(60), request=bound(60), probe=bound(60), replay_silence=bound(60), list_check=bound(240)
-    ),
-    "policy": RecoveryPolicy(start_jitter=0.0, stable_after=0.0),
-    "backoff": Backoff(base=0.02, cap=0.2),
-}
+SLOW: dict[str, Any] = slow_options(replay_silence=60, list_check=240, backoff_cap=0.2)
 
 #: A session id in opencode's format that no opencode HOME ever held.
 NEVER_EXISTED = "ses_0000000000000000acpclient"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    path = tmp_path / "home"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    path = tmp_path / "project"
-    path.mkdir()
-    return path
 
 
 @pytest.fixture
@@ -80,10 +59,7 @@ async def test_opencode_speaks_v1_lists_sessions_and_answers_32603_for_an_unknow
     opencode: Callable[[], Awaitable[Transport]], project: Path
 ) -> None:
     async with connect(opencode, timeouts=Timeouts(initialize=bound(60))) as client:
-        assert client.protocol_version == 1
-        assert client.supports("load") and client.supports("resume") and client.supports("list")
-        assert not client.supports("status")
-        session = await client.new_session(str(project), timeout=bound(60))
+        session = await v1_session(client, project, timeout=bound(60))
         assert session.id.startswith("ses_")
         listed = [info.session_id async for info in client.list_sessions(timeout=bound(30))]
         assert session.id in listed

@@ -92,20 +92,5 @@ async def test_lifecycle_and_dialect(qwen: Callable[[], Awaitable[Transport]], p
             await client.request("session/close", {"sessionId": session.id}, timeout=bound(30))
 
 
-async def test_sigkill_mid_session_then_recovery(agent: scenario.Agent) -> None:
-    recovered = await scenario.sigkill_mid_session(agent)
-    assert recovered.mode == "load" and recovered.path == "ladder"
-
-
-async def test_restart_of_our_process_with_the_sqlite_store(agent: scenario.Agent, tmp_path: Path) -> None:
-    recovered = await scenario.restart_with_sqlite_store(agent, tmp_path / "sessions.db")
-    assert recovered.mode == "load"
-
-
-async def test_unknown_session_forgotten_once_with_the_reason(agent: scenario.Agent, tmp_path: Path) -> None:
-    forgotten = await scenario.unknown_forgotten_once(agent, tmp_path / "sessions.db")
-    assert (forgotten.reason, forgotten.via) == ("unknown", "session/load")
-
-
-async def test_live_session_survives_a_transient_failure(agent: scenario.Agent) -> None:
-    await scenario.transient_error_keeps_live_session(agent)
+class TestRecovery(scenario.RecoveryScenarios):
+    """The recovery scenarios (``_scenarios.py``) against qwen."""
