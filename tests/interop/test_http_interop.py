@@ -431,3 +431,30 @@ async def test_a_garbled_http1_answer_is_not_taken_for_h2c() -> None:
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_a_server_that_closes_without_answering_is_not_taken_for_h2c() -> None:
+    """A dual-stack server (HTTP/1.1 and h2c, as the reference agent's front end) that drops the initialize
+    POST unanswered, while it restarts or is overloaded, then answers the HTTP/2 preface: a retried
+    ConnectError, never the fatal H2COnlyServer (seen under load in the herd test, which then gave up)."""
+    connections = 0
+
+    async def drop_then_speak_h2(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        await reader.read(1)
+        if connections > 1:  # the preface probe: an empty SETTINGS frame, as an h2c server answers
+            writer.write(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(drop_then_speak_h2, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(ConnectError) as raised:
+            await connect(f"http://127.0.0.1:{port}/acp")
+        assert not isinstance(raised.value, H2COnlyServer)
+        assert classify_error(raised.value).retry
+    finally:
+        server.close()
+        await server.wait_closed()

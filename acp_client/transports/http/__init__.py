@@ -299,6 +299,11 @@ class StreamableHTTPTransport:
             return False
         if self._link.options.http2 == "prior_knowledge":
             return False
+        # only bytes that are not HTTP/1.1 ("illegal status line", ...) point at h2c: a server that closed
+        # without answering (restarting, overloaded) is retried, though a dual-stack server also answers the
+        # HTTP/2 preface
+        if "illegal" not in str(exc).lower():
+            return False
         return await speaks_h2c(url.host, url.port or 80, self._link.options.open_timeout or 10.0)
 
     async def _check_initialize_answer(self, response: BoundedResponse) -> dict[str, Any]:
