@@ -185,8 +185,10 @@ async def test_release_and_adopt_hand_a_session_over(workers: Workers, agent: Re
 async def test_forgetting_a_taken_over_handle_leaves_the_new_owner_alone(
     workers: Workers, agent: ReferenceAgent
 ) -> None:
-    a, a_events = await workers.start("A")
-    b, _ = await workers.start("B")
+    # leases that outlive a loaded machine's stalls: nothing here waits for one to expire, and B must still
+    # own the session at the end (a 2 s lease lapsed once under load on the cluster)
+    a, a_events = await workers.start("A", store_options={"lease_ttl": 30.0})
+    b, _ = await workers.start("B", store_options={"lease_ttl": 30.0})
     session = await a.new_session("/w/moved")
     await a.release(session.id)
     await b.adopt(session.id)
