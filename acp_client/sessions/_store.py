@@ -315,7 +315,8 @@ class SQLiteSessionStore:
         errors = await asyncio.shield(landed)
         error = errors.get(session_id)
         if error is not None:
-            raise error
+            # one error may answer several sessions (no database): each raise starts a fresh traceback
+            raise error.with_traceback(None)
 
     def _dispatch(self) -> None:
         landed, self._batch_landed = self._batch_landed, None
