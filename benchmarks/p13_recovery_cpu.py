@@ -7,7 +7,8 @@ process only: the agent's work is not in it) from the restart command until the 
 by N. Baseline in the same run: the raw floor, one ``websockets`` connection sending all status frames then
 all resume frames and parsing every answer with ``json.loads``, on the same agent. Methods alternate.
 
-``--profile FILE`` runs one more measured round of ours under cProfile and writes its stats to ``FILE``.
+``--profile FILE`` runs one more measured round of ours under cProfile and writes its stats to ``FILE``
+(``--profile-method sqlite``: the round with the SQLite store).
 """
 
 from __future__ import annotations
@@ -122,6 +123,9 @@ async def main() -> int:
     cli = _common.parser(__doc__.splitlines()[0])
     cli.add_argument("--profile", type=Path, default=None, help="cProfile one more round of ours into this file")
     cli.add_argument("--reps", type=int, default=None)
+    cli.add_argument(
+        "--profile-method", choices=("adaptive", "sqlite"), default="adaptive", help="which round --profile runs"
+    )
     args = cli.parse_args()
     _common.quiet_logging()
     n, reps = (200, 1) if args.quick else (1000, 5)
@@ -144,7 +148,7 @@ async def main() -> int:
                 print(f"rep {rep + 1}/{reps} {name:>5}: {cpu * 1e6 / n:.0f} µs CPU per session", flush=True)
         if args.profile is not None:
             profile = cProfile.Profile()
-            await ours(agent, records, "adaptive", profile=profile)
+            await ours(agent, records, "adaptive", sqlite=args.profile_method == "sqlite", profile=profile)
             profile.dump_stats(str(args.profile))
             print(f"profile written to {args.profile}")
     per = {k: _common.median(v) / n for k, v in results.items()}

@@ -163,8 +163,14 @@ class MemorySessionStore:
 class SQLiteSessionStore:
     """Records in a SQLite file (stdlib ``sqlite3``), so a restarted IDE or notebook kernel loses nothing.
 
-    All database work runs on one private worker thread, off the event loop; each write is its own
-    transaction.
+    All database work runs on one private worker thread, off the event loop. **Writes are batched:** the
+    saves and deletes made in one event-loop turn (and those made while the previous batch was on the
+    thread) go to the thread together and are committed as one transaction, so recovering 1,000 sessions
+    costs a few thread hand-offs and commits, not 1,000. Each call still answers for its own session: it
+    returns once the transaction holding its write has committed (a returned save is as durable as before),
+    and if the batch's transaction fails, its writes are retried one transaction each, so only the sessions
+    whose own write fails see the error. Writes to one session apply in call order (the newest of several
+    in one batch wins). A crash loses at most the writes whose calls had not returned yet, as before.
 
     **One owner at a time.** The first use takes an exclusive advisory lock (``fcntl.flock``) on a sidecar
     file next to the database (``<name>.lock``, holding the owner's pid), kept until :meth:`close`. A second
@@ -182,6 +188,13 @@ class SQLiteSessionStore:
         self._lock_fd: int | None = None
         #: rows that could not be read back (damaged JSON), skipped and logged
         self.discarded = 0
+        #: write transactions committed (the writes of one batch share one)
+        self.transactions = 0
+        # session id -> JSON text to save, or None to delete: the batch that goes to the thread next
+        self._batch: dict[str, str | None] = {}
+        # answered when the next batch has landed: session id -> the error its write met (absent: written)
+        self._batch_landed: asyncio.Future[dict[str, Exception]] | None = None
+        self._in_flight: asyncio.Future[dict[str, Exception]] | None = None  # the batch on the thread
 
     def __repr__(self) -> str:
         return f"<SQLiteSessionStore {str(self.path)!r}>"
@@ -250,15 +263,89 @@ class SQLiteSessionStore:
                 log.warning("acp.store_record_discarded", session_id=session_id, error=str(exc))
         return records
 
-    def _save(self, session_id: str, text: str) -> None:
-        self._conn().execute(
-            "INSERT INTO acp_sessions(session_id, record) VALUES (?, ?) "
-            "ON CONFLICT(session_id) DO UPDATE SET record = excluded.record",
-            (session_id, text),
-        )
+    _UPSERT = (
+        "INSERT INTO acp_sessions(session_id, record) VALUES (?, ?) "
+        "ON CONFLICT(session_id) DO UPDATE SET record = excluded.record"
+    )
+    _DELETE = "DELETE FROM acp_sessions WHERE session_id = ?"
 
-    def _delete(self, session_id: str) -> None:
-        self._conn().execute("DELETE FROM acp_sessions WHERE session_id = ?", (session_id,))
+    def _write_batch(self, batch: list[tuple[str, str | None]]) -> dict[str, Exception]:
+        """On the thread: commit ``batch`` as one transaction; if that fails, each write in its own, so one
+        bad write costs only its session. Answers the errors by session id."""
+        try:
+            db = self._conn()
+            db.execute("BEGIN IMMEDIATE")
+        except Exception as exc:  # no database or no write lock: every write of the batch meets it alike
+            return dict.fromkeys((session_id for session_id, _ in batch), exc)
+        try:
+            db.executemany(self._UPSERT, [(sid, text) for sid, text in batch if text is not None])
+            db.executemany(self._DELETE, [(sid,) for sid, text in batch if text is None])
+            db.execute("COMMIT")
+        except Exception as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            if len(batch) == 1:
+                return {batch[0][0]: exc}
+        else:
+            self.transactions += 1
+            return {}
+        errors: dict[str, Exception] = {}
+        for session_id, text in batch:  # which write failed is not known: each in a transaction of its own
+            try:
+                if text is None:
+                    db.execute(self._DELETE, (session_id,))
+                else:
+                    db.execute(self._UPSERT, (session_id, text))
+                self.transactions += 1
+            except Exception as exc:
+                errors[session_id] = exc
+        return errors
+
+    async def _write(self, session_id: str, text: str | None) -> None:
+        """Add one write to the next batch and wait until its batch has landed."""
+        self._batch[session_id] = text  # a newer write of the same session replaces the older one
+        landed = self._batch_landed
+        if landed is None:
+            loop = asyncio.get_running_loop()
+            landed = self._batch_landed = loop.create_future()
+            if self._in_flight is None:
+                loop.call_soon(self._dispatch)  # after the rest of this turn has added its writes
+            # else: sent when the batch on the thread lands (see _landed)
+        # shielded: a cancelled caller must not cancel the others' batch (its write may still land)
+        errors = await asyncio.shield(landed)
+        error = errors.get(session_id)
+        if error is not None:
+            # one error may answer several sessions (no database): each raise starts a fresh traceback
+            raise error.with_traceback(None)
+
+    def _dispatch(self) -> None:
+        landed, self._batch_landed = self._batch_landed, None
+        batch, self._batch = list(self._batch.items()), {}
+        if landed is None:
+            return
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="acp-sqlite")
+        loop = asyncio.get_running_loop()
+        in_flight = self._in_flight = loop.run_in_executor(self._executor, self._write_batch, batch)
+        in_flight.add_done_callback(lambda done: self._landed(done, landed))
+
+    def _landed(self, done: asyncio.Future[dict[str, Exception]], landed: asyncio.Future[dict[str, Exception]]) -> None:
+        self._in_flight = None
+        if not landed.done():
+            if done.cancelled():
+                landed.cancel()
+            elif (exc := done.exception()) is not None:
+                landed.set_exception(exc)
+                landed.add_done_callback(lambda f: f.exception())  # seen even if every caller went away
+            else:
+                landed.set_result(done.result())
+        if self._batch_landed is not None:
+            self._dispatch()  # the writes made while this batch was on the thread
+
+    async def _drain(self) -> None:
+        """Wait until no write is waiting for or on the thread."""
+        while (waiting := self._in_flight or self._batch_landed) is not None:
+            await asyncio.wait({waiting})
 
     def _close(self) -> None:
         if self._db is not None:
@@ -270,19 +357,21 @@ class SQLiteSessionStore:
 
     async def load_all(self) -> list[SessionRecord]:
         """Every stored record, oldest first."""
+        await self._drain()  # sees every write made before it
         result: list[SessionRecord] = await self._run(self._load_all)
         return result
 
     async def save(self, record: SessionRecord) -> None:
-        """Insert or replace a record."""
-        await self._run(self._save, record.session_id, record.to_json())
+        """Insert or replace a record (batched with the other writes of this event-loop turn)."""
+        await self._write(record.session_id, record.to_json())
 
     async def delete(self, session_id: str) -> None:
-        """Remove a record if present."""
-        await self._run(self._delete, session_id)
+        """Remove a record if present (batched like :meth:`save`)."""
+        await self._write(session_id, None)
 
     async def close(self) -> None:
-        """Close the database and stop the worker thread."""
+        """Wait for the writes already made, then close the database and stop the worker thread."""
+        await self._drain()
         if self._executor is not None:
             await self._run(self._close)
             self._executor.shutdown(wait=True)  # idle by now: joins its thread at once

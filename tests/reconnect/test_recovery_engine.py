@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import sqlite3
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +36,7 @@ from acp_client import (
     SessionRecovered,
     SessionRecoveryFailed,
     SessionUpdate,
+    SQLiteSessionStore,
     StateChanged,
     Timeouts,
     TransportOptions,
@@ -309,6 +312,42 @@ async def test_a_failing_store_save_never_fails_recovery_nor_causes_another_resu
         finally:
             await rec.close()
             await client.aclose()
+
+
+async def test_a_write_refused_inside_a_sqlite_batch_costs_only_its_session(tmp_path: Path) -> None:
+    """The SQLite store commits the saves of one recovery turn together; one save the database refuses (a
+    trigger here) is reported for its session alone, the others land, and it is written once allowed."""
+    path = tmp_path / "s.db"
+    with contextlib.closing(sqlite3.connect(path)) as db, db:
+        db.execute("CREATE TABLE acp_sessions (session_id TEXT PRIMARY KEY, record TEXT NOT NULL)")
+        db.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON acp_sessions WHEN NEW.record LIKE '%/refused%' "
+            "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+        )
+    async with ReferenceAgent(2) as agent:
+        client, rec = await started(agent.url, store=SQLiteSessionStore(path))
+        try:
+            a, refused, b = [await client.new_session(cwd) for cwd in ("/a", "/refused", "/b")]
+            await agent.drop_all_connections()
+            for session in (a, refused, b):
+                await rec.wait(recovered(session.id), timeout=5)
+            await rec.wait(lambda e: isinstance(e, RecoveryRoundFinished), timeout=5)
+            (failed,) = rec.of(SessionStoreFailed)  # reported once, at its first save
+            assert (failed.session_id, failed.operation) == (refused.id, "save")
+            assert "refused by the test" in failed.error
+            with contextlib.closing(sqlite3.connect(path)) as db:
+                stored = {row[0] for row in db.execute("SELECT session_id FROM acp_sessions")}
+                assert stored == {a.id, b.id}
+                with db:
+                    db.execute("DROP TRIGGER refuse")
+        finally:
+            await rec.close()
+            await client.aclose()  # flushes the owed write, which the database now takes
+    reopened = SQLiteSessionStore(path)
+    try:
+        assert {r.session_id for r in await reopened.load_all()} == {a.id, refused.id, b.id}
+    finally:
+        await reopened.close()
 
 
 async def test_a_failing_store_never_fails_new_session_either() -> None:

@@ -183,6 +183,61 @@ async def test_sqlite_second_owner_gets_a_clear_error(tmp_path: Path) -> None:
         await third.close()
 
 
+async def test_sqlite_writes_of_one_turn_share_one_transaction(tmp_path: Path) -> None:
+    store = SQLiteSessionStore(tmp_path / "s.db")
+    try:
+        await asyncio.gather(*(store.save(record(f"s{i}")) for i in range(20)))
+        assert store.transactions == 1
+        assert sorted(r.session_id for r in await store.load_all()) == sorted(f"s{i}" for i in range(20))
+        # writes to one session in one turn apply in call order: the newest intent is what lands
+        await asyncio.gather(store.save(record("s0", cwd="/new")), store.delete("s0"), store.delete("s1"))
+        await asyncio.gather(store.delete("s2"), store.save(record("s2", cwd="/back")))
+        assert store.transactions == 3
+        kept = {r.session_id: r.cwd for r in await store.load_all()}
+        assert "s0" not in kept and "s1" not in kept and kept["s2"] == "/back"
+    finally:
+        await store.close()
+
+
+async def test_sqlite_a_failing_batch_loses_only_the_failing_write(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "s.db"
+    with sqlite3.connect(path) as db:  # a row the database refuses, so that the batch's transaction fails
+        db.execute("CREATE TABLE acp_sessions (session_id TEXT PRIMARY KEY, record TEXT NOT NULL)")
+        db.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON acp_sessions WHEN NEW.session_id = 'bad' "
+            "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+        )
+    db.close()
+    store = SQLiteSessionStore(path)
+    try:
+        results = await asyncio.gather(
+            store.save(record("ok1")), store.save(record("bad")), store.save(record("ok2")), return_exceptions=True
+        )
+        assert results[0] is None and results[2] is None
+        assert isinstance(results[1], sqlite3.Error) and "refused by the test" in str(results[1])
+        assert sorted(r.session_id for r in await store.load_all()) == ["ok1", "ok2"]
+        # the next batch is not held back by the failed one
+        await asyncio.gather(store.save(record("ok3")), store.delete("ok1"))
+        assert sorted(r.session_id for r in await store.load_all()) == ["ok2", "ok3"]
+    finally:
+        await store.close()
+
+
+async def test_sqlite_close_waits_for_writes_already_made(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = SQLiteSessionStore(path)
+    await store.save(record("first"))
+    # the saves start first (gather runs them in order) and are queued for the next batch; close waits for it
+    await asyncio.gather(*(store.save(record(f"s{i}")) for i in range(5)), store.close())
+    reopened = SQLiteSessionStore(path)
+    try:
+        assert len(await reopened.load_all()) == 6
+    finally:
+        await reopened.close()
+
+
 async def test_sqlite_second_process_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     store = SQLiteSessionStore(path)
