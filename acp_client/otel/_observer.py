@@ -106,6 +106,22 @@ def _outcome(error: BaseException | None) -> str:
     return "failed"
 
 
+class _RequestKind:
+    """What every request of one method on one link shares, computed once: the span's attributes (without
+    the session id), the duration histogram's attributes, and whether the span must be the current one
+    while the request is written (an HTTP POST reads it for its headers; nothing else does)."""
+
+    __slots__ = ("attach", "metric_attributes", "span_attributes")
+
+    def __init__(self, method: str, peer: _Peer, protocol_version: int) -> None:
+        self.span_attributes: dict[str, AttributeValue] = {"rpc.method": method, **peer.span_attributes}
+        if protocol_version:
+            self.span_attributes["acp.protocol.version"] = protocol_version
+        #: shared by every request of this kind: never changed (a failure records a copy)
+        self.metric_attributes: dict[str, AttributeValue] = {"rpc.method": method, **peer.attributes}
+        self.attach = peer.transport == "http"
+
+
 class _RequestScope:
     __slots__ = ("_attributes", "_duration", "_span", "_started", "_token")
 
@@ -124,17 +140,21 @@ class _RequestScope:
 
     def end(self, error: BaseException | None) -> None:
         elapsed = time.perf_counter() - self._started
-        span, attributes = self._span, self._attributes
-        span.set_attribute("acp.outcome", _outcome(error))
-        if error is not None:
+        span = self._span
+        if error is None:
+            span.set_attribute("acp.outcome", "ok")
+            attributes = self._attributes
+        else:
             kind = _error_type(error)
-            attributes["error.type"] = kind
+            attributes = {**self._attributes, "error.type": kind}
+            span.set_attribute("acp.outcome", _outcome(error))
             span.set_attribute("error.type", kind)
             if isinstance(error, RPCError):
                 span.set_attribute("rpc.response.status_code", str(error.code))
             span.set_status(Status(StatusCode.ERROR, str(error)[:200]))
         span.end()
-        otel_context.detach(self._token)  # type: ignore[arg-type]
+        if self._token is not None:
+            otel_context.detach(self._token)  # type: ignore[arg-type]
         self._duration.record(elapsed, attributes)
 
 
@@ -214,6 +234,7 @@ class OpenTelemetryObserver:
         meter = get_meter(SCOPE_NAME, __version__, meter_provider=meter_provider)
         self._clients: weakref.WeakSet[_ClientSink] = weakref.WeakSet()
         self._peers: dict[str, _Peer] = {}
+        self._kinds: dict[tuple[str, int, str], _RequestKind] = {}
         self._request_duration = meter.create_histogram(
             M_REQUEST_DURATION, unit="s", description="Duration of a client->agent request, by method"
         )
@@ -259,21 +280,31 @@ class OpenTelemetryObserver:
         return found
 
     def request(self, method: str, params: object, link: _observe.LinkFacts) -> tuple[object, _RequestScope]:
-        """Start the request's span (made current), and put its trace context into ``params._meta``."""
-        peer = self._peer(link.peer)
-        span_attributes: dict[str, AttributeValue] = {"rpc.method": method, **peer.span_attributes}
-        version = link.protocol_version
-        if version:
-            span_attributes["acp.protocol.version"] = version
-        if isinstance(params, Mapping):
+        """Start the request's span (a child of the current context; made current itself only on HTTP links,
+        whose POST headers read it), and put its trace context into ``params._meta``."""
+        key = (link.peer, link.protocol_version, method)
+        kind = self._kinds.get(key)
+        if kind is None:
+            kind = self._kind(key)
+        attributes = kind.span_attributes
+        if isinstance(params, dict):  # every request the library makes; any other Mapping takes the slow path
             session_id = params.get("sessionId")
-            if isinstance(session_id, str):
-                span_attributes["acp.session.id"] = session_id
-        span = self._tracer.start_span(method, kind=SpanKind.CLIENT, attributes=span_attributes)
-        token = otel_context.attach(trace.set_span_in_context(span))
+        else:
+            session_id = params.get("sessionId") if isinstance(params, Mapping) else None
+        if isinstance(session_id, str):
+            attributes = {**attributes, "acp.session.id": session_id}
+        span = self._tracer.start_span(method, kind=SpanKind.CLIENT, attributes=attributes)
+        token = otel_context.attach(trace.set_span_in_context(span)) if kind.attach else None
         if self.propagate_context and (params is None or isinstance(params, Mapping)):
             params = _with_trace_meta(params, span)
-        return params, _RequestScope(self._request_duration, span, token, {"rpc.method": method, **peer.attributes})
+        return params, _RequestScope(self._request_duration, span, token, kind.metric_attributes)
+
+    def _kind(self, key: tuple[str, int, str]) -> _RequestKind:
+        if len(self._kinds) > 4096:
+            self._kinds.clear()
+        peer, version, method = key
+        kind = self._kinds[key] = _RequestKind(method, self._peer(peer), version)
+        return kind
 
     def outgoing_headers(self) -> list[tuple[str, str]]:
         """``traceparent``/``tracestate`` (and whatever the global propagator writes) of the current context."""
@@ -381,10 +412,18 @@ def _with_trace_meta(params: Mapping[str, object] | None, span: Span) -> Mapping
     ctx = span.get_span_context()
     if not ctx.is_valid:
         return params
-    out = dict(params) if params is not None else {}
-    meta = out.get("_meta")
+    traceparent = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
+    if params is None:
+        out: dict[str, object] = {}
+        meta = None
+    else:
+        out = dict(params)
+        meta = out.get("_meta")
+    if meta is None and not ctx.trace_state:  # the usual case: nothing to merge
+        out["_meta"] = {"traceparent": traceparent}
+        return out
     merged = dict(meta) if isinstance(meta, Mapping) else {}
-    merged["traceparent"] = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
+    merged["traceparent"] = traceparent
     if ctx.trace_state:
         merged["tracestate"] = ctx.trace_state.to_header()
     out["_meta"] = merged
