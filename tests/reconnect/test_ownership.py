@@ -27,7 +27,10 @@ from acp_client.testing.redis_server import RedisServer
 from tests.conftest import bound, raw_redis
 from tests.sessions._layout import session_key
 
-TTL = 2.0
+#: Lease TTL, scaled like every bound: a worker renews every TTL/3 s, and on a loaded 2-core machine its loop can
+#: stall for seconds (unscaled 2 s leases expired under their own healthy owner, who then re-attached its own
+#: sessions a second time).
+TTL = bound(2.0)
 FAST: dict[str, Any] = {
     "backoff": Backoff(base=0.02, cap=0.2),
     "policy": RecoveryPolicy(start_jitter=0.0),
@@ -259,7 +262,8 @@ async def test_partition_from_redis(
         cut, cut_events = await workers.start(
             "cut",
             url=f"redis://127.0.0.1:{proxy.port}/0",
-            store_options={"retry_for": 0.2, "socket_timeout": 0.2, "release_on_close": False},
+            # short round trips, so the partition is noticed within a lease; scaled, so load alone is not one
+            store_options={"retry_for": bound(0.5), "socket_timeout": bound(0.5), "release_on_close": False},
         )
         ids = {(await cut.new_session(f"/w/{i}")).id for i in range(3)}
         other, other_events = await workers.start("other")

@@ -65,13 +65,23 @@ async def soak(agent: ReferenceAgent, proxy: FaultProxy, rng: random.Random, ses
         proxy.url(),
         transport_options=TransportOptions(
             ping_interval=0.2,
-            ping_timeout=bound(0.3),  # a latency bound: a starved event loop answers pongs late
+            # a latency bound, and the agent answers on this same event loop: while 50 sessions recover under
+            # tracemalloc a loaded 2-core machine answers pongs seconds late, and 0.3 s (x2) cut every attempt
+            # in the middle of its recovery round until wait_ready gave up. 2 s still finds a blackhole within
+            # the 5 s the blackhole fault waits for the drop (both scaled).
+            ping_timeout=bound(2.0),
             close_timeout=bound(0.2),
         ),
         backoff=Backoff(base=0.02, cap=0.2, rng=random.Random(1)),
         breaker=CrashLoopBreaker(threshold=10_000),  # every fault here is deliberate
         policy=RecoveryPolicy(start_jitter=0.0, stable_after=0.0),
-        timeouts=Timeouts(probe=3.0, strategy=3.0, replay_silence=3.0, list_check=12.0, session_wait=15.0),
+        timeouts=Timeouts(  # latency bounds too: scaled, or a starved loop turns them into spurious failures
+            probe=bound(3.0),
+            strategy=bound(3.0),
+            replay_silence=bound(3.0),
+            list_check=bound(12.0),
+            session_wait=bound(15.0),
+        ),
         wait_for_ready=True,
         rng=random.Random(2),
     )

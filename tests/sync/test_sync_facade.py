@@ -180,6 +180,17 @@ def test_the_facade_bound_is_typed_too() -> None:
 def test_keyboard_interrupt_during_a_prompt_cancels_the_turn(version: int) -> None:
     main = threading.get_ident()
     assert main == threading.main_thread().ident, "the interrupt must reach the thread that prompts"
+    # Python's own Ctrl-C handler, whatever the runner inherited: a test run started in the background of a
+    # non-interactive shell (``nohup``, ``cmd &``, some CI launchers) starts with SIGINT ignored, and then the
+    # signal below never becomes a KeyboardInterrupt (the prompt ran its 20 s to the end: "DID NOT RAISE").
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        interrupt_a_prompt(version, main)
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+
+
+def interrupt_a_prompt(version: int, main: int) -> None:
     with AgentThread(version, timeout=bound(15)) as host, sync.connect(host.agent.url) as client:
         session = client.new_session("/work")
         agent = host.agent
