@@ -39,6 +39,7 @@ from acp_client.exceptions import (
 from acp_client.handlers import ClientHandlers
 from acp_client.schema import (
     SessionStatusResponse,
+    build_status_models,
     capability_present,
     models_for,
     parse_status_response,
@@ -206,6 +207,11 @@ class ACPClient(InboundRouter):
         # update of a recovery round, where the pause (a second or more of pydantic schema building on a
         # slow machine) would count against every recovery request's timeout.
         models_for(answered)
+        if self.supports("status"):
+            # the session/status models need the v2 `Usage` type even for a v1 answer: built here, not in the
+            # first probe of a recovery round (0.3 s of CPU, 10 s and more on a loaded machine, counted
+            # against the probe's timeout)
+            build_status_models()
         log.info(
             "initialized",
             connection_id=self.connection.id,
