@@ -269,15 +269,31 @@ class TSServer:
 TS_SERVERS = [(front, protocol) for front in TS_FRONTS for protocol in (1, 2)]
 
 
-@pytest.fixture(params=TS_SERVERS, ids=[f"{front.name}-v{protocol}" for front, protocol in TS_SERVERS])
-async def ts_server(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TSServer]:
-    front, protocol = request.param
+@asynccontextmanager
+async def _ts_running(
+    request: pytest.FixtureRequest, tmp_path: Path, front: Peer, protocol: int
+) -> AsyncIterator[TSServer]:
     server = TSServer(front, request.getfixturevalue("ts_sdk_dir"), tmp_path, protocol)
     await server.start()
     try:
         yield server
     finally:
         await server.stop()
+
+
+@pytest.fixture(params=TS_SERVERS, ids=[f"{front.name}-v{protocol}" for front, protocol in TS_SERVERS])
+async def ts_server(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TSServer]:
+    """The TS server on each front, answering v1 and (``--v2``) v2."""
+    front, protocol = request.param
+    async with _ts_running(request, tmp_path, front, protocol) as server:
+        yield server
+
+
+@pytest.fixture(params=TS_FRONTS, ids=[f"{front.name}-v2" for front in TS_FRONTS])
+async def ts_server_v2(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TSServer]:
+    """The TS server on each front, answering v2 (for what only v2 has)."""
+    async with _ts_running(request, tmp_path, request.param, 2) as server:
+        yield server
 
 
 def _assert_rule_kept(posts: list[dict[str, Any]]) -> None:
@@ -353,6 +369,29 @@ async def test_agent_request_from_a_session_stream_is_answered_with_its_header(t
     _assert_rule_kept(posts)
     answers = [p for p in posts if p["method"] is None]
     assert [a["header"] for a in answers] == [session.id]
+
+
+async def test_v2_turn_and_cancel_against_the_typescript_server(ts_server_v2: TSServer) -> None:
+    """A v2 turn (answered at once, ended by an idle ``state_update``) and its cancel, over each TS front
+    (v1's: ``test_cancel_reaches_the_typescript_agent``)."""
+    ts_server = ts_server_v2
+    options = TransportOptions(http2=ts_server.spec.http2)
+    async with connect(ts_server.url, transport_options=options, protocol_version=2) as client:
+        session = await client.new_session(str(HERE))
+        result = await asyncio.wait_for(session.prompt("echo: v2"), bound(10))
+        assert result.stop_reason == "end_turn" and session.transcript.messages[-1].text == "v2"
+        updates = session.updates()
+        turn = asyncio.create_task(session.prompt("sleep 30"))
+        async with asyncio.timeout(bound(10)):
+            async for item in updates:  # the agent says "sleeping " once the turn runs
+                if isinstance(item, SessionUpdate) and item.kind == "agent_message_chunk":
+                    break
+        await session.cancel()
+        result = await asyncio.wait_for(turn, bound(10))
+        assert result.stop_reason == "cancelled"
+    posts = ts_server.posts()
+    _assert_rule_kept(posts)
+    assert [p["header"] for p in posts if p["method"] == "session/cancel"] == [session.id]
 
 
 async def _next(rec: Any, kind: type[E], seen: int, timeout: float) -> E:
