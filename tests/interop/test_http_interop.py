@@ -394,6 +394,20 @@ async def test_v2_turn_and_cancel_against_the_typescript_server(ts_server_v2: TS
     assert [p["header"] for p in posts if p["method"] == "session/cancel"] == [session.id]
 
 
+async def test_the_router_gives_a_v1_client_the_v1_agent(ts_server_v2: TSServer) -> None:
+    """The same server that speaks v2 answers a v1 offer with its v1 app (the router selects per connection)."""
+    options = TransportOptions(http2=ts_server_v2.spec.http2)
+    async with connect(ts_server_v2.url, transport_options=options, protocol_version=1) as old:
+        assert old.protocol_version == 1
+        v1_session = await old.new_session(str(HERE))
+        assert (await asyncio.wait_for(v1_session.prompt("echo: one"), bound(10))).stop_reason == "end_turn"
+        async with connect(ts_server_v2.url, transport_options=options) as new:  # "auto": v2 offered
+            assert new.protocol_version == 2
+            assert (await new.session_status(v1_session.id, timeout=bound(10))).status == "open"
+        assert (await old.session_status(v1_session.id, timeout=bound(10))).status == "active"
+    _assert_rule_kept(ts_server_v2.posts())
+
+
 async def _next(rec: Any, kind: type[E], seen: int, timeout: float) -> E:
     """The first event of ``kind`` recorded after the first ``seen`` of that kind."""
     await rec.wait(lambda e: len(rec.of(kind)) > seen, timeout=timeout)
