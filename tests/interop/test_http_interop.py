@@ -226,6 +226,8 @@ async def test_http2_over_tls_by_alpn(tmp_path: Path) -> None:
 # The TypeScript AcpServer (dist/transports/server.js, determineRoute) answers 400 "Missing Acp-Session-Id" to
 # any POST whose params carry a string sessionId without the header, and routes the answer to that
 # session's stream. What the server really received is read from its own log (ts_http_agent.mjs --log).
+# Each front runs v1 and v2: the SDK 2.4.0 ships a draft v2 agent API (dist/v2/acp.js) and an
+# AgentProtocolRouter (dist/protocol-router.js) that AcpServer takes as its agent (ts_http_agent.mjs --v2).
 
 TS_FRONTS = [p for p in PEERS if p.typescript]
 
@@ -234,8 +236,9 @@ class TSServer:
     """The TS agent (``--status``) as a child process that can be restarted on the same port, with its
     sessions in a store file and a log of every POST it received."""
 
-    def __init__(self, spec: Peer, sdk_dir: Path, tmp_path: Path) -> None:
+    def __init__(self, spec: Peer, sdk_dir: Path, tmp_path: Path, protocol: int = 1) -> None:
         self.spec = spec
+        self.protocol = protocol  # 2: the SDK's draft v2 API beside v1 (--v2), and the client offers 2
         self.store = tmp_path / "ts-sessions.json"
         self.log = tmp_path / "ts-posts.jsonl"
         self._base = spec.command(sdk_dir)
@@ -244,7 +247,8 @@ class TSServer:
 
     async def start(self) -> None:
         port = [] if not self.url else ["--port", self.url.rsplit(":", 1)[1].split("/")[0]]
-        command = [*self._base, "--status", "--store", str(self.store), "--log", str(self.log), *port]
+        v2 = ["--v2"] if self.protocol == 2 else []
+        command = [*self._base, "--status", "--store", str(self.store), "--log", str(self.log), *v2, *port]
         self._stack = contextlib.AsyncExitStack()
         self.url = await self._stack.enter_async_context(running(command))
 
@@ -255,20 +259,41 @@ class TSServer:
 
     def posts(self) -> list[dict[str, Any]]:
         """Every POST the server received so far: ``method`` (``None`` for an answer), ``id``,
-        ``sessionId`` (from the params), ``header`` (``Acp-Session-Id``) and the HTTP ``status``."""
+        ``sessionId`` (from the params), ``header`` (``Acp-Session-Id``), ``replayFrom`` (a v2 resume's
+        ``replayFrom.type``) and the HTTP ``status``."""
         if not self.log.exists():
             return []
         return [json.loads(line) for line in self.log.read_text().splitlines() if line]
 
 
-@pytest.fixture(params=TS_FRONTS, ids=[p.name for p in TS_FRONTS])
-async def ts_server(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TSServer]:
-    server = TSServer(request.param, request.getfixturevalue("ts_sdk_dir"), tmp_path)
+TS_SERVERS = [(front, protocol) for front in TS_FRONTS for protocol in (1, 2)]
+
+
+@asynccontextmanager
+async def _ts_running(
+    request: pytest.FixtureRequest, tmp_path: Path, front: Peer, protocol: int
+) -> AsyncIterator[TSServer]:
+    server = TSServer(front, request.getfixturevalue("ts_sdk_dir"), tmp_path, protocol)
     await server.start()
     try:
         yield server
     finally:
         await server.stop()
+
+
+@pytest.fixture(params=TS_SERVERS, ids=[f"{front.name}-v{protocol}" for front, protocol in TS_SERVERS])
+async def ts_server(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TSServer]:
+    """The TS server on each front, answering v1 and (``--v2``) v2."""
+    front, protocol = request.param
+    async with _ts_running(request, tmp_path, front, protocol) as server:
+        yield server
+
+
+@pytest.fixture(params=TS_FRONTS, ids=[f"{front.name}-v2" for front in TS_FRONTS])
+async def ts_server_v2(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[TSServer]:
+    """The TS server on each front, answering v2 (for what only v2 has)."""
+    async with _ts_running(request, tmp_path, request.param, 2) as server:
+        yield server
 
 
 def _assert_rule_kept(posts: list[dict[str, Any]]) -> None:
@@ -289,15 +314,21 @@ async def _streams_given_back(transport: StreamableHTTPTransport) -> list[str]:
 
 async def test_detached_requests_carry_the_session_header(ts_server: TSServer) -> None:
     options = TransportOptions(http2=ts_server.spec.http2)
-    async with connect(ts_server.url, transport_options=options) as first:
+    version = ts_server.protocol
+    in_memory, saved = ("open", "saved") if version == 2 else ("active", "inactive")  # v2: the SDK's words
+    async with connect(ts_server.url, transport_options=options, protocol_version=version) as first:
+        assert first.protocol_version == version
         active = await first.new_session(str(HERE))
         closed = await first.new_session(str(HERE))
         await first.close_session(closed.id)  # known to the agent, not in memory: inactive
-    async with connect(ts_server.url, transport_options=options) as client:  # nothing attached here
-        transport = client.connection.transport
+    async with connect(ts_server.url, transport_options=options, protocol_version=version) as client:
+        transport = client.connection.transport  # nothing attached here
         assert isinstance(transport, StreamableHTTPTransport)
-        assert (await client.session_status(active.id, timeout=bound(10))).status == "active"
-        assert (await client.session_status(closed.id, timeout=bound(10))).status == "inactive"
+        probed = await client.session_status(active.id, timeout=bound(10))
+        assert probed.status == in_memory
+        if version == 2:  # v2 reports the foreground state of a session in memory
+            assert probed.state is not None and probed.state.state == "idle"
+        assert (await client.session_status(closed.id, timeout=bound(10))).status == saved
         with pytest.raises(SessionNotFound):
             await client.session_status("ts-sess-none", timeout=bound(10))
         listed = [info.session_id async for info in client.list_sessions()]
@@ -327,7 +358,9 @@ class _Approve(ClientHandlers):
 
 async def test_agent_request_from_a_session_stream_is_answered_with_its_header(ts_server: TSServer) -> None:
     options = TransportOptions(http2=ts_server.spec.http2)
-    async with connect(ts_server.url, transport_options=options, handlers=_Approve()) as client:
+    async with connect(
+        ts_server.url, transport_options=options, handlers=_Approve(), protocol_version=ts_server.protocol
+    ) as client:
         session = await client.new_session(str(HERE))
         result = await asyncio.wait_for(session.prompt("ask"), bound(10))
         assert result.stop_reason == "end_turn"
@@ -338,6 +371,43 @@ async def test_agent_request_from_a_session_stream_is_answered_with_its_header(t
     assert [a["header"] for a in answers] == [session.id]
 
 
+async def test_v2_turn_and_cancel_against_the_typescript_server(ts_server_v2: TSServer) -> None:
+    """A v2 turn (answered at once, ended by an idle ``state_update``) and its cancel, over each TS front
+    (v1's: ``test_cancel_reaches_the_typescript_agent``)."""
+    ts_server = ts_server_v2
+    options = TransportOptions(http2=ts_server.spec.http2)
+    async with connect(ts_server.url, transport_options=options, protocol_version=2) as client:
+        session = await client.new_session(str(HERE))
+        result = await asyncio.wait_for(session.prompt("echo: v2"), bound(10))
+        assert result.stop_reason == "end_turn" and session.transcript.messages[-1].text == "v2"
+        updates = session.updates()
+        turn = asyncio.create_task(session.prompt("sleep 30"))
+        async with asyncio.timeout(bound(10)):
+            async for item in updates:  # the agent says "sleeping " once the turn runs
+                if isinstance(item, SessionUpdate) and item.kind == "agent_message_chunk":
+                    break
+        await session.cancel()
+        result = await asyncio.wait_for(turn, bound(10))
+        assert result.stop_reason == "cancelled"
+    posts = ts_server.posts()
+    _assert_rule_kept(posts)
+    assert [p["header"] for p in posts if p["method"] == "session/cancel"] == [session.id]
+
+
+async def test_the_router_gives_a_v1_client_the_v1_agent(ts_server_v2: TSServer) -> None:
+    """The same server that speaks v2 answers a v1 offer with its v1 app (the router selects per connection)."""
+    options = TransportOptions(http2=ts_server_v2.spec.http2)
+    async with connect(ts_server_v2.url, transport_options=options, protocol_version=1) as old:
+        assert old.protocol_version == 1
+        v1_session = await old.new_session(str(HERE))
+        assert (await asyncio.wait_for(v1_session.prompt("echo: one"), bound(10))).stop_reason == "end_turn"
+        async with connect(ts_server_v2.url, transport_options=options) as new:  # "auto": v2 offered
+            assert new.protocol_version == 2
+            assert (await new.session_status(v1_session.id, timeout=bound(10))).status == "open"
+        assert (await old.session_status(v1_session.id, timeout=bound(10))).status == "active"
+    _assert_rule_kept(ts_server_v2.posts())
+
+
 async def _next(rec: Any, kind: type[E], seen: int, timeout: float) -> E:
     """The first event of ``kind`` recorded after the first ``seen`` of that kind."""
     await rec.wait(lambda e: len(rec.of(kind)) > seen, timeout=timeout)
@@ -345,25 +415,34 @@ async def _next(rec: Any, kind: type[E], seen: int, timeout: float) -> E:
 
 
 async def test_recovery_ladder_runs_against_the_typescript_server(ts_server: TSServer) -> None:
-    """Closing the link (active: resume), a restart (inactive: load with replay), a restart that lost the
-    sessions (-32002: forgotten); every probe really reaches the agent and is answered."""
-    client = ReconnectingClient(ts_server.url, **client_options(http2=ts_server.spec.http2))
+    """Closing the link (active: resume), a restart (inactive: v1 load, v2 resume, with replay), a restart
+    that lost the sessions (-32002: forgotten); every probe really reaches the agent and is answered. In v1
+    and in v2 (the SDK's draft v2 API behind its protocol router, which names the statuses open/saved)."""
+    v2 = ts_server.protocol == 2
+    active, inactive = ("open", "saved") if v2 else ("active", "inactive")  # v2: the SDK's own words
+    client = ReconnectingClient(
+        ts_server.url, **client_options(http2=ts_server.spec.http2, protocol_version=ts_server.protocol)
+    )
     rec = recorder(client)
     try:
         await client.start()
         await client.wait_ready(timeout=bound(10))
         session = await client.new_session(str(HERE))
+        assert client.protocol_version == ts_server.protocol
         await asyncio.wait_for(session.prompt("echo: before"), bound(10))
 
         client.reconnect_now()  # a cut: a new HTTP connection for the same, still active, session
         event = await _next(rec, SessionRecovered, 0, 10)
-        assert (event.status, event.mode, event.replayed) == ("active", "resume", False)
+        # v2 asks for the replay even of an active session (replayFrom start: a consistent transcript)
+        assert (event.status, event.mode, event.replayed) == (active, "resume", v2)
+        assert [m.text for m in session.transcript.messages if m.role == "agent"] == ["before"]
         await asyncio.wait_for(session.prompt("echo: after cut"), bound(10))
 
         await ts_server.stop()  # a restart: the session survives in the store, no longer in memory
         await ts_server.start()
         event = await _next(rec, SessionRecovered, 1, 20)
-        assert (event.status, event.mode, event.replayed) == ("inactive", "load", True)
+        # v1: session/load; v2 has none: session/resume with replayFrom {"type": "start"}
+        assert (event.status, event.mode, event.replayed) == (inactive, "resume" if v2 else "load", True)
         # the replay has no message ids: its chunks make one agent message, as a fresh client builds it
         assert "".join(m.text for m in session.transcript.messages if m.role == "agent") == "beforeafter cut"
         await asyncio.wait_for(session.prompt("echo: after restart"), bound(10))
@@ -381,6 +460,12 @@ async def test_recovery_ladder_runs_against_the_typescript_server(ts_server: TSS
     _assert_rule_kept(posts)
     probes = [p for p in posts if p["method"] == "session/status"]
     assert len(probes) == 3 and {p["header"] for p in probes} == {session.id}
+    resumes = [p for p in posts if p["method"] == "session/resume"]
+    assert len(resumes) == (2 if v2 else 1) and {p["header"] for p in resumes} == {session.id}
+    assert [p["replayFrom"] for p in resumes] == (["start", "start"] if v2 else [None])
+    if v2:  # no session/load in v2, and so no replay barrier: the replay precedes the resume's answer
+        assert not [p for p in posts if p["method"] in ("session/load", REPLAY_BARRIER_METHOD)]
+        return
     # the load after the restart: its result waited for the end-of-replay marker, answered on the session stream
     (barrier,) = [p for p in posts if p["method"] == REPLAY_BARRIER_METHOD]
     assert barrier["header"] == session.id

@@ -6,8 +6,10 @@
 //
 // Options: --port N (listen there, for a restart on the same port), --store FILE (sessions and their
 // history survive a restart there), --log FILE (one JSON line per POST the server received: the JSON-RPC
-// method, or the id of an answer, its Acp-Session-Id header and the HTTP status it got), --status
-// (advertise and serve session/status, list, close and delete).
+// method, or the id of an answer, its Acp-Session-Id header, a v2 resume's replayFrom type and the HTTP
+// status it got), --status
+// (advertise and serve session/status, list, close and delete), --v2 (also serve the SDK's draft ACP v2 API,
+// dist/v2/acp.js, behind its AgentProtocolRouter: an offer of 2 gets v2, an offer of 1 still gets v1).
 //
 // Listens on 127.0.0.1 (any free port unless --port), prints "READY <port>", exits when stdin closes.
 // Sessions live in this process (they survive a dropped HTTP connection; with --store, a restart too,
@@ -29,12 +31,14 @@ const maxStreams = rest[0] && /^[0-9]+$/.test(rest[0]) ? rest[0] : undefined;
 const storePath = option("--store");
 const logPath = option("--log");
 const withStatus = rest.includes("--status");
+const withV2 = rest.includes("--v2");
 const load = (sub) => import(pathToFileURL(path.join(sdkDir, "node_modules/@agentclientprotocol/sdk/dist", sub)).href);
 const acp = await load("v1/stable/acp.js");
+const acp2 = await load("v2/acp.js");
 const { AcpServer } = await load("transports/server.js");
 const { createNodeHttpHandler } = await load("transports/node-adapter.js");
 
-const sessions = new Map(); // sessionId -> { cwd, history: SessionNotification[], turn: AbortController | null }
+const sessions = new Map(); // sessionId -> { cwd, history: SessionNotification[], turn: AbortController | null, stopReason }
 const loaded = new Set(); // sessions in memory since this process started ("active"); the others are "inactive"
 let counter = 0;
 if (storePath && fs.existsSync(storePath)) {
@@ -171,7 +175,135 @@ if (withStatus) {
     });
 }
 
-const acpServer = new AcpServer({ agent });
+// The draft v2 API (dist/v2/acp.js): a prompt is answered at once with the user message's id, the turn runs
+// after it and ends with an idle state_update; session/resume replays from the start when asked
+// (replayFrom: {type: "start"}), then sends the state snapshot, then answers; there is no session/load.
+// session/status answers the SDK's own v2 words, "open" (in memory) and "saved" (dist/v2/unstable/schema/
+// zod.gen.js, zSessionStatus), with the foreground state of a session in memory.
+let messages = 0;
+const nextMessageId = () => {
+  messages += 1;
+  return `msg-${process.pid}-${messages}`;
+};
+function stateOf(session) {
+  return session.turn ? { state: "running" } : { state: "idle", ...(session.stopReason ? { stopReason: session.stopReason } : {}) };
+}
+async function update2(ctx, sessionId, update) {
+  await ctx.client.notify(acp2.methods.client.session.update, { sessionId, update });
+}
+async function say2(ctx, session, sessionId, messageId, text) {
+  const update = { sessionUpdate: "agent_message_chunk", messageId, content: { type: "text", text } };
+  session.history.push({ sessionId, update });
+  save();
+  await update2(ctx, sessionId, update);
+}
+async function turn2(ctx, session, sessionId, text, turn) {
+  let stopReason = "end_turn";
+  try {
+    await update2(ctx, sessionId, { sessionUpdate: "state_update", state: "running" });
+    const messageId = nextMessageId();
+    if (text.startsWith("echo: ")) {
+      await say2(ctx, session, sessionId, messageId, text.slice(6));
+    } else if (text.startsWith("stream ")) {
+      const n = Number.parseInt(text.slice(7), 10);
+      for (let i = 1; i <= n; i += 1) await say2(ctx, session, sessionId, messageId, `chunk ${i} `);
+    } else if (text === "ask") {
+      const answer = await ctx.client.request(acp2.methods.client.session.requestPermission, {
+        sessionId,
+        title: "may I?",
+        options: [{ optionId: "yes", name: "Yes", kind: "allow_once" }],
+      });
+      await say2(ctx, session, sessionId, messageId, `chose ${answer.outcome?.optionId ?? answer.outcome?.outcome}`);
+    } else if (text.startsWith("sleep ")) {
+      await say2(ctx, session, sessionId, messageId, "sleeping ");
+      const ms = Number.parseFloat(text.slice(6)) * 1000;
+      const cancelled = await new Promise((resolve) => {
+        const timer = setTimeout(() => resolve(false), ms);
+        turn.signal.addEventListener("abort", () => {
+          clearTimeout(timer);
+          resolve(true);
+        });
+      });
+      if (cancelled) stopReason = "cancelled";
+    }
+  } finally {
+    session.turn = null;
+    session.stopReason = stopReason;
+  }
+  await update2(ctx, sessionId, { sessionUpdate: "state_update", state: "idle", stopReason });
+}
+function known2(sessionId) {
+  const session = sessions.get(sessionId);
+  if (!session) throw acp2.RequestError.sessionNotFound(sessionId);
+  return session;
+}
+const agent2 = acp2
+  .agent({ name: "acp-client-interop-ts-v2" })
+  .onRequest(acp2.methods.agent.initialize, async () => ({
+    protocolVersion: 2,
+    info: { name: "acp-client-interop-ts", version: "2.4.0" },
+    capabilities: { session: withStatus ? { status: {}, delete: {} } : {} },
+  }))
+  .onRequest(acp2.methods.agent.session.new, async (ctx) => {
+    counter += 1;
+    const sessionId = `ts-sess-${counter}`;
+    sessions.set(sessionId, { cwd: ctx.params.cwd, history: [], turn: null });
+    loaded.add(sessionId);
+    save();
+    return { sessionId };
+  })
+  .onRequest(acp2.methods.agent.session.resume, async (ctx) => {
+    const sessionId = ctx.params.sessionId;
+    const session = known2(sessionId);
+    loaded.add(sessionId);
+    if (ctx.params.replayFrom?.type === "start") {
+      for (const { update } of session.history) await update2(ctx, sessionId, update);
+    }
+    await update2(ctx, sessionId, { sessionUpdate: "state_update", ...stateOf(session) });
+    return {};
+  })
+  .onRequest(acp2.methods.agent.session.prompt, async (ctx) => {
+    const sessionId = ctx.params.sessionId;
+    const session = known2(sessionId);
+    const text = ctx.params.prompt.map((block) => block.text ?? "").join("");
+    const turn = new AbortController();
+    session.turn = turn;
+    // the answer goes out first; the turn runs after it
+    setImmediate(() => {
+      turn2(ctx, session, sessionId, text, turn).catch((error) => process.stderr.write(`v2 turn: ${error}\n`));
+    });
+    return { messageId: nextMessageId() };
+  })
+  .onNotification(acp2.methods.agent.session.cancel, async (ctx) => {
+    sessions.get(ctx.params.sessionId)?.turn?.abort();
+  })
+  .onRequest(acp2.methods.agent.session.list, async () => ({
+    sessions: [...sessions].map(([sessionId, { cwd }]) => ({ sessionId, cwd })),
+  }))
+  .onRequest(acp2.methods.agent.session.close, async (ctx) => {
+    known2(ctx.params.sessionId);
+    loaded.delete(ctx.params.sessionId);
+    return {};
+  });
+if (withStatus) {
+  agent2
+    .onRequest(acp2.methods.agent.session.status, async (ctx) => {
+      const session = known2(ctx.params.sessionId);
+      const open = loaded.has(ctx.params.sessionId);
+      return open ? { status: "open", state: stateOf(session) } : { status: "saved" };
+    })
+    .onRequest(acp2.methods.agent.session.delete, async (ctx) => {
+      known2(ctx.params.sessionId);
+      loaded.delete(ctx.params.sessionId);
+      sessions.delete(ctx.params.sessionId);
+      save();
+      return {};
+    });
+}
+
+const acpServer = new AcpServer({
+  agent: withV2 ? acp2.agentProtocolRouter().withV1(agent).withV2(agent2) : agent,
+});
 
 // What the server received: every POST's JSON-RPC method (or the id of an answer), its Acp-Session-Id
 // header and the status the server answered, one JSON line each in --log.
@@ -191,6 +323,7 @@ if (logPath) {
       id: message?.id ?? null,
       sessionId: message?.params?.sessionId ?? null,
       header: req.headers.get("acp-session-id"),
+      replayFrom: message?.params?.replayFrom?.type ?? null,
       status: response.status,
     };
     fs.appendFileSync(logPath, `${JSON.stringify(entry)}\n`);
