@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from acp_client.schema import StateSnapshot
+from acp_client.schema.status import ACTIVE_STATUSES, StateSnapshot
 from acp_client.sessions import SessionRecord
 
 __all__ = [
@@ -45,10 +45,6 @@ __all__ = [
     "StatusProbe",
     "strategy_from_callable",
 ]
-
-#: Status strings meaning "the agent holds it in memory" (``open`` is an earlier revision's name).
-ACTIVE_STATUSES = frozenset({"active", "open"})
-
 
 @dataclass(frozen=True, slots=True)
 class StatusProbe:

@@ -61,6 +61,11 @@ __all__ = [
 ]
 
 
+#: ``session/status`` words that mean "in memory": the RFD's ``active``, and ``open``, which the official
+#: TypeScript SDK's draft v2 (2.4.0) answers instead.
+ACTIVE_STATUSES = frozenset({"active", "open"})
+
+
 class SessionStatus(StrEnum):
     """Known ``session/status`` values. Open set: a response may carry any other string, kept raw."""
 
@@ -163,8 +168,9 @@ class SessionStatusResponse(LenientModel):
 
     @property
     def is_active(self) -> bool:
-        """``status == "active"``: the agent has the session in memory (resume it on this connection anyway)."""
-        return self.status == SessionStatus.ACTIVE
+        """``status`` is ``"active"`` (or ``"open"``, the TypeScript SDK's v2 word): the agent has the session in
+        memory (resume it on this connection anyway)."""
+        return self.status in ACTIVE_STATUSES
 
     @property
     def is_inactive(self) -> bool:
