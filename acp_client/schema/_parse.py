@@ -267,13 +267,8 @@ def build_status_models() -> None:
     """Build the ``session/status`` models now (once per process; later calls cost nothing). They are built
     lazily, and their schema reaches into the generated v2 models (``StateSnapshot.usage``), so the first
     status answer would otherwise import those on the event loop, in the middle of a probe."""
-    global _status_built
-    if not _status_built:
-        SessionStatusResponse.model_rebuild(force=True)
-        _status_built = True
-
-
-_status_built = False
+    if not SessionStatusResponse.__pydantic_complete__:
+        SessionStatusResponse.model_rebuild()
 
 
 def parse_status_response(result: Any, version: int) -> SessionStatusResponse:

@@ -145,3 +145,18 @@ async def test_the_callers_host_replaces_ours_and_its_framing_headers_are_droppe
     assert [line for line in head if line.startswith(b"host:")] == [b"host: example.test:8080"]
     assert [line for line in head if line.startswith(b"content-length:")] == [b"content-length: 3"]
     assert not [line for line in head if line.startswith(b"transfer-encoding:")]
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        [b"HTTP/1.1 100 Continue\r\n\r\n" * 9 + ACCEPTED],
+        [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + b"X-T: 1\r\n" * 65 + b"\r\n"],
+    ],
+    indirect=True,
+)
+async def test_endless_interim_answers_or_trailers_are_refused_naming_the_bound(server: Scripted) -> None:
+    post = poster(server)
+    with pytest.raises(httpx.RemoteProtocolError, match=r"INTERIM_MAX=8|TRAILERS_MAX=64"):
+        await post.send("POST", HEADERS, b"[1]", limit=100)
+    await post.aclose()

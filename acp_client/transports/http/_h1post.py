@@ -40,6 +40,10 @@ HEAD_LIMIT = 64 * 1024
 _FRAMING = frozenset({"content-length", "transfer-encoding"})  # ours to write: the caller's are dropped
 _TOKEN = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
 _BAD_VALUE = re.compile(r"[\x00\r\n]")
+#: interim (1xx) answers read before the real one, and trailer lines after a chunked body (a peer
+#: that sends more is refused: each line is bounded by HEAD_LIMIT, their number by these)
+INTERIM_MAX = 8
+TRAILERS_MAX = 64
 _CHECKED_MAX = 1024  # distinct header lines remembered as valid (then the memory is cleared)
 _NO_BODY = frozenset({204, 304})
 _WHITESPACE = " \t"
@@ -175,10 +179,12 @@ class H1Poster:
         reader = conn.reader
         try:
             async with asyncio.timeout(self._timeout.read):
-                while True:
+                for _ in range(INTERIM_MAX + 1):
                     version, status, reason, fields = _head(await reader.readuntil(b"\r\n\r\n"))
                     if not 100 <= status < 200:
                         break  # 1xx: an interim answer, the real one follows
+                else:
+                    raise httpx.RemoteProtocolError(f"more than INTERIM_MAX={INTERIM_MAX} interim (1xx) answers")
                 bound = limit if status == 200 else ERROR_BODY_LIMIT
                 body, truncated, framed = await _body(reader, status, fields, bound)
         except TimeoutError as exc:
@@ -255,9 +261,10 @@ async def _chunked(reader: asyncio.StreamReader, bound: int) -> tuple[bytes, boo
         except ValueError:
             raise httpx.RemoteProtocolError(f"illegal chunk size: {size_text[:20]!r}") from None
         if size == 0:
-            while await reader.readuntil(b"\r\n") != b"\r\n":  # trailers, ignored
-                pass
-            return bytes(body), False, True
+            for _ in range(TRAILERS_MAX + 1):  # trailers, ignored
+                if await reader.readuntil(b"\r\n") == b"\r\n":
+                    return bytes(body), False, True
+            raise httpx.RemoteProtocolError(f"more than TRAILERS_MAX={TRAILERS_MAX} trailer lines")
         if len(body) + size > bound:
             body += await reader.readexactly(bound - len(body))
             return bytes(body), True, False
