@@ -122,6 +122,9 @@ class Session:
         self._transcript: Transcript | None = None  # the conversation (see :attr:`transcript`)
         # Unknown until the agent says; ``new_session`` sets v2 sessions to idle (the protocol's default).
         self._state: str | None = None
+        # v2: a turn was running when the connection was lost; the first state known afterwards that shows
+        # the agent idle ends it for :meth:`on_turn_finished` (the agent's own idle update was sent to nobody)
+        self._interrupted = False
         self._snapshot_seen = False
         self._subs: list[_Subscription] | None = None
         self._turn_waiters: list[asyncio.Future[str | None]] | None = None
@@ -296,7 +299,12 @@ class Session:
 
     def on_turn_finished(self, callback: Callable[[Session, str | None], None]) -> Callable[[], None]:
         """Call ``callback(session, stop_reason)`` when a turn ends live (never for replayed history or
-        snapshots). Returns a function that unregisters it."""
+        snapshots). Returns a function that unregisters it.
+
+        In v2, a turn that was running (or a prompt that was unanswered) when the connection was lost also
+        ends here if the first state learned afterwards (the status probe, the resume's snapshot or a live
+        update) shows the agent idle. Its ``stop_reason`` is ``None``: the agent's own idle update went to
+        the dead connection."""
         callbacks = self._turn_callbacks
         if callbacks is None:
             callbacks = self._turn_callbacks = []
@@ -355,10 +363,16 @@ class Session:
                 state = self._state = self.record.last_state = _KNOWN_STATES.get(new.state, new.state)
                 if replay:
                     self._snapshot_seen = True  # applied as current state, never as a transition
-                elif state == "idle" and (old in ("running", "requires_action") or self._turn_waiters):
+                    self._learned_after_loss(state)
+                elif state == "idle" and (
+                    old in ("running", "requires_action") or self._turn_waiters or self._interrupted
+                ):
+                    self._interrupted = False
                     self._fire_turn_finished(new.stop_reason)
-                elif state == "running" and self._unarmed:
-                    self._unarmed.clear()  # a new turn runs: the waiting prompts' idle is the next one
+                else:
+                    self._learned_after_loss(state)
+                    if state == "running" and self._unarmed:
+                        self._unarmed.clear()  # a new turn runs: the waiting prompts' idle is the next one
         elif kind == "usage_update" and not replay:
             self.usage = raw
         if replay:
@@ -378,6 +392,9 @@ class Session:
                 if not waiter.done() and waiter not in unarmed:
                     waiter.set_result(stop_reason)
             self._turn_waiters = [w for w in self._turn_waiters if not w.done()]
+        self._call_turn_callbacks(stop_reason)
+
+    def _call_turn_callbacks(self, stop_reason: str | None) -> None:
         for callback in list(self._turn_callbacks or ()):
             try:
                 callback(self, stop_reason)
@@ -389,6 +406,18 @@ class Session:
         if state is not None:
             state = self.record.last_state = _KNOWN_STATES.get(state, state)
         self._state = state
+        self._learned_after_loss(state)
+
+    def _learned_after_loss(self, state: str | None) -> None:
+        """The first known state after a lost connection: ``idle`` ends the turn the loss interrupted (for
+        the callbacks only: waiters of prompts sent since then wait for their own turn); any other state
+        hands the turn back to the live updates, whose ``idle`` ends it."""
+        if not self._interrupted or state is None:
+            return
+        self._interrupted = False
+        if state == "idle":
+            self.transcript._end_turn()
+            self._call_turn_callbacks(None)
 
     def _move_link(
         self,
@@ -418,6 +447,11 @@ class Session:
             self._connection_id = connection_id
         elif new is SessionLink.DETACHED and loss is not None:
             if self._owner.protocol_version >= 2:
+                # a turn seen running, or a prompt still unanswered (its running update may be lost with
+                # the link): either may be running on the agent now
+                self._interrupted = (
+                    self._interrupted or self._state in ("running", "requires_action") or bool(self._turn_waiters)
+                )
                 self._state = None  # unknown until the agent reports again
             self._fail_waiters(loss.with_request_sent(True))
         elif new in _FINAL:

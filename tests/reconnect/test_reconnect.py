@@ -231,6 +231,42 @@ async def test_prompt_in_flight_raises_connection_lost_and_runs_once(
         await client.aclose()
 
 
+@pytest.mark.parametrize("status", [True, False], ids=["status", "no-status"])
+async def test_v2_turn_that_ended_while_the_link_was_down_is_reported_finished(link: Link, status: bool) -> None:
+    # the agent's idle update goes to the dead connection: the first state learned after the cut (the status
+    # probe, or the resume's snapshot without status) must end the interrupted turn for on_turn_finished
+    async with link.agent(2, capabilities={"status": status}) as agent:
+        client, rec = await started(link.url(agent), **link.options)
+        try:
+            session = await client.new_session("/w")
+            ended: list[str | None] = []
+            finished = asyncio.Event()
+
+            def on_end(_s: object, stop: str | None) -> None:
+                ended.append(stop)
+                finished.set()
+
+            session.on_turn_finished(on_end)
+            turn = asyncio.create_task(session.prompt("sleep 0.2; echo: done"))
+            await agent.wait_for_method("session/prompt", timeout=bound(5))
+            agent.reject_handshake(503)  # no new connection until the turn has ended on the agent
+            await agent.drop_all_connections(abort=True)
+            with pytest.raises(ConnectionLost):
+                await asyncio.wait_for(turn, bound(5))
+            await agent.wait_for(lambda: agent.sessions[session.id].turn is None, timeout=bound(5))
+            assert ended == []
+            agent.accept_handshakes()
+            await rec.ready_count(2)
+            await asyncio.wait_for(finished.wait(), bound(5))
+            assert ended == [None] and session.state == "idle"
+            # the next turn ends as usual, once
+            await asyncio.wait_for(session.prompt("echo: next"), bound(5))
+            assert len(ended) == 2 and ended[1] == "end_turn"
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
 async def test_call_on_recovering_session_waits_for_reattach(link: Link, agent: ReferenceAgent) -> None:
     client, rec = await started(link.url(agent), **link.options, wait_for_ready=True)
     try:
