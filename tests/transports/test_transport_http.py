@@ -76,6 +76,29 @@ def test_sse_parser_bom_partial_lines_and_size_bound() -> None:
         parser.feed(b"data: " + b"x" * 100)
 
 
+def test_sse_parser_messages_only_and_whole_events_split_anywhere() -> None:
+    """feed_messages gives the data of the message events alone and counts the others; the fast path of
+    whole events gives what the line-by-line rules give, wherever the chunks are cut."""
+    stream = (
+        b'data: {"a":1}\n\n: note\nevent: ping\ndata: p\n\n\n\nid: 4\ndata: x\ndata: y\n\n'
+        b"data:no-space\n\nevent: message\ndata: m\n\ndata: \xff\n\n"
+    )
+    expected = [SSEEvent('{"a":1}'), SSEEvent("p", "ping"), SSEEvent("x\ny", id="4"), SSEEvent("no-space", id="4")]
+    expected += [SSEEvent("m", id="4"), SSEEvent("\ufffd", id="4")]
+    for cut in range(len(stream) + 1):
+        for step in (1, 7, len(stream)):
+            events: list[SSEEvent] = []
+            messages: list[str] = []
+            parser, texts = SSEParser(), SSEParser()
+            for part in (stream[:cut], stream[cut:]):
+                for i in range(0, len(part), step):
+                    events += parser.feed(part[i : i + step])
+                    messages += texts.feed_messages(part[i : i + step])
+            assert events == expected
+            assert messages == [e.data for e in expected if e.event == "message"]
+            assert texts.skipped == 1 and texts.last_skipped == "ping" and texts.comments == 1
+
+
 # ---------------------------------------------------------------------------- the wire exchange
 
 

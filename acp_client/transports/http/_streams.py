@@ -420,42 +420,48 @@ class StreamReader:
 
     async def _read_chunks(self, stream: _Stream, response: httpx.Response, parser: SSEParser) -> str:
         loop = asyncio.get_running_loop()
+        stats = self._link.stats
         stream.waiting(loop.time())
         try:
             async for chunk in response.aiter_raw():
                 stream.waiting(None)
-                comments = parser.comments
+                comments, skipped = parser.comments, parser.skipped
                 try:
-                    events = parser.feed(chunk)
+                    texts = parser.feed_messages(chunk)
                 except ValueError:
                     return f"an event exceeded max_frame_bytes ({self._link.options.max_frame_bytes})"
-                self._link.stats.sse_comments += parser.comments - comments
-                plain: list[str] = []  # routine notifications, handed on together (no await per event)
-                for event in events:
-                    if event.event != "message":
-                        self._link.stats.sse_discarded += 1
-                        _log.debug("http_sse_event_discarded", transport=self._link.description, sse_event=event.event)
-                        continue
-                    text = event.data
-                    if _plain(text):
-                        plain.append(text)
-                        continue
-                    message = _loads(text)
-                    if not isinstance(message, dict | list):
-                        self._link.stats.sse_discarded += 1
-                        _log.warning("http_sse_data_not_json", transport=self._link.description, stream=stream.label)
-                        continue
-                    if plain:
-                        await self._sink.deliver_plain(plain)
-                        plain = []
-                    await self._deliver(stream, text, message)
-                if plain:
-                    stream.note_plain()
-                    await self._sink.deliver_plain(plain)
+                stats.sse_comments += parser.comments - comments
+                if parser.skipped != skipped:
+                    stats.sse_discarded += parser.skipped - skipped
+                    _log.debug(
+                        "http_sse_event_discarded", transport=self._link.description, sse_event=parser.last_skipped
+                    )
+                if texts:
+                    await self._deliver_each(stream, texts)
                 stream.waiting(loop.time())
         except httpx.HTTPError as exc:
             return f"the stream broke: {_describe_error(exc)}"
         return "the server ended the stream"
+
+    async def _deliver_each(self, stream: _Stream, texts: list[str]) -> None:
+        """Deliver the messages of one read one by one (some need routing), in order."""
+        plain: list[str] = []  # routine notifications, handed on together (no await per event)
+        for text in texts:
+            if _plain(text):
+                plain.append(text)
+                continue
+            message = _loads(text)
+            if not isinstance(message, dict | list):
+                self._link.stats.sse_discarded += 1
+                _log.warning("http_sse_data_not_json", transport=self._link.description, stream=stream.label)
+                continue
+            if plain:
+                await self._sink.deliver_plain(plain)
+                plain = []
+            await self._deliver(stream, text, message)
+        if plain:
+            stream.note_plain()
+            await self._sink.deliver_plain(plain)
 
     def _report_resumed(self, stream: _Stream) -> None:
         """Tell ``options.on_stream_resumed`` that ``stream`` was resumed (a failing callback is logged)."""
