@@ -593,6 +593,9 @@ async def test_404_for_the_connection_is_a_lost_link_and_bad_events_are_counted(
             return 200, [("content-type", "application/json"), ("acp-connection-id", "c1")], initialize_answer(body)
         if method == "GET":
             events = b'data: not json\n\nevent: custom\ndata: {"x": 1}\n\n: comment\n\n'
+            # notifications: decoded once, by the stream reader, and handed on decoded
+            events += b'data: {"jsonrpc":"2.0","method":"x/a"}\n\n'
+            events += b'data: {"jsonrpc":"2.0","method":"x/b","params":{}}\n\n'
             return 200, [("content-type", "text/event-stream")], events
         message = json.loads(body) if method == "POST" else {}
         if message.get("method") == "x/rejected":
@@ -619,6 +622,35 @@ async def test_404_for_the_connection_is_a_lost_link_and_bad_events_are_counted(
                 await client.request("x/anything", {})
             assert transport.stats.sse_discarded == 2 and transport.stats.sse_comments >= 1
             assert transport.stats.posts_rejected == 2
+            assert client.connection.stats["notifications_ignored"] == 2
+        finally:
+            await client.aclose()
+
+
+async def test_a_broken_message_after_notifications_is_reported_by_the_connection() -> None:
+    """The stream reader decodes each event once: the notifications go on decoded, and a broken message
+    reaches the connection as text, which reports it (a counted parse error, answered -32700)."""
+    replied = asyncio.Event()
+
+    async def handler(method: str, target: str, headers: dict[str, str], body: bytes) -> Any:
+        if method == "POST" and "acp-connection-id" not in headers:
+            return 200, [("content-type", "application/json"), ("acp-connection-id", "c1")], initialize_answer(body)
+        if method == "GET":
+            events = b'data: {"jsonrpc":"2.0","method":"x/a"}\n\n'
+            events += b'data: {"jsonrpc":"2.0","method":"x/b","params":{}}\n\ndata: {"jsonrpc": }\n\n'
+            return 200, [("content-type", "text/event-stream")], events
+        if method == "POST" and json.loads(body).get("error", {}).get("code") == -32700:
+            replied.set()
+        return 202, [], b""
+
+    async with canned_server(handler) as url:
+        client = await connect(url, protocol_version=1, transport_options=TransportOptions(ping_interval=None))
+        try:
+            await asyncio.wait_for(replied.wait(), bound(5))
+            assert client.connection.stats["notifications_ignored"] == 2
+            assert client.connection.stats["invalid_parse_error"] == 1
+            assert client.connection.last_discarded == ("parse_error", '{"jsonrpc": }')
+            assert transport_of(client).stats.sse_discarded == 0
         finally:
             await client.aclose()
 

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from acp_client.exceptions import ConnectionLost
+from acp_client.transports.base import Decoded
 from acp_client.transports.http._base import (
     _ATTACH_METHODS,
     _CREATE_METHODS,
@@ -185,7 +186,7 @@ class StreamRouter:
             else:
                 self._lent.discard(lent)  # the session exists: its stream stays
 
-    async def deliver_plain(self, texts: list[str]) -> None:
+    async def deliver_plain(self, texts: list[str | Decoded]) -> None:
         """Queue notifications that need no routing (see :meth:`~._streams.MessageSink.deliver_plain`)."""
         await self._inbox.put_all_waiting(texts)
 
