@@ -127,6 +127,25 @@ async def test_lifecycle_headers_streams_and_delete(http2: Any) -> None:
         assert agent.connections == 0
 
 
+async def test_a_notification_naming_a_detached_session_carries_its_header() -> None:
+    """The binding's rule: every message whose params name a session carries ``Acp-Session-Id``, a
+    ``session/cancel`` of a session not attached on this connection included (no stream is opened for it)."""
+    async with ReferenceAgent(1) as agent:
+        async with connect(agent.http_url) as first:
+            session_id = (await first.new_session("/w")).id
+        before = len(agent.http.requests)
+
+        def cancels() -> list[tuple[str | None, int]]:
+            posts = [r for r in agent.http.requests[before:] if r[0] == "POST" and "acp-connection-id" in r[2]]
+            return [(r[2].get("acp-session-id"), r[3]) for r in posts]
+
+        async with connect(agent.http_url) as client:
+            await client.cancel(session_id)
+            await agent.wait_for(lambda: bool(cancels()), bound(5))
+            assert transport_of(client).session_streams == []
+        assert cancels() == [(session_id, 202)]
+
+
 class Approver(ClientHandlers):
     def __init__(self) -> None:
         self.requests: list[PermissionRequest] = []

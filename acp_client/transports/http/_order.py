@@ -121,7 +121,10 @@ class StreamRouter:
             self._streams.end(session_id, closed=True)
 
     def _route_outgoing(self, message: object) -> str | None:
-        """Note what an outgoing message means for routing; return its ``Acp-Session-Id`` (or ``None``)."""
+        """Note what an outgoing message means for routing; return its ``Acp-Session-Id`` (or ``None``): a
+        notification naming a session always carries it; a request, when that session's stream is open here
+        (:meth:`outgoing` opened it, or the server refused it: then the answer comes on the connection
+        stream)."""
         if not isinstance(message, dict):
             return None
         method = message.get("method")
@@ -144,7 +147,13 @@ class StreamRouter:
                 and _is_id(request_id)
             ):
                 self._detaching[request_id] = session_id
-            stream = self._streams.get(session_id) if session_id is not None else None
+            if session_id is None:
+                return None
+            if not _is_id(request_id):
+                # a notification (session/cancel ...): no answer to route, so it carries its session's header
+                # whether or not the session is attached here (the binding's rule for every message naming one)
+                return session_id
+            stream = self._streams.get(session_id)
             if stream is not None and stream.is_open:
                 return session_id
             return None
