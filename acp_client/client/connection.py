@@ -501,6 +501,7 @@ class Connection:
         decoded as they are, until the transport raises."""
         recv_batch, stats = transport.recv_batch, self.stats
         receive_one, receive_decoded = self._core.receive_one, self._core.receive_decoded
+        handler = self._on_notification
         burst = 0
         while True:
             frames = await recv_batch()
@@ -508,7 +509,15 @@ class Connection:
             for frame in frames:
                 events = receive_one(frame) if type(frame) is str else receive_decoded(*frame)
                 if type(events) is Notification:
-                    self._notification(events)
+                    if handler is not None and events.method != _CANCEL_METHOD:  # _notification, inlined
+                        stats["notifications_in"] += 1
+                        try:
+                            handler(events.method, events.params)
+                        except Exception:
+                            stats["notification_handler_errors"] += 1
+                            self._log.exception("notification_handler_failed", method=events.method)
+                    else:
+                        self._notification(events)
                     burst += 1
                     if burst >= _YIELD_EVERY:  # let the consumers run now and then (see _read_frames)
                         burst = 0

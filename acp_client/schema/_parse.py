@@ -213,12 +213,7 @@ def parse_session_update(params: Any, version: int, *, lazy: bool = False) -> Se
     if not isinstance(update, dict):
         raise ProtocolError("session/update params need an update object")
     kind = update.get("sessionUpdate")
-    if not isinstance(kind, str):
-        raise ProtocolError("session/update update needs a string sessionUpdate")
-    validate = validators.get(kind)
-    if validate is None:
-        return SessionUpdateEvent(session_id, kind, UnknownUpdate(kind, update), params)
-    if lazy and kind in _TEXT_CHUNK_KINDS:
+    if lazy and type(kind) is str and kind in _TEXT_CHUNK_KINDS:  # a kind every version knows
         # A cheap check that implies validation succeeds: a message chunk whose content is a text block.
         # Its only required fields are ``content`` (a text block needs only a string ``text``) and, in v2, a
         # string ``messageId``; everything else is optional, default-on-error, or an unknown key that is
@@ -232,6 +227,11 @@ def parse_session_update(params: Any, version: int, *, lazy: bool = False) -> Se
             and (version < 2 or type(update.get("messageId")) is str)
         ):
             return SessionUpdateEvent(session_id, kind, _DEFERRED, params, version)
+    if not isinstance(kind, str):
+        raise ProtocolError("session/update update needs a string sessionUpdate")
+    validate = validators.get(kind)
+    if validate is None:
+        return SessionUpdateEvent(session_id, kind, UnknownUpdate(kind, update), params)
     try:
         model = validate(update)
     except ValidationError as exc:

@@ -345,7 +345,8 @@ class Session:
                     self._shadow = Transcript()
                 self._shadow.apply(raw)
             else:
-                self.transcript.apply(raw)
+                transcript = self._transcript
+                (transcript if transcript is not None else self.transcript).apply(raw)
         if kind == "state_update":
             new = parse_state_update(raw)
             old = self._state
