@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from acp_client._logging import get_logger
 from acp_client.exceptions import ConnectionLost, ProtocolError, UsageError
 from acp_client.handlers import ClientHandlers, dispatch_request
-from acp_client.schema import parse_session_update
+from acp_client.schema import session_update_fields
 from acp_client.sessions import SessionLink, SessionRegistry
 
 if TYPE_CHECKING:
@@ -215,12 +215,12 @@ class InboundRouter:
             return
         try:
             # lazy: a text chunk's typed model is built only if someone reads SessionUpdate.update
-            event = parse_session_update(params, self.protocol_version, lazy=True)
+            _, kind, update, params, version = session_update_fields(params, self.protocol_version, lazy=True)
         except ProtocolError as exc:
             self.connection.stats["updates_malformed"] += 1
             log.warning("update_discarded", session_id=session.id, error=str(exc))
             return
-        session._handle_update(event)
+        session._handle_update(kind, update, params["update"], version)
 
     def _detach_all(self) -> None:
         self._on_connection_lost(self.connection.loss or ConnectionLost(reason="closed"))

@@ -38,7 +38,7 @@ from acp_client.jsonrpc import (
     Request,
     Response,
 )
-from acp_client.transports.base import Transport
+from acp_client.transports.base import BatchTransport, Transport
 
 __all__ = [
     "DEFAULT",
@@ -457,26 +457,10 @@ class Connection:
     async def _read_loop(self) -> None:
         loss: ConnectionLost | None = None
         try:
-            recv, receive_one, stats = self.transport.recv, self._core.receive_one, self.stats
-            burst = 0
-            while True:
-                text = await recv()
-                stats["frames_in"] += 1
-                events = receive_one(text)
-                if type(events) is Notification:  # the hot path (a stream of updates): no coroutine per frame
-                    self._notification(events)
-                    burst += 1
-                    if burst >= _YIELD_EVERY:
-                        # A fast agent's frames arrive in bursts of hundreds that recv() returns without
-                        # suspending: let the tasks consuming them run now and then, so a subscriber keeps
-                        # up (no overflowing buffer, no pile of live objects for the garbage collector).
-                        burst = 0
-                        await asyncio.sleep(0)
-                elif isinstance(events, list):
-                    for event in events:
-                        await self._dispatch(event)
-                else:
-                    await self._dispatch(events)
+            if isinstance(self.transport, BatchTransport):
+                await self._read_batches(self.transport)
+            else:
+                await self._read_frames()
         except ConnectionLost as exc:
             loss = _LOCAL_CLOSE if self._closing else exc
         except asyncio.CancelledError:
@@ -488,6 +472,61 @@ class Connection:
             self._spawn(self.transport.close(), f"acp-close-{self.id}")
         finally:
             self._finish(loss or ConnectionLost(reason="reader stopped"))
+
+    async def _read_frames(self) -> None:
+        """Read frame by frame (``recv``) until the transport raises."""
+        recv, receive_one, stats = self.transport.recv, self._core.receive_one, self.stats
+        burst = 0
+        while True:
+            text = await recv()
+            stats["frames_in"] += 1
+            events = receive_one(text)
+            if type(events) is Notification:  # the hot path (a stream of updates): no coroutine per frame
+                self._notification(events)
+                burst += 1
+                if burst >= _YIELD_EVERY:
+                    # A fast agent's frames arrive in bursts of hundreds that recv() returns without
+                    # suspending: let the tasks consuming them run now and then, so a subscriber keeps
+                    # up (no overflowing buffer, no pile of live objects for the garbage collector).
+                    burst = 0
+                    await asyncio.sleep(0)
+            elif isinstance(events, list):
+                for event in events:
+                    await self._dispatch(event)
+            else:
+                await self._dispatch(events)
+
+    async def _read_batches(self, transport: BatchTransport) -> None:
+        """Read every frame the transport holds per wake-up (``recv_batch``), taking the ones it already
+        decoded as they are, until the transport raises."""
+        recv_batch, stats = transport.recv_batch, self.stats
+        receive_one, receive_decoded = self._core.receive_one, self._core.receive_decoded
+        handler = self._on_notification
+        burst = 0
+        while True:
+            frames = await recv_batch()
+            stats["frames_in"] += len(frames)
+            for frame in frames:
+                events = receive_one(frame) if type(frame) is str else receive_decoded(*frame)
+                if type(events) is Notification:
+                    if handler is not None and events.method != _CANCEL_METHOD:  # _notification, inlined
+                        stats["notifications_in"] += 1
+                        try:
+                            handler(events.method, events.params)
+                        except Exception:
+                            stats["notification_handler_errors"] += 1
+                            self._log.exception("notification_handler_failed", method=events.method)
+                    else:
+                        self._notification(events)
+                    burst += 1
+                    if burst >= _YIELD_EVERY:  # let the consumers run now and then (see _read_frames)
+                        burst = 0
+                        await asyncio.sleep(0)
+                elif isinstance(events, list):
+                    for event in events:
+                        await self._dispatch(event)
+                else:
+                    await self._dispatch(events)
 
     def _finish(self, loss: ConnectionLost) -> None:
         if self._loss is not None:

@@ -125,6 +125,8 @@ Event: TypeAlias = Request | Notification | Response | ErrorResponse | Invalid
 
 #: JSON text -> Python objects. pydantic_core's parser caches decoded strings; caching the *values* of a
 #: stream of updates (every chunk text is new) costs more than it saves, so only keys are cached.
+#: What ``params`` may be (a tuple: ``dict | list`` would build a union object on every message).
+_PARAMS_TYPES = (dict, list)
 _LOADS: Callable[[str], Any] = functools.partial(from_json, cache_strings="keys")
 
 
@@ -269,6 +271,13 @@ class JsonRpcCore:
             return [self._message(entry) for entry in obj]
         return self._message(obj)
 
+    def receive_decoded(self, text: str, obj: object) -> Event | list[Event]:
+        """Like :meth:`receive_one` for ``text`` that a transport already decoded to ``obj`` with
+        :func:`decode`: the same checks and events, without decoding it a second time."""
+        if type(obj) is not dict or len(text) > self.max_frame_chars:
+            return self.receive_one(text)  # a batch, or the oversize answer: the general path
+        return self._message(obj)
+
     def _message(self, obj: Any) -> Event:
         if not isinstance(obj, dict):
             return Invalid(
@@ -286,7 +295,7 @@ class JsonRpcCore:
             if not isinstance(method, str):
                 return self._invalid_envelope(obj, "'method' must be a string")
             params = obj.get("params")
-            if params is not None and not isinstance(params, dict | list):
+            if params is not None and not isinstance(params, _PARAMS_TYPES):
                 return self._invalid_envelope(obj, "'params' must be an object or array")
             if not has_id:
                 return Notification(method, params)

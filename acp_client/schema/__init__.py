@@ -48,6 +48,7 @@ from acp_client.schema._parse import (
     parse_session_update,
     parse_state_update,
     parse_status_response,
+    session_update_fields,
     status_supported,
     supports_status,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "parse_status_response",
     "patch_state",
     "patch_value",
+    "session_update_fields",
     "status_supported",
     "supports_status",
     "v1",

@@ -37,6 +37,7 @@ __all__ = [
     "parse_session_update",
     "parse_state_update",
     "parse_status_response",
+    "session_update_fields",
     "status_supported",
     "supports_status",
 ]
@@ -199,6 +200,16 @@ def parse_session_update(params: Any, version: int, *, lazy: bool = False) -> Se
     cheap check proves valid (a text chunk of a message) is not validated now: its model is built when
     :attr:`SessionUpdateEvent.update` is first read; the outcome is the same.
     """
+    return SessionUpdateEvent(*session_update_fields(params, version, lazy=lazy))
+
+
+def session_update_fields(
+    params: Any, version: int, *, lazy: bool = False
+) -> tuple[str, str, Any, dict[str, Any], int]:
+    """What :func:`parse_session_update` checks and finds, without the event object (a client applying a
+    stream of updates builds its own item): ``(session_id, kind, update, params, version)``, where
+    ``update`` is the typed model, an :class:`UnknownUpdate`, or (``lazy``) a marker that the model is to be
+    built from ``params["update"]`` as protocol ``version`` when first read. Raises as it does."""
     validators = _UPDATE_VALIDATORS.get(version)
     if validators is None:
         if version not in _MODULE_NAMES:
@@ -213,12 +224,7 @@ def parse_session_update(params: Any, version: int, *, lazy: bool = False) -> Se
     if not isinstance(update, dict):
         raise ProtocolError("session/update params need an update object")
     kind = update.get("sessionUpdate")
-    if not isinstance(kind, str):
-        raise ProtocolError("session/update update needs a string sessionUpdate")
-    validate = validators.get(kind)
-    if validate is None:
-        return SessionUpdateEvent(session_id, kind, UnknownUpdate(kind, update), params)
-    if lazy and kind in _TEXT_CHUNK_KINDS:
+    if lazy and type(kind) is str and kind in _TEXT_CHUNK_KINDS:  # a kind every version knows
         # A cheap check that implies validation succeeds: a message chunk whose content is a text block.
         # Its only required fields are ``content`` (a text block needs only a string ``text``) and, in v2, a
         # string ``messageId``; everything else is optional, default-on-error, or an unknown key that is
@@ -231,12 +237,17 @@ def parse_session_update(params: Any, version: int, *, lazy: bool = False) -> Se
             and type(content.get("text")) is str
             and (version < 2 or type(update.get("messageId")) is str)
         ):
-            return SessionUpdateEvent(session_id, kind, _DEFERRED, params, version)
+            return session_id, kind, _DEFERRED, params, version
+    if not isinstance(kind, str):
+        raise ProtocolError("session/update update needs a string sessionUpdate")
+    validate = validators.get(kind)
+    if validate is None:
+        return session_id, kind, UnknownUpdate(kind, update), params, 0
     try:
         model = validate(update)
     except ValidationError as exc:
         raise _fail(f"session/update {kind!r}", exc) from exc
-    return SessionUpdateEvent(session_id, kind, model, params)
+    return session_id, kind, model, params, 0
 
 
 def parse_state_update(update: Any) -> StateSnapshot | None:

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from acp_client._logging import get_logger
 from acp_client.exceptions import ACPTimeoutError, ConnectionLost, NotConnected, SessionLost, UsageError
-from acp_client.schema import SessionUpdateEvent, parse_state_update
+from acp_client.schema import parse_state_update
 from acp_client.schema.content import PromptContent, prompt_blocks
 from acp_client.sessions._store import SessionRecord
 from acp_client.sessions._stream import (
@@ -342,18 +342,19 @@ class Session:
         if success and not self._snapshot_seen and self._owner.protocol_version >= 2:
             self._state = None  # the response alone does not imply idle
 
-    def _handle_update(self, event: SessionUpdateEvent) -> None:
-        """Apply one update from the agent (live, or history while a resume/load is outstanding)."""
+    def _handle_update(self, kind: str, update: Any, raw: dict[str, Any], version: int) -> None:
+        """Apply one update from the agent (live, or history while a resume/load is outstanding): its
+        ``kind``, its ``update`` model (or the marker of one built from ``raw`` as ``version`` when first
+        read, see :func:`~acp_client.schema.session_update_fields`), and ``raw``, the ``update`` object."""
         replay = self._replaying > 0
-        raw: dict[str, Any] = event.raw["update"]  # the ``update`` object (parsing checked it is one)
-        kind = event.kind
         if kind in KEPT_KINDS:
             if replay and self._rebuilding:
                 if self._shadow is None:
                     self._shadow = Transcript()
                 self._shadow.apply(raw)
             else:
-                self.transcript.apply(raw)
+                transcript = self._transcript
+                (transcript if transcript is not None else self.transcript).apply(raw)
         if kind == "state_update":
             new = parse_state_update(raw)
             old = self._state
@@ -380,7 +381,7 @@ class Session:
         else:
             self._live_updates += 1
         if self._subs:
-            item = SessionUpdate._from_event(event, raw, replay)
+            item = SessionUpdate._from_fields(self.id, kind, update, raw, replay, version)
             for sub in self._subs:
                 sub.push(item)
 

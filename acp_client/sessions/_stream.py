@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from acp_client import _observe
-from acp_client.schema import SessionUpdateEvent
 from acp_client.schema._parse import _DEFERRED, _validate_update
 from acp_client.schema.updates import TypedUpdate, typed_update, update_text
 
@@ -57,11 +56,13 @@ class SessionUpdate:
         self._version = 0
 
     @classmethod
-    def _from_event(cls, event: SessionUpdateEvent, raw: dict[str, Any], replay: bool) -> SessionUpdate:
-        # Keeps the ``update`` object only, not the event nor the notification's params: an item waiting in
-        # a subscription buffer holds as few objects as possible for the garbage collector to traverse.
-        item = cls(event.session_id, event.kind, event._update, raw, replay)
-        item._version = event._version  # a deferred model is built from raw as this version when first read
+    def _from_fields(
+        cls, session_id: str, kind: str, update: Any, raw: dict[str, Any], replay: bool, version: int
+    ) -> SessionUpdate:
+        # Keeps the ``update`` object only, not the notification's params: an item waiting in a subscription
+        # buffer holds as few objects as possible for the garbage collector to traverse.
+        item = cls(session_id, kind, update, raw, replay)
+        item._version = version  # a deferred model is built from raw as this version when first read
         return item
 
     @property

@@ -210,7 +210,10 @@ class Transcript:
         role = _CHUNK_ROLES.get(kind)
         if role is not None:  # the hot path: one chunk of a streamed message
             content = update.get("content")
-            message = self._chunk_message(role, update.get("messageId"))
+            message_id = update.get("messageId")
+            message = self._by_id.get(message_id) if type(message_id) is str else None
+            if message is None:
+                message = self._chunk_message(role, message_id)
             if type(content) is dict:
                 message._append(content)
         elif kind in _MESSAGE_ROLES:

@@ -50,6 +50,22 @@ class Transport(Protocol):
         ...
 
 
+#: A frame its transport already decoded (it had to look inside to route it): the text and the JSON value
+#: :func:`acp_client.jsonrpc.decode` gave for it. The reader takes the value instead of decoding it again.
+Decoded = tuple[str, object]
+
+
+@runtime_checkable
+class BatchTransport(Protocol):
+    """A transport that hands over, in one call, every frame it holds (some of them :data:`Decoded`): the
+    connection's reader then takes a read's worth of frames per wake-up instead of one ``recv`` each."""
+
+    async def recv_batch(self) -> list[str | Decoded]:
+        """Wait until at least one frame is there and return all of them, in order. Raises
+        ``ConnectionLost`` (as ``recv`` does) once the link is gone and every frame before was taken."""
+        ...
+
+
 @dataclass
 class TransportStats:
     """Live counters of one transport. Every frame that is not delivered is counted in one of them.

@@ -324,6 +324,7 @@ async def test_detached_requests_carry_the_session_header(ts_server: TSServer) -
     async with connect(ts_server.url, transport_options=options, protocol_version=version) as client:
         transport = client.connection.transport  # nothing attached here
         assert isinstance(transport, StreamableHTTPTransport)
+        await client.cancel(active.id)  # a notification naming a session not attached here
         probed = await client.session_status(active.id, timeout=bound(10))
         assert probed.status == in_memory
         if version == 2:  # v2 reports the foreground state of a session in memory
@@ -344,6 +345,7 @@ async def test_detached_requests_carry_the_session_header(ts_server: TSServer) -
     probes = [(p["sessionId"], p["header"]) for p in posts if p["method"] == "session/status"]
     assert probes == [(active.id, active.id), (closed.id, closed.id), ("ts-sess-none", "ts-sess-none")]
     assert [p["header"] for p in posts if p["method"] == "session/list"] == [None]
+    assert [(p["sessionId"], p["header"]) for p in posts if p["method"] == "session/cancel"] == [(active.id, active.id)]
     assert [p["sessionId"] for p in posts if p["method"] in ("session/close", "session/delete")] == [
         closed.id,
         active.id,

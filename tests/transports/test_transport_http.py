@@ -76,6 +76,29 @@ def test_sse_parser_bom_partial_lines_and_size_bound() -> None:
         parser.feed(b"data: " + b"x" * 100)
 
 
+def test_sse_parser_messages_only_and_whole_events_split_anywhere() -> None:
+    """feed_messages gives the data of the message events alone and counts the others; the fast path of
+    whole events gives what the line-by-line rules give, wherever the chunks are cut."""
+    stream = (
+        b'data: {"a":1}\n\n: note\nevent: ping\ndata: p\n\n\n\nid: 4\ndata: x\ndata: y\n\n'
+        b"data:no-space\n\nevent: message\ndata: m\n\ndata: \xff\n\n"
+    )
+    expected = [SSEEvent('{"a":1}'), SSEEvent("p", "ping"), SSEEvent("x\ny", id="4"), SSEEvent("no-space", id="4")]
+    expected += [SSEEvent("m", id="4"), SSEEvent("\ufffd", id="4")]
+    for cut in range(len(stream) + 1):
+        for step in (1, 7, len(stream)):
+            events: list[SSEEvent] = []
+            messages: list[str] = []
+            parser, texts = SSEParser(), SSEParser()
+            for part in (stream[:cut], stream[cut:]):
+                for i in range(0, len(part), step):
+                    events += parser.feed(part[i : i + step])
+                    messages += texts.feed_messages(part[i : i + step])
+            assert events == expected
+            assert messages == [e.data for e in expected if e.event == "message"]
+            assert texts.skipped == 1 and texts.last_skipped == "ping" and texts.comments == 1
+
+
 # ---------------------------------------------------------------------------- the wire exchange
 
 
@@ -102,6 +125,25 @@ async def test_lifecycle_headers_streams_and_delete(http2: Any) -> None:
         assert requests[-1][0] == "DELETE" and requests[-1][3] == 202
         assert agent.http.versions == {("HTTP/2" if http2 else "HTTP/1.1"): len(requests)}
         assert agent.connections == 0
+
+
+async def test_a_notification_naming_a_detached_session_carries_its_header() -> None:
+    """The binding's rule: every message whose params name a session carries ``Acp-Session-Id``, a
+    ``session/cancel`` of a session not attached on this connection included (no stream is opened for it)."""
+    async with ReferenceAgent(1) as agent:
+        async with connect(agent.http_url) as first:
+            session_id = (await first.new_session("/w")).id
+        before = len(agent.http.requests)
+
+        def cancels() -> list[tuple[str | None, int]]:
+            posts = [r for r in agent.http.requests[before:] if r[0] == "POST" and "acp-connection-id" in r[2]]
+            return [(r[2].get("acp-session-id"), r[3]) for r in posts]
+
+        async with connect(agent.http_url) as client:
+            await client.cancel(session_id)
+            await agent.wait_for(lambda: bool(cancels()), bound(5))
+            assert transport_of(client).session_streams == []
+        assert cancels() == [(session_id, 202)]
 
 
 class Approver(ClientHandlers):
@@ -570,6 +612,9 @@ async def test_404_for_the_connection_is_a_lost_link_and_bad_events_are_counted(
             return 200, [("content-type", "application/json"), ("acp-connection-id", "c1")], initialize_answer(body)
         if method == "GET":
             events = b'data: not json\n\nevent: custom\ndata: {"x": 1}\n\n: comment\n\n'
+            # notifications: decoded once, by the stream reader, and handed on decoded
+            events += b'data: {"jsonrpc":"2.0","method":"x/a"}\n\n'
+            events += b'data: {"jsonrpc":"2.0","method":"x/b","params":{}}\n\n'
             return 200, [("content-type", "text/event-stream")], events
         message = json.loads(body) if method == "POST" else {}
         if message.get("method") == "x/rejected":
@@ -596,6 +641,35 @@ async def test_404_for_the_connection_is_a_lost_link_and_bad_events_are_counted(
                 await client.request("x/anything", {})
             assert transport.stats.sse_discarded == 2 and transport.stats.sse_comments >= 1
             assert transport.stats.posts_rejected == 2
+            assert client.connection.stats["notifications_ignored"] == 2
+        finally:
+            await client.aclose()
+
+
+async def test_a_broken_message_after_notifications_is_reported_by_the_connection() -> None:
+    """The stream reader decodes each event once: the notifications go on decoded, and a broken message
+    reaches the connection as text, which reports it (a counted parse error, answered -32700)."""
+    replied = asyncio.Event()
+
+    async def handler(method: str, target: str, headers: dict[str, str], body: bytes) -> Any:
+        if method == "POST" and "acp-connection-id" not in headers:
+            return 200, [("content-type", "application/json"), ("acp-connection-id", "c1")], initialize_answer(body)
+        if method == "GET":
+            events = b'data: {"jsonrpc":"2.0","method":"x/a"}\n\n'
+            events += b'data: {"jsonrpc":"2.0","method":"x/b","params":{}}\n\ndata: {"jsonrpc": }\n\n'
+            return 200, [("content-type", "text/event-stream")], events
+        if method == "POST" and json.loads(body).get("error", {}).get("code") == -32700:
+            replied.set()
+        return 202, [], b""
+
+    async with canned_server(handler) as url:
+        client = await connect(url, protocol_version=1, transport_options=TransportOptions(ping_interval=None))
+        try:
+            await asyncio.wait_for(replied.wait(), bound(5))
+            assert client.connection.stats["notifications_ignored"] == 2
+            assert client.connection.stats["invalid_parse_error"] == 1
+            assert client.connection.last_discarded == ("parse_error", '{"jsonrpc": }')
+            assert transport_of(client).stats.sse_discarded == 0
         finally:
             await client.aclose()
 

@@ -97,7 +97,7 @@ from acp_client.exceptions import (
     UsageError,
 )
 from acp_client.transports._cookies import CookieJar
-from acp_client.transports.base import Transport
+from acp_client.transports.base import Decoded, Transport
 from acp_client.transports.http._base import (
     CONNECTION_ID_HEADER,
     HTTPX_LOG_SCRUBBER,
@@ -229,6 +229,17 @@ class StreamableHTTPTransport:
         self._link.stats.frames_in += 1
         self._link.stats.bytes_in += len(item) if item.isascii() else len(item.encode())  # isascii is O(1)
         return item
+
+    async def recv_batch(self) -> list[str | Decoded]:
+        """Every frame received and not yet taken (at least one), in order; the notifications the stream
+        reader decoded to route them come decoded (see :class:`~acp_client.transports.base.BatchTransport`).
+        Raises like :meth:`recv`."""
+        items = await self._inbox.get_batch()
+        stats = self._link.stats
+        stats.frames_in += len(items)
+        text = "".join([item if type(item) is str else item[0] for item in items])
+        stats.bytes_in += len(text) if text.isascii() else len(text.encode())
+        return items
 
     async def ping(self, timeout: float | None = None) -> float:
         """Check the request path now: an ``OPTIONS`` request to the endpoint, answered with any status, within

@@ -15,7 +15,7 @@ import ssl as _ssl
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeGuard
+from typing import Any, Protocol, TypeGuard, cast
 
 import httpx
 
@@ -29,7 +29,7 @@ from acp_client.exceptions import (
     TLSError,
 )
 from acp_client.transports._cookies import CookieJar, parse_retry_after
-from acp_client.transports.base import TransportStats
+from acp_client.transports.base import Decoded, TransportStats
 from acp_client.transports.options import TransportOptions
 
 _log = get_logger("acp_client.transports.http")  # one logger name for every module of the transport
@@ -271,7 +271,7 @@ class Inbound(Protocol):
 
     async def put_waiting(self, text: str) -> None: ...
 
-    async def put_all_waiting(self, texts: list[str]) -> None: ...
+    async def put_all_waiting(self, texts: list[str | Decoded]) -> None: ...
 
     def fail(self, loss: ConnectionLost) -> None: ...
 
@@ -294,7 +294,7 @@ class Inbox:
     def __init__(self, on_lost: Callable[[ConnectionLost], None], *, limit: int = INBOX_FRAMES) -> None:
         # a deque and one shared wake-up future, not an asyncio.Queue: a burst of updates costs an append and
         # a popleft per frame (the queue's put and get were a tenth of the time in the stream profile)
-        self._frames: deque[str | None] = deque()
+        self._frames: deque[str | Decoded | None] = deque()
         self._arrived: asyncio.Future[None] | None = None  # set when a frame comes while get waits
         self._failure: ConnectionLost | None = None
         self._woken = False
@@ -326,9 +326,9 @@ class Inbox:
         self._frames.append(text)
         self._wake_getters()
 
-    async def put_all_waiting(self, texts: list[str]) -> None:
-        """Queue ``texts`` (in order) once fewer than the limit are waiting: the frames of one read go in
-        together, so the queue holds at most the limit plus what one socket read carried."""
+    async def put_all_waiting(self, texts: list[str | Decoded]) -> None:
+        """Queue ``texts`` (in order; some already decoded) once fewer than the limit are waiting: the frames
+        of one read go in together, so the queue holds at most the limit plus what one socket read carried."""
         while len(self._frames) >= self._limit and self._failure is None:
             self._room.clear()
             await self._room.wait()
@@ -339,16 +339,37 @@ class Inbox:
         """The next frame; ``ConnectionLost`` once the link failed and every frame before was taken."""
         frames = self._frames
         while not frames:
-            if self._arrived is None:
-                self._arrived = asyncio.get_running_loop().create_future()
-            await asyncio.shield(self._arrived)  # shared by every getter: one cancelled getter spoils none
+            await self._wait()
         item = frames.popleft()
         if not self._room.is_set() and len(frames) < self._limit:
             self._room.set()
         if item is None:
             frames.append(None)  # every later get fails too (as the queue did: after what came since)
             raise self.lost()
-        return item
+        return item if type(item) is str else item[0]
+
+    async def get_batch(self) -> list[str | Decoded]:
+        """Every frame queued (at least one), in order, up to the failure mark; ``ConnectionLost`` as
+        :meth:`get` raises it."""
+        frames = self._frames
+        while not frames:
+            await self._wait()
+        if frames[0] is None:
+            await self.get()  # raises, and keeps the mark for every later call
+        items = list(frames)
+        frames.clear()
+        if None in items:  # the failure mark: what follows it waits for the next call (as with get)
+            mark = items.index(None)
+            frames.extend(items[mark:])
+            del items[mark:]
+        if not self._room.is_set() and len(frames) < self._limit:
+            self._room.set()
+        return cast(list[str | Decoded], items)
+
+    async def _wait(self) -> None:
+        if self._arrived is None:
+            self._arrived = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._arrived)  # shared by every getter: one cancelled getter spoils none
 
     def fail(self, loss: ConnectionLost, *, cancel: bool = True, wake: bool = True) -> None:
         """Record the link's failure (the first one counts). ``cancel=False``: a local close (the streams

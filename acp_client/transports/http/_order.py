@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from acp_client.exceptions import ConnectionLost
+from acp_client.transports.base import Decoded
 from acp_client.transports.http._base import (
     _ATTACH_METHODS,
     _CREATE_METHODS,
@@ -120,7 +121,10 @@ class StreamRouter:
             self._streams.end(session_id, closed=True)
 
     def _route_outgoing(self, message: object) -> str | None:
-        """Note what an outgoing message means for routing; return its ``Acp-Session-Id`` (or ``None``)."""
+        """Note what an outgoing message means for routing; return its ``Acp-Session-Id`` (or ``None``): a
+        notification naming a session always carries it; a request, when that session's stream is open here
+        (:meth:`outgoing` opened it, or the server refused it: then the answer comes on the connection
+        stream)."""
         if not isinstance(message, dict):
             return None
         method = message.get("method")
@@ -143,7 +147,13 @@ class StreamRouter:
                 and _is_id(request_id)
             ):
                 self._detaching[request_id] = session_id
-            stream = self._streams.get(session_id) if session_id is not None else None
+            if session_id is None:
+                return None
+            if not _is_id(request_id):
+                # a notification (session/cancel ...): no answer to route, so it carries its session's header
+                # whether or not the session is attached here (the binding's rule for every message naming one)
+                return session_id
+            stream = self._streams.get(session_id)
             if stream is not None and stream.is_open:
                 return session_id
             return None
@@ -185,7 +195,7 @@ class StreamRouter:
             else:
                 self._lent.discard(lent)  # the session exists: its stream stays
 
-    async def deliver_plain(self, texts: list[str]) -> None:
+    async def deliver_plain(self, texts: list[str | Decoded]) -> None:
         """Queue notifications that need no routing (see :meth:`~._streams.MessageSink.deliver_plain`)."""
         await self._inbox.put_all_waiting(texts)
 

@@ -12,6 +12,7 @@ No I/O, no asyncio, no JSON: the transport decides what an event means. Stdlib o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 __all__ = ["SSEEvent", "SSEParser"]
 
@@ -28,7 +29,8 @@ class SSEEvent:
 
 class SSEParser:
     """Incremental event-stream parser. ``comments`` counts comment lines; ``retry`` holds the last valid
-    ``retry:`` value in milliseconds; ``bytes_in`` counts everything fed."""
+    ``retry:`` value in milliseconds; ``bytes_in`` counts everything fed; ``skipped`` counts the events
+    :meth:`feed_messages` left out (named other than ``message``), ``last_skipped`` the last one's name."""
 
     def __init__(self, *, max_event_bytes: int | None = None) -> None:
         """``max_event_bytes`` bounds the buffered data of one event (``ValueError`` past it)."""
@@ -40,73 +42,97 @@ class SSEParser:
         self._max = max_event_bytes
         self._first = True
         self._pending_cr = False
+        self._texts = False  # the call in progress is feed_messages
         self.last_event_id: str | None = None
         self.retry: int | None = None
         self.comments = 0
         self.bytes_in = 0
+        self.skipped = 0
+        self.last_skipped: str | None = None
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Parse ``chunk``; return the events it completed (possibly none).
 
         Linear in the bytes fed: a line split over many chunks is searched for its end once (only the new
         bytes), and a chunk of many lines finds each CR and LF in one forward pass. Bytes without a CR (what
-        servers send) take a fast path: one split of the complete lines, ``data`` lines handled inline.
+        servers send) take a fast path: the complete events are decoded at once and split on their blank
+        lines, and an event of one ``data`` line (the usual one) costs no line-by-line work.
         """
+        self._texts = False
+        return cast(list[SSEEvent], self._feed(chunk))
+
+    def feed_messages(self, chunk: bytes) -> list[str]:
+        """Like :meth:`feed`, but only the data of the ``message`` events (those a Streamable HTTP transport
+        reads), without an :class:`SSEEvent` each; events of any other name are counted in ``skipped``."""
+        self._texts = True
+        return cast(list[str], self._feed(chunk))
+
+    def _feed(self, chunk: bytes) -> list[SSEEvent | str]:
         self.bytes_in += len(chunk)
         if self._pending_cr and chunk.startswith(b"\n"):
             chunk = chunk[1:]  # the LF of a CRLF split across chunks
         self._pending_cr = False
         data = self._buffer
         data += chunk
-        lf_only = data.find(b"\r", self._scanned) == -1
-        events = self._feed_lf(data) if lf_only else self._feed_any(data)
+        out: list[SSEEvent | str] = []
+        if data.find(b"\r", self._scanned) == -1:
+            self._feed_lf(data, out)
+        else:
+            self._feed_any(data, out)
         self._scanned = len(data)
         if self._max is not None and len(data) + self._data_size > self._max:
             raise ValueError(f"an event-stream event exceeded {self._max} bytes (max_event_bytes)")
-        return events
+        return out
 
-    def _feed_lf(self, data: bytearray) -> list[SSEEvent]:
+    def _put(self, out: list[SSEEvent | str], event: SSEEvent | None) -> None:
+        if event is None:
+            return
+        if not self._texts:
+            out.append(event)
+        elif event.event == "message":
+            out.append(event.data)
+        else:
+            self.skipped += 1
+            self.last_skipped = event.event
+
+    def _feed_lf(self, data: bytearray, out: list[SSEEvent | str]) -> None:
         """The complete lines of ``data`` when they all end in LF."""
         end = data.rfind(b"\n", self._scanned)
         if end == -1:
-            return []
-        lines = bytes(data[:end]).split(b"\n")
+            return
+        start = 0
+        if self._first or self._data or self._event:
+            # an event in progress (or the first line: the BOM rule): line by line up to its blank line
+            blank = 0 if data[0] == 0x0A else data.find(b"\n\n", 0, end + 1) + 1
+            if blank == 0 and data[0] != 0x0A:
+                blank = end  # no blank line yet: every complete line belongs to the event in progress
+            self._lines(bytes(data[:blank]).decode("utf-8", "replace"), out)
+            start = blank + 1
+        last = data.rfind(b"\n\n", start, end + 1)
+        if last != -1:
+            # whole events: each block between blank lines is an event's lines (the common block is a
+            # single data line: dispatched as it is)
+            texts = self._texts
+            last_id = self.last_event_id
+            for block in bytes(data[start:last]).decode("utf-8", "replace").split("\n\n"):
+                if block.startswith("data:") and "\n" not in block:
+                    value = block[6:] if block[5:6] == " " else block[5:]
+                    out.append(value if texts else SSEEvent(value, "message", last_id))
+                else:
+                    self._lines(block + "\n", out)  # its lines, then the blank line after it
+                    last_id = self.last_event_id
+            start = last + 2
+        if start <= end:
+            self._lines(bytes(data[start:end]).decode("utf-8", "replace"), out)  # the lines of a partial event
         del data[: end + 1]
-        events: list[SSEEvent] = []
-        if self._first:
-            event = self._line(lines[0])  # the BOM rule
-            if event is not None:
-                events.append(event)
-            del lines[0]
-        pending = self._data
-        for line in lines:
-            if line.startswith(b"data:"):
-                value = line[6:] if line[5:6] == b" " else line[5:]
-                text = value.decode("utf-8", "replace")
-                pending.append(text)
-                self._data_size += len(text) + 1
-            elif not line:
-                if pending:
-                    events.append(
-                        SSEEvent(
-                            pending[0] if len(pending) == 1 else "\n".join(pending),
-                            self._event or "message",
-                            self.last_event_id,
-                        )
-                    )
-                    pending = self._data = []
-                    self._data_size = 0
-                self._event = ""
-            else:
-                event = self._line(line)  # every other field, comments
-                if event is not None:
-                    events.append(event)
-                pending = self._data
-        return events
 
-    def _feed_any(self, data: bytearray) -> list[SSEEvent]:
+    def _lines(self, text: str, out: list[SSEEvent | str]) -> None:
+        """Each line of ``text`` (lines split on LF; the last one ends where ``text`` ends)."""
+        for line in text.split("\n"):
+            self._put(out, self._line(line))
+
+    def _feed_any(self, data: bytearray, out: list[SSEEvent | str]) -> None:
         """The complete lines of ``data``, each ending in CR, LF or CRLF."""
-        events: list[SSEEvent] = []
         start = 0
         length = len(data)
         cr = data.find(b"\r", self._scanned)
@@ -120,20 +146,16 @@ class SSEParser:
                     self._pending_cr = True
             else:
                 end, nxt = lf, lf + 1
-            line = bytes(data[start:end])
+            line = bytes(data[start:end]).decode("utf-8", "replace")
             start = nxt
             if cr != -1 and cr < start:
                 cr = data.find(b"\r", start)
             if lf != -1 and lf < start:
                 lf = data.find(b"\n", start)
-            event = self._line(line)
-            if event is not None:
-                events.append(event)
+            self._put(out, self._line(line))
         del data[:start]
-        return events
 
-    def _line(self, raw: bytes) -> SSEEvent | None:
-        text = raw.decode("utf-8", errors="replace")
+    def _line(self, text: str) -> SSEEvent | None:
         if self._first:
             self._first = False
             if text.startswith("\ufeff"):

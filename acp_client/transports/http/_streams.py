@@ -17,13 +17,14 @@ from acp_client.exceptions import (
     ConnectionLost,
     HTTPTransportError,
 )
+from acp_client.jsonrpc import decode
+from acp_client.transports.base import Decoded
 from acp_client.transports.http._base import (
     _EXCERPT,
     ERROR_BODY_LIMIT,
     Inbound,
     LinkView,
     _describe_error,
-    _loads,
     _log,
     _retrieve,
     read_bounded,
@@ -64,21 +65,17 @@ class StreamView(Protocol):
     async def wait_opened(self) -> bool: ...
 
 
-def _plain(text: str) -> bool:
-    """Whether ``text`` is surely a JSON object without an ``id`` member and without a ``state_update``: a
-    notification the router has nothing to do with, handed on without being parsed here (the connection
-    parses every frame anyway; this first parse was a fifth of the stream reader's time in the profile).
-    Sound without parsing: a member named ``id`` shows as ``"id"`` unless written with a ``\\u`` escape,
-    and any text holding ``\\u``, ``"id"`` or ``state_update`` is parsed. Not JSON at all is left to the
-    connection's parser (it reports it), unless it does not even look like an object: then it is parsed
-    here and discarded."""
-    return (
-        text.startswith("{")
-        and text.endswith("}")
-        and '"id"' not in text
-        and "state_update" not in text
-        and "\\u" not in text
-    )
+def _looks_like_object(text: str) -> bool:
+    """Whether ``text`` that is not JSON is to be reported by the connection (it looks like a JSON object:
+    a message gone wrong) rather than discarded here as not a message at all."""
+    return text.startswith("{") and text.endswith("}")
+
+
+def _is_state_update(message: dict[str, Any]) -> bool:
+    """Whether ``message`` (a notification) is a v2 ``state_update``: the router watches for those."""
+    params = message.get("params")
+    update = params.get("update") if type(params) is dict else None
+    return type(update) is dict and update.get("sessionUpdate") == "state_update"
 
 
 class MessageSink(Protocol):
@@ -86,8 +83,9 @@ class MessageSink(Protocol):
 
     async def deliver(self, stream: StreamView, text: str, message: dict[str, Any] | list[Any]) -> None: ...
 
-    async def deliver_plain(self, texts: list[str]) -> None:
-        """Queue messages that need no routing (notifications without an id, see :func:`_plain`), in order."""
+    async def deliver_plain(self, texts: list[str | Decoded]) -> None:
+        """Queue messages that need no routing (notifications without an id, most of them decoded; text the
+        connection is to report as not JSON), in order."""
         ...
 
 
@@ -420,42 +418,57 @@ class StreamReader:
 
     async def _read_chunks(self, stream: _Stream, response: httpx.Response, parser: SSEParser) -> str:
         loop = asyncio.get_running_loop()
+        stats = self._link.stats
         stream.waiting(loop.time())
         try:
             async for chunk in response.aiter_raw():
                 stream.waiting(None)
-                comments = parser.comments
+                comments, skipped = parser.comments, parser.skipped
                 try:
-                    events = parser.feed(chunk)
+                    texts = parser.feed_messages(chunk)
                 except ValueError:
                     return f"an event exceeded max_frame_bytes ({self._link.options.max_frame_bytes})"
-                self._link.stats.sse_comments += parser.comments - comments
-                plain: list[str] = []  # routine notifications, handed on together (no await per event)
-                for event in events:
-                    if event.event != "message":
-                        self._link.stats.sse_discarded += 1
-                        _log.debug("http_sse_event_discarded", transport=self._link.description, sse_event=event.event)
-                        continue
-                    text = event.data
-                    if _plain(text):
-                        plain.append(text)
-                        continue
-                    message = _loads(text)
-                    if not isinstance(message, dict | list):
-                        self._link.stats.sse_discarded += 1
-                        _log.warning("http_sse_data_not_json", transport=self._link.description, stream=stream.label)
-                        continue
-                    if plain:
-                        await self._sink.deliver_plain(plain)
-                        plain = []
-                    await self._deliver(stream, text, message)
-                if plain:
-                    stream.note_plain()
-                    await self._sink.deliver_plain(plain)
+                stats.sse_comments += parser.comments - comments
+                if parser.skipped != skipped:
+                    stats.sse_discarded += parser.skipped - skipped
+                    _log.debug(
+                        "http_sse_event_discarded", transport=self._link.description, sse_event=parser.last_skipped
+                    )
+                if texts:
+                    await self._deliver_each(stream, texts)
                 stream.waiting(loop.time())
         except httpx.HTTPError as exc:
             return f"the stream broke: {_describe_error(exc)}"
         return "the server ended the stream"
+
+    async def _deliver_each(self, stream: _Stream, texts: list[str]) -> None:
+        """Decode the messages of one read (once: the connection takes the decoded notifications as they
+        are) and deliver them in order: notifications together, the rest one by one through the router."""
+        plain: list[str | Decoded] = []  # routine notifications, handed on together (no await per event)
+        session_stream = stream.session_id is not None
+        for text in texts:
+            try:
+                message = decode(text)
+            except ValueError:
+                message = None
+            if type(message) is dict and "id" not in message:
+                if not (session_stream and _is_state_update(message)):
+                    plain.append((text, message))
+                    continue
+            elif type(message) is not dict and type(message) is not list:
+                if message is None and _looks_like_object(text):
+                    plain.append(text)  # not JSON: the connection reports it (a counted parse error)
+                else:
+                    self._link.stats.sse_discarded += 1
+                    _log.warning("http_sse_data_not_json", transport=self._link.description, stream=stream.label)
+                continue
+            if plain:
+                await self._sink.deliver_plain(plain)
+                plain = []
+            await self._deliver(stream, text, message)
+        if plain:
+            stream.note_plain()
+            await self._sink.deliver_plain(plain)
 
     def _report_resumed(self, stream: _Stream) -> None:
         """Tell ``options.on_stream_resumed`` that ``stream`` was resumed (a failing callback is logged)."""
