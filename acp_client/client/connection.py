@@ -101,6 +101,15 @@ _ids = itertools.count(1)
 _LOCAL_CLOSE = ConnectionLost("the connection was closed by the client", reason="closed locally")
 
 
+class _Expired(Exception):
+    """A request's deadline passed before its answer (set on the answer's future by its timer)."""
+
+
+def _expire(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_exception(_Expired())
+
+
 class Connection:
     """One live JSON-RPC connection to an agent over a :class:`~acp_client.transports.Transport`.
 
@@ -267,20 +276,20 @@ class Connection:
     async def _request(self, method: str, params: Any, timeout: float | _Default | None) -> Any:
         effective = self.request_timeout if isinstance(timeout, _Default) else timeout
         id_, fut = await self._send_request(method, params)
+        # the deadline is one timer that fails the answer's future: no timeout scope, no cancellation of
+        # this task and no extra wake-up per request (a recovery round sends thousands)
+        timer = None if effective is None else asyncio.get_running_loop().call_later(effective, _expire, fut)
         try:
-            if effective is None:
-                return await fut
-            try:
-                async with asyncio.timeout(effective):
-                    return await fut
-            except TimeoutError:
-                if fut.done() and not fut.cancelled():
-                    raise  # an error set by the peer, not our deadline
-                raise ACPTimeoutError(f"{method} got no answer within {effective:g} s") from None
+            return await fut
+        except _Expired:
+            self._abandon(id_)
+            raise ACPTimeoutError(f"{method} got no answer within {effective:g} s") from None
         except (asyncio.CancelledError, ACPTimeoutError):
             self._abandon(id_)
             raise
         finally:
+            if timer is not None:
+                timer.cancel()
             self._futures.pop(id_, None)
             self._core.forget(id_)
 

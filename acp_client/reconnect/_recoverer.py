@@ -144,6 +144,9 @@ class SessionRecoverer:
         self._on_auth_required = on_auth_required
         self._jobs: dict[str, _Job] = {}
         self._cut_resumption: str | None = None
+        # the Capabilities of the last connection asked, with what they were read from: every session of a
+        # round shares them (one object, not four capability walks per session)
+        self._caps: tuple[ACPClient, dict[str, Any], int, Capabilities] | None = None
 
     @classmethod
     def build(
@@ -247,6 +250,7 @@ class SessionRecoverer:
         """Stop every job (the connection is gone, or the client closes)."""
         jobs = list(self._jobs.values())
         self._jobs.clear()
+        self._caps = None  # hold no closed client
         tasks = [j.task for j in jobs if j.task is not None and j.task is not asyncio.current_task()]
         for task in tasks:
             task.cancel()
@@ -313,13 +317,23 @@ class SessionRecoverer:
 
     # ------------------------------------------------------------------ one attempt
 
-    async def _attempt(self, client: ACPClient, session: Session, generation: int) -> str:
+    def _capabilities(self, client: ACPClient) -> Capabilities:
+        """What ``client``'s connection offers (read again only when the client or its answer changed)."""
+        cached = self._caps
+        raw, version = client.agent_capabilities, client.protocol_version
+        if cached is not None and cached[0] is client and cached[1] is raw and cached[2] == version:
+            return cached[3]
         caps = Capabilities(
-            protocol_version=client.protocol_version,
+            protocol_version=version,
             load=client.supports("load"),
             resume=client.supports("resume"),
             status=client.supports("status"),
         )
+        self._caps = (client, raw, version, caps)
+        return caps
+
+    async def _attempt(self, client: ACPClient, session: Session, generation: int) -> str:
+        caps = self._capabilities(client)
         via = "session/status"
         probe = await self._limited(lambda _slot: self._probe(client, session, caps))
         if probe.state is not None and caps.protocol_version >= 2:
