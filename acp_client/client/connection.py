@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import functools
 import itertools
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -349,20 +348,12 @@ class Connection:
         like :meth:`request`. With ``max_progress``, more than that much progress (replayed updates) also
         gives it up, checked at every ``silence`` tick: the bound is named in the ``ACPTimeoutError``.
         """
-        watched = functools.partial(
-            self._request_watched,
-            silence=silence,
-            progress=progress,
-            deadline=deadline,
-            settle=settle,
-            on_give_up=on_give_up,
-            max_progress=max_progress,
-        )
+        watch = (silence, progress, deadline, settle, on_give_up, max_progress)
         if self._observer is None:
-            return await watched(method, params)
+            return await self._request_watched(method, params, *watch)
         params, scope = self._observer.request(method, params, self._facts)
         try:
-            result = await watched(method, params)
+            result = await self._request_watched(method, params, *watch)
         except BaseException as exc:
             scope.end(exc)
             raise
@@ -373,7 +364,6 @@ class Connection:
         self,
         method: str,
         params: Any,
-        *,
         silence: float,
         progress: Callable[[], object],
         deadline: float | None,

@@ -82,22 +82,79 @@ class RecoveryHost(Protocol):
         ...
 
 
+class _Round:
+    """The first outcomes of one round's jobs: one future for the whole round, set by its last job (not a
+    future and a wake-up per session)."""
+
+    __slots__ = ("done", "left", "results")
+
+    def __init__(self) -> None:
+        self.left = 0
+        self.results: dict[_Job, str] = {}
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def settled(self, job: _Job, outcome: str) -> None:
+        self.results[job] = outcome
+        self.left -= 1
+        if not self.left and not self.done.done():
+            self.done.set_result(None)
+
+
 class _Job:
-    __slots__ = ("outcome", "task", "wake")
+    """One session's recovery task and its outcome. The outcome settles once per wait: a round reads the
+    first one; ``recover_now`` waits for the current one, or the next one once it settled."""
+
+    __slots__ = ("_last", "_round", "_settled", "_waiter", "_wake", "task")
 
     def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None
-        self.wake = asyncio.Event()
-        self.outcome: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._last = "failed"  # the outcome settled last
+        self._settled = False
+        self._round: _Round | None = None
+        self._waiter: asyncio.Future[str] | None = None  # made only for a recover_now caller
+        self._wake: asyncio.Event | None = None  # made only when a retry waits out a backoff
+
+    @property
+    def wake(self) -> asyncio.Event:
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        return self._wake
+
+    def join(self, round_: _Round) -> None:
+        """Count in ``round_``: at once if the current outcome already settled, else when it does."""
+        if self._round is round_:
+            return
+        round_.left += 1
+        if self._settled:
+            round_.settled(self, self._last)
+        else:
+            self._round = round_
 
     def settle(self, outcome: str) -> None:
-        if not self.outcome.done():
-            self.outcome.set_result(outcome)
+        if self._settled:
+            return
+        self._settled = True
+        self._last = outcome
+        waiter, round_, self._round = self._waiter, self._round, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(outcome)
+        if round_ is not None:
+            round_.settled(self, outcome)
+
+    def outcome(self) -> asyncio.Future[str]:
+        """A future for the current outcome (already settled: done with it)."""
+        if self._waiter is None:
+            self._waiter = asyncio.get_running_loop().create_future()
+            if self._settled:
+                self._waiter.set_result(self._last)
+        return self._waiter
 
     def next_outcome(self) -> asyncio.Future[str]:
-        if self.outcome.done():
-            self.outcome = asyncio.get_running_loop().create_future()
-        return self.outcome
+        """A future for the current outcome, or the next one if the current one settled."""
+        if self._settled:
+            self._settled = False
+            self._waiter = None
+        return self.outcome()
 
 
 class _Slot:
@@ -198,19 +255,22 @@ class SessionRecoverer:
         a session still recovering then is reported failed-and-retrying while its attempt goes on, so one
         replay that never ends cannot keep the client from ``READY``."""
         self.limit.new_path()  # a new connection: the adaptive limit re-learns the round trip
-        outcomes = [self._start(client, s, generation, jitter=True).outcome for s in sessions]
-        if outcomes:
-            await asyncio.wait(outcomes, timeout=self.timeouts.recovery_round)
+        round_ = _Round()
+        jobs = [self._start(client, s, generation, jitter=True) for s in sessions]
+        for job in jobs:
+            job.join(round_)
+        if round_.left:
+            await asyncio.wait({round_.done}, timeout=self.timeouts.recovery_round)
         counts = {"reattached": 0, "restored": 0, "forgotten": 0, "failed": 0, "kept": 0}
-        for session, fut in zip(sessions, outcomes, strict=True):
-            if not fut.done():
+        for session, job in zip(sessions, jobs, strict=True):
+            result = round_.results.get(job)
+            if result is None:
                 counts["failed"] += 1
                 bound = self.timeouts.recovery_round
                 error = f"still recovering after {bound:g} s (Timeouts.recovery_round); the attempt goes on"
                 log.warning("acp.recovery_round_bound_reached", session_id=session.id, after=bound)
                 self._host.report(session, StillRecovering(error, generation))
                 continue
-            result = fut.result() if not fut.cancelled() else "failed"
             counts[result if result in counts else "failed"] += 1
         return RecoveryRoundFinished(generation, **counts)
 
@@ -219,8 +279,8 @@ class SessionRecoverer:
         job = self._jobs.get(session.id)
         if job is None:
             job = self._start(client, session, generation, jitter=False)
-            return await asyncio.shield(job.outcome)
-        waiter = job.outcome if not job.outcome.done() else job.next_outcome()
+            return await asyncio.shield(job.outcome())
+        waiter = job.next_outcome()
         job.wake.set()
         return await asyncio.shield(waiter)
 
