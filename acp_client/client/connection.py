@@ -12,6 +12,7 @@ import asyncio
 import collections
 import contextlib
 import itertools
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -139,6 +140,10 @@ class Connection:
         self.transport = transport
         self.request_timeout = request_timeout
         self.id = next(_ids)
+        #: ``time.monotonic()`` when an answer (a result or an error) to one of this connection's requests
+        #: was last read. A caller resuming after its answer can tell the round trip from its own wait to
+        #: run: the adaptive recovery limit does, so that a busy client is not read as a congested agent.
+        self.answered_at = 0.0
         #: Which reconnect attempt produced this connection (set by the reconnect manager; for logs).
         self.generation = generation
         self._on_request = on_request
@@ -516,6 +521,7 @@ class Connection:
         if isinstance(event, Response):
             fut = self._futures.get(event.id)
             if fut is not None and not fut.done():
+                self.answered_at = time.monotonic()
                 fut.set_result(event.result)
             else:
                 self.stats["late_responses"] += 1
@@ -531,6 +537,7 @@ class Connection:
                 return
             fut = self._futures.get(event.request.id)
             if fut is not None and not fut.done():
+                self.answered_at = time.monotonic()
                 fut.set_exception(rpc_error_from_object(event.code, event.message, event.data))
             else:
                 self.stats["late_responses"] += 1

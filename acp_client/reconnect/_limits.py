@@ -88,11 +88,12 @@ class FixedLimit:
         self.in_flight += 1
         return self._clock()
 
-    def release(self, started: float, *, ok: bool, overloaded: bool = False) -> None:
+    def release(self, started: float, *, ok: bool, overloaded: bool = False, lag: float = 0.0) -> None:
         """Give the slot back; ``ok`` is ``False`` after a timeout or an error (``overloaded`` for an
-        agent that said it is busy)."""
+        agent that said it is busy). ``lag``: how long ago the answer was read (seconds), a wait of the
+        client's own that is not part of the round trip."""
         self.in_flight -= 1
-        self._observe(self._clock() - started, ok=ok, overloaded=overloaded)
+        self._observe(max(0.0, self._clock() - started - lag), ok=ok, overloaded=overloaded)
         self._wake()
 
     def _observe(self, rtt: float, *, ok: bool, overloaded: bool) -> None:
@@ -161,9 +162,9 @@ class AdaptiveLimit(FixedLimit):
         self._peak = max(self._peak, self.in_flight)
         return started
 
-    def release(self, started: float, *, ok: bool, overloaded: bool = False) -> None:
+    def release(self, started: float, *, ok: bool, overloaded: bool = False, lag: float = 0.0) -> None:
         """Give the slot back (see :meth:`FixedLimit.release`)."""
-        super().release(started, ok=ok, overloaded=overloaded)
+        super().release(started, ok=ok, overloaded=overloaded, lag=lag)
         if not self.in_flight:
             self._peak = 0
 

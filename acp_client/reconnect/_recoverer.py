@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import random
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
@@ -166,10 +167,10 @@ class _Slot:
         self._limit: FixedLimit | None = limit
         self._started = started
 
-    def release(self, *, ok: bool, overloaded: bool = False) -> None:
+    def release(self, *, ok: bool, overloaded: bool = False, lag: float = 0.0) -> None:
         limit, self._limit = self._limit, None
         if limit is not None:
-            limit.release(self._started, ok=ok, overloaded=overloaded)
+            limit.release(self._started, ok=ok, overloaded=overloaded, lag=lag)
 
 
 class SessionRecoverer:
@@ -395,7 +396,7 @@ class SessionRecoverer:
     async def _attempt(self, client: ACPClient, session: Session, generation: int) -> str:
         caps = self._capabilities(client)
         via = "session/status"
-        probe = await self._limited(lambda _slot: self._probe(client, session, caps))
+        probe = await self._limited(client, lambda _slot: self._probe(client, session, caps))
         if probe.state is not None and caps.protocol_version >= 2:
             session._apply_snapshot(probe.state.state)
         action = await self._decide(session, probe, caps)  # holds no slot: a strategy may take its time
@@ -403,7 +404,9 @@ class SessionRecoverer:
             via = f"session/{action.mode}"
             before, had_history = session.stats["replayed"], bool(session.transcript.messages)
             try:
-                mode, replayed = await self._limited(lambda slot: self._reattach(client, session, action, caps, slot))
+                mode, replayed = await self._limited(
+                    client, lambda slot: self._reattach(client, session, action, caps, slot)
+                )
             except AuthRequired:
                 raise  # the job calls on_auth_required and tries again
             except RPCError as exc:
@@ -436,22 +439,31 @@ class SessionRecoverer:
         await self._host.save_record(session)
         return str(action.outcome)
 
-    async def _limited(self, call: Callable[[_Slot], Awaitable[_T]]) -> _T:
+    async def _limited(self, client: ACPClient, call: Callable[[_Slot], Awaitable[_T]]) -> _T:
         """Run one recovery request holding a concurrency slot, and tell the limit how it went (a timeout,
         a lost link or an overload answer is a congestion signal; an RPC answer is not). The request is
-        made only once the slot is held; it may give the slot back early (a given-up request)."""
+        made only once the slot is held; it may give the slot back early (a given-up request).
+
+        The round trip the limit learns from ends when the connection read the answer, not when this task
+        got to run again: the wait behind the other answers of the same read is the client's own backlog,
+        and counting it would read a busy client as a congested agent (on loopback, where an answer takes
+        well under a millisecond, it would pin the limit low and cost CPU per session in smaller batches)."""
         slot = _Slot(self.limit, await self.limit.acquire())
-        ok = overloaded = False
+        sent = time.monotonic()
+        ok = overloaded = answered = False
         try:
             result = await call(slot)
-            ok = True
+            ok = answered = True
             return result
         except RPCError as exc:
             overloaded = exc.code in _OVERLOAD_CODES
             ok = not overloaded
+            answered = True
             raise
         finally:
-            slot.release(ok=ok, overloaded=overloaded)
+            read = client.connection.answered_at  # an answer read before this request went out is not its own
+            lag = time.monotonic() - read if answered and read >= sent else 0.0
+            slot.release(ok=ok, overloaded=overloaded, lag=lag)
 
     def _read(self, exc: RPCError) -> SessionErrorKind:
         """What an error answer about one session says: ``-32002`` and ``unknown_session_codes`` are
