@@ -226,17 +226,33 @@ class LibraryLogger:
 
     # ------------------------------------------------------------------ emitting
 
+    def _structlog_route(self) -> Any:
+        """The bound structlog logger events go to, or ``None`` for the stdlib route."""
+        if not structlog.is_configured():
+            return None
+        key = _config_key()
+        if key != self._bound_key:
+            # binding resolves the configuration once; rebound only when the configuration changes
+            wanted = _wanted(key)
+            self._bound = structlog.get_logger(self._name).bind(**self._context) if wanted else None
+            self._bound_key = key
+        return self._bound
+
+    def is_enabled(self, method: str) -> bool:
+        """Whether an event logged with ``method`` (``"info"``, ...) could reach anything: a caller that
+        builds costly values for a frequent event may skip it when not. Conservative: a structlog
+        configuration that cannot say (no ``is_enabled_for``) counts as enabled."""
+        bound = self._structlog_route()
+        if bound is not None:
+            check = getattr(bound, "is_enabled_for", None)
+            return check is None or bool(check(_LEVELS[method]))
+        return self._stdlib.isEnabledFor(_LEVELS[method])
+
     def _emit(self, method: str, event: str, values: dict[str, Any]) -> None:
-        if structlog.is_configured():
-            key = _config_key()
-            if key != self._bound_key:
-                # binding resolves the configuration once; rebound only when the configuration changes
-                wanted = _wanted(key)
-                self._bound = structlog.get_logger(self._name).bind(**self._context) if wanted else None
-                self._bound_key = key
-            if self._bound is not None:
-                getattr(self._bound, method)(event, **_scrubbed(values))
-                return
+        bound = self._structlog_route()
+        if bound is not None:
+            getattr(bound, method)(event, **_scrubbed(values))
+            return
         level = _LEVELS[method]
         if not self._stdlib.isEnabledFor(level):
             return

@@ -12,7 +12,7 @@ attribute read, and this module imports nothing but the standard library.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from typing import Protocol
 
@@ -165,11 +165,13 @@ class _NullScope:
 
 
 _NULL_SCOPE = _NullScope()
+# one reusable do-nothing scope: a generator-based context manager per call would cost two objects (and a
+# share of the cyclic GC) for every recovery attempt of every session when nothing is installed
+_NULL_CONTEXT: AbstractContextManager[Scope] = contextlib.nullcontext(_NULL_SCOPE)
 
 
-@contextlib.contextmanager
-def _null_scope() -> Generator[Scope]:
-    yield _NULL_SCOPE
+def _null_scope() -> AbstractContextManager[Scope]:
+    return _NULL_CONTEXT
 
 
 def connection_attempt(generation: int, attempt: int) -> AbstractContextManager[Scope]:

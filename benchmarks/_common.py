@@ -16,7 +16,7 @@ import platform
 import re
 import statistics
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -277,6 +277,7 @@ class DelayProxyProcess(ChildProcess):
             raise RuntimeError(f"the delay proxy answered {answer!r}")
         self.delay = delay
 
+
 class OtelModes:
     """The three modes of ``--otel`` runs: ``none`` (nothing installed, OpenTelemetry not imported yet on
     the first round), ``off`` (``acp_client.otel`` and the SDK imported, nothing instrumented) and ``on``
@@ -387,3 +388,66 @@ def report_otel(
     )
     write_section(docs_target(args), f"{key}-otel", title, body)
     return 0
+
+
+async def measured_recovery(
+    agent: AgentProcess,
+    url: str,
+    store: Any,
+    n: int,
+    concurrency: int | str,
+    clock: Callable[[], float],
+    *,
+    before_restart: Callable[[], Awaitable[None]] | None = None,
+    timeout: float = 300.0,
+) -> float:
+    """One timed recovery round of a ``ReconnectingClient`` (P1 and P13 share it).
+
+    The client (v2, ``recovery_start_jitter=0``, ``Backoff(base=0.001)``, ``concurrency``) starts on ``url``
+    with ``store`` holding ``n`` sessions and recovers them all once, untimed. Then ``before_restart`` runs
+    (a path change, a GC pass, a profiler switched on), the agent restarts, and ``clock`` is read from
+    just before the restart command until the ``READY`` event; every session must be attached again.
+    """
+    from acp_client import Backoff, ClientState, Limits, ReconnectingClient, RecoveryPolicy, SessionLink, StateChanged
+
+    client = ReconnectingClient(
+        url,
+        store=store,
+        protocol_version=2,
+        policy=RecoveryPolicy(start_jitter=0.0, concurrency=concurrency),  # type: ignore[arg-type]
+        limits=Limits(event_buffer=4 * n + 64),
+        backoff=Backoff(base=0.001),
+    )
+
+    def attached() -> int:
+        return sum(s.link is SessionLink.ATTACHED for s in client.sessions.values())
+
+    try:
+        await client.start()
+        await client.wait_ready(timeout=timeout)  # the first connection recovers them too: not timed
+        if attached() != n:
+            raise RuntimeError(f"only {attached()}/{n} sessions attached after the first connect")
+        events = client.events()
+        ready = asyncio.Event()
+
+        async def watch() -> None:
+            async for event in events:
+                if isinstance(event, StateChanged) and event.new is ClientState.READY:
+                    ready.set()
+                    return
+
+        watcher = asyncio.create_task(watch())
+        await asyncio.sleep(0)  # let the watcher subscribe before the restart
+        if before_restart is not None:
+            await before_restart()
+        t0 = clock()
+        await agent.command("restart")
+        async with asyncio.timeout(timeout):
+            await ready.wait()
+        elapsed = clock() - t0
+        await watcher
+        if attached() != n or client.generation < 2:
+            raise RuntimeError(f"only {attached()}/{n} sessions attached (generation {client.generation})")
+        return elapsed
+    finally:
+        await client.aclose()

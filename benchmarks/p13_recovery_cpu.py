@@ -26,17 +26,10 @@ import _common
 import p1_recovery
 
 from acp_client import (
-    Backoff,
-    ClientState,
-    Limits,
     MemorySessionStore,
-    ReconnectingClient,
-    RecoveryPolicy,
-    SessionLink,
     SessionRecord,
     SessionStore,
     SQLiteSessionStore,
-    StateChanged,
 )
 
 TARGET_US = 200.0
@@ -71,45 +64,18 @@ async def _round(
     concurrency: int | str,
     profile: cProfile.Profile | None,
 ) -> float:
-    client = ReconnectingClient(
-        agent.url,
-        store=store,
-        protocol_version=2,
-        policy=RecoveryPolicy(start_jitter=0.0, concurrency=concurrency),
-        limits=Limits(event_buffer=4 * len(records) + 64),  # type: ignore[arg-type]
-        backoff=Backoff(base=0.001),
-    )
-    try:
-        await client.start()
-        await client.wait_ready(timeout=STEP_TIMEOUT)
-        events = client.events()
-        ready = asyncio.Event()
-
-        async def watch() -> None:
-            async for event in events:
-                if isinstance(event, StateChanged) and event.new is ClientState.READY:
-                    ready.set()
-                    return
-
-        watcher = asyncio.create_task(watch())
-        await asyncio.sleep(0)
-        gc.collect()
+    async def settle() -> None:
+        gc.collect()  # no garbage of the set-up left for the measured round's collections
         if profile is not None:
             profile.enable()
-        t0 = time.process_time()
-        await agent.command("restart")
-        async with asyncio.timeout(STEP_TIMEOUT):
-            await ready.wait()
-        cpu = time.process_time() - t0
+
+    try:
+        return await _common.measured_recovery(
+            agent, agent.url, store, len(records), concurrency, time.process_time, before_restart=settle
+        )
+    finally:
         if profile is not None:
             profile.disable()
-        await watcher
-        attached = sum(s.link is SessionLink.ATTACHED for s in client.sessions.values())
-        if attached != len(records) or client.generation < 2:
-            raise RuntimeError(f"only {attached}/{len(records)} sessions attached")
-        return cpu
-    finally:
-        await client.aclose()
 
 
 async def raw(agent: _common.AgentProcess, records: list[SessionRecord]) -> float:

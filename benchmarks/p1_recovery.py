@@ -37,15 +37,8 @@ import _common
 import websockets
 
 from acp_client import (
-    Backoff,
-    ClientState,
-    Limits,
     MemorySessionStore,
-    ReconnectingClient,
-    RecoveryPolicy,
-    SessionLink,
     SessionRecord,
-    StateChanged,
     connect,
 )
 
@@ -72,47 +65,13 @@ async def ours(
     concurrency: int | str,
     path_change: Callable[[], Awaitable[None]] | None = None,
 ) -> float:
+    """Wall time of one recovery round; ``path_change`` runs after the first connection learned the path."""
     store = MemorySessionStore()
     for record in records:
         await store.save(record)
-    client = ReconnectingClient(
-        url,
-        store=store,
-        protocol_version=2,
-        policy=RecoveryPolicy(start_jitter=0.0, concurrency=concurrency),
-        limits=Limits(event_buffer=4 * len(records) + 64),  # type: ignore[arg-type]
-        backoff=Backoff(base=0.001),
+    return await _common.measured_recovery(
+        agent, url, store, len(records), concurrency, time.perf_counter, before_restart=path_change
     )
-    try:
-        await client.start()
-        await client.wait_ready(timeout=STEP_TIMEOUT)  # the first connection recovers them too: not timed
-        if sum(s.link is SessionLink.ATTACHED for s in client.sessions.values()) != len(records):
-            raise RuntimeError("not every session attached after the first connect")
-        events = client.events()
-        ready = asyncio.Event()
-
-        async def watch() -> None:
-            async for event in events:
-                if isinstance(event, StateChanged) and event.new is ClientState.READY:
-                    ready.set()
-                    return
-
-        watcher = asyncio.create_task(watch())
-        await asyncio.sleep(0)  # let the watcher subscribe before the restart
-        if path_change is not None:
-            await path_change()  # the first connection learned the old path; the restart meets the new one
-        t0 = time.perf_counter()
-        await agent.command("restart")
-        async with asyncio.timeout(STEP_TIMEOUT):
-            await ready.wait()
-        elapsed = time.perf_counter() - t0
-        await watcher
-        attached = sum(s.link is SessionLink.ATTACHED for s in client.sessions.values())
-        if attached != len(records) or client.generation < 2:
-            raise RuntimeError(f"only {attached}/{len(records)} sessions attached (generation {client.generation})")
-        return elapsed
-    finally:
-        await client.aclose()
 
 
 async def sequential(agent: _common.AgentProcess, url: str, records: list[SessionRecord], limit: int) -> float:

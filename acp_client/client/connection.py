@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import functools
 import itertools
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -101,6 +101,15 @@ _ids = itertools.count(1)
 _LOCAL_CLOSE = ConnectionLost("the connection was closed by the client", reason="closed locally")
 
 
+class _Expired(Exception):
+    """A request's deadline passed before its answer (set on the answer's future by its timer)."""
+
+
+def _expire(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_exception(_Expired())
+
+
 class Connection:
     """One live JSON-RPC connection to an agent over a :class:`~acp_client.transports.Transport`.
 
@@ -131,6 +140,10 @@ class Connection:
         self.transport = transport
         self.request_timeout = request_timeout
         self.id = next(_ids)
+        #: ``time.monotonic()`` when an answer (a result or an error) to one of this connection's requests
+        #: was last read. A caller resuming after its answer can tell the round trip from its own wait to
+        #: run: the adaptive recovery limit does, so that a busy client is not read as a congested agent.
+        self.answered_at = 0.0
         #: Which reconnect attempt produced this connection (set by the reconnect manager; for logs).
         self.generation = generation
         self._on_request = on_request
@@ -267,20 +280,20 @@ class Connection:
     async def _request(self, method: str, params: Any, timeout: float | _Default | None) -> Any:
         effective = self.request_timeout if isinstance(timeout, _Default) else timeout
         id_, fut = await self._send_request(method, params)
+        # the deadline is one timer that fails the answer's future: no timeout scope, no cancellation of
+        # this task and no extra wake-up per request (a recovery round sends thousands)
+        timer = None if effective is None else asyncio.get_running_loop().call_later(effective, _expire, fut)
         try:
-            if effective is None:
-                return await fut
-            try:
-                async with asyncio.timeout(effective):
-                    return await fut
-            except TimeoutError:
-                if fut.done() and not fut.cancelled():
-                    raise  # an error set by the peer, not our deadline
-                raise ACPTimeoutError(f"{method} got no answer within {effective:g} s") from None
+            return await fut
+        except _Expired:
+            self._abandon(id_)
+            raise ACPTimeoutError(f"{method} got no answer within {effective:g} s") from None
         except (asyncio.CancelledError, ACPTimeoutError):
             self._abandon(id_)
             raise
         finally:
+            if timer is not None:
+                timer.cancel()
             self._futures.pop(id_, None)
             self._core.forget(id_)
 
@@ -340,20 +353,12 @@ class Connection:
         like :meth:`request`. With ``max_progress``, more than that much progress (replayed updates) also
         gives it up, checked at every ``silence`` tick: the bound is named in the ``ACPTimeoutError``.
         """
-        watched = functools.partial(
-            self._request_watched,
-            silence=silence,
-            progress=progress,
-            deadline=deadline,
-            settle=settle,
-            on_give_up=on_give_up,
-            max_progress=max_progress,
-        )
+        watch = (silence, progress, deadline, settle, on_give_up, max_progress)
         if self._observer is None:
-            return await watched(method, params)
+            return await self._request_watched(method, params, *watch)
         params, scope = self._observer.request(method, params, self._facts)
         try:
-            result = await watched(method, params)
+            result = await self._request_watched(method, params, *watch)
         except BaseException as exc:
             scope.end(exc)
             raise
@@ -364,7 +369,6 @@ class Connection:
         self,
         method: str,
         params: Any,
-        *,
         silence: float,
         progress: Callable[[], object],
         deadline: float | None,
@@ -556,6 +560,7 @@ class Connection:
         if isinstance(event, Response):
             fut = self._futures.get(event.id)
             if fut is not None and not fut.done():
+                self.answered_at = time.monotonic()
                 fut.set_result(event.result)
             else:
                 self.stats["late_responses"] += 1
@@ -571,6 +576,7 @@ class Connection:
                 return
             fut = self._futures.get(event.request.id)
             if fut is not None and not fut.done():
+                self.answered_at = time.monotonic()
                 fut.set_exception(rpc_error_from_object(event.code, event.message, event.data))
             else:
                 self.stats["late_responses"] += 1

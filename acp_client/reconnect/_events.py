@@ -345,11 +345,12 @@ class EventBus:
 
     def emit(self, event: Event) -> None:
         """Deliver ``event`` to every subscriber and log it as ``acp.<name>``."""
-        values: dict[str, Any] = {}
-        for f in fields(event):
-            value = getattr(event, f.name)
-            values[f.name] = value.value if isinstance(value, enum.Enum) else value
-        log.info(event_name(event), **values)
+        if log.is_enabled("info"):  # a recovery emits one event per session: no values built for nothing
+            values: dict[str, Any] = {}
+            for f in fields(event):
+                value = getattr(event, f.name)
+                values[f.name] = value.value if isinstance(value, enum.Enum) else value
+            log.info(event_name(event), **values)
         if self._sink is not None:
             self._sink(event)
         for sub in list(self._strong):

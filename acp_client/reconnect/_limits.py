@@ -88,11 +88,12 @@ class FixedLimit:
         self.in_flight += 1
         return self._clock()
 
-    def release(self, started: float, *, ok: bool, overloaded: bool = False) -> None:
+    def release(self, started: float, *, ok: bool, overloaded: bool = False, lag: float = 0.0) -> None:
         """Give the slot back; ``ok`` is ``False`` after a timeout or an error (``overloaded`` for an
-        agent that said it is busy)."""
+        agent that said it is busy). ``lag``: how long ago the answer was read (seconds), a wait of the
+        client's own that is not part of the round trip."""
         self.in_flight -= 1
-        self._observe(self._clock() - started, ok=ok, overloaded=overloaded)
+        self._observe(max(0.0, self._clock() - started - lag), ok=ok, overloaded=overloaded)
         self._wake()
 
     def _observe(self, rtt: float, *, ok: bool, overloaded: bool) -> None:
@@ -135,8 +136,9 @@ class AdaptiveLimit(FixedLimit):
     ) -> None:
         super().__init__(initial, clock=clock)
         self._value = float(initial)
-        self.minimum = minimum
-        self.maximum = maximum
+        self._minimum = minimum
+        self._maximum = maximum
+        self._clamp()
         self.tolerance = tolerance
         self.smoothing = smoothing
         self.noise = noise
@@ -160,9 +162,9 @@ class AdaptiveLimit(FixedLimit):
         self._peak = max(self._peak, self.in_flight)
         return started
 
-    def release(self, started: float, *, ok: bool, overloaded: bool = False) -> None:
+    def release(self, started: float, *, ok: bool, overloaded: bool = False, lag: float = 0.0) -> None:
         """Give the slot back (see :meth:`FixedLimit.release`)."""
-        super().release(started, ok=ok, overloaded=overloaded)
+        super().release(started, ok=ok, overloaded=overloaded, lag=lag)
         if not self.in_flight:
             self._peak = 0
 
@@ -189,7 +191,31 @@ class AdaptiveLimit(FixedLimit):
     @property
     def limit(self) -> int:
         """The current limit (between ``minimum`` and ``maximum``)."""
-        return max(self.minimum, min(self.maximum, int(self._value)))
+        return self._limit
+
+    @property
+    def minimum(self) -> int:
+        """The lowest the limit goes."""
+        return self._minimum
+
+    @minimum.setter
+    def minimum(self, value: int) -> None:
+        self._minimum = value
+        self._clamp()
+
+    @property
+    def maximum(self) -> int:
+        """The highest the limit goes."""
+        return self._maximum
+
+    @maximum.setter
+    def maximum(self, value: int) -> None:
+        self._maximum = value
+        self._clamp()
+
+    def _clamp(self) -> None:
+        # kept as an int, not computed at every read: each request reads the limit several times
+        self._limit = max(self._minimum, min(self._maximum, int(self._value)))
 
     def _observe(self, rtt: float, *, ok: bool, overloaded: bool) -> None:
         now = self._clock()
@@ -199,6 +225,7 @@ class AdaptiveLimit(FixedLimit):
             # at most one cut per fastest round trip, so one burst of failures is one signal
             if now - self._last_cut >= (self.fastest or 0.0):
                 self._value = max(float(self.minimum), self._value / 2)
+                self._clamp()
                 self._last_cut = now
             return
         self._last_ok = now
@@ -223,6 +250,7 @@ class AdaptiveLimit(FixedLimit):
             # limit learned against a busy agent on loopback starts when the next connection is a 20 ms path
             value = max(value, self._value + 1.0)
         self._value = max(float(self.minimum), min(float(self.maximum), value))
+        self._clamp()
 
 
 ConcurrencyLimit = FixedLimit

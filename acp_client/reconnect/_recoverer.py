@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import random
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
@@ -82,22 +83,79 @@ class RecoveryHost(Protocol):
         ...
 
 
+class _Round:
+    """The first outcomes of one round's jobs: one future for the whole round, set by its last job (not a
+    future and a wake-up per session)."""
+
+    __slots__ = ("done", "left", "results")
+
+    def __init__(self) -> None:
+        self.left = 0
+        self.results: dict[_Job, str] = {}
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def settled(self, job: _Job, outcome: str) -> None:
+        self.results[job] = outcome
+        self.left -= 1
+        if not self.left and not self.done.done():
+            self.done.set_result(None)
+
+
 class _Job:
-    __slots__ = ("outcome", "task", "wake")
+    """One session's recovery task and its outcome. The outcome settles once per wait: a round reads the
+    first one; ``recover_now`` waits for the current one, or the next one once it settled."""
+
+    __slots__ = ("_last", "_round", "_settled", "_waiter", "_wake", "task")
 
     def __init__(self) -> None:
         self.task: asyncio.Task[None] | None = None
-        self.wake = asyncio.Event()
-        self.outcome: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._last = "failed"  # the outcome settled last
+        self._settled = False
+        self._round: _Round | None = None
+        self._waiter: asyncio.Future[str] | None = None  # made only for a recover_now caller
+        self._wake: asyncio.Event | None = None  # made only when a retry waits out a backoff
+
+    @property
+    def wake(self) -> asyncio.Event:
+        if self._wake is None:
+            self._wake = asyncio.Event()
+        return self._wake
+
+    def join(self, round_: _Round) -> None:
+        """Count in ``round_``: at once if the current outcome already settled, else when it does."""
+        if self._round is round_:
+            return
+        round_.left += 1
+        if self._settled:
+            round_.settled(self, self._last)
+        else:
+            self._round = round_
 
     def settle(self, outcome: str) -> None:
-        if not self.outcome.done():
-            self.outcome.set_result(outcome)
+        if self._settled:
+            return
+        self._settled = True
+        self._last = outcome
+        waiter, round_, self._round = self._waiter, self._round, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(outcome)
+        if round_ is not None:
+            round_.settled(self, outcome)
+
+    def outcome(self) -> asyncio.Future[str]:
+        """A future for the current outcome (already settled: done with it)."""
+        if self._waiter is None:
+            self._waiter = asyncio.get_running_loop().create_future()
+            if self._settled:
+                self._waiter.set_result(self._last)
+        return self._waiter
 
     def next_outcome(self) -> asyncio.Future[str]:
-        if self.outcome.done():
-            self.outcome = asyncio.get_running_loop().create_future()
-        return self.outcome
+        """A future for the current outcome, or the next one if the current one settled."""
+        if self._settled:
+            self._settled = False
+            self._waiter = None
+        return self.outcome()
 
 
 class _Slot:
@@ -109,10 +167,10 @@ class _Slot:
         self._limit: FixedLimit | None = limit
         self._started = started
 
-    def release(self, *, ok: bool, overloaded: bool = False) -> None:
+    def release(self, *, ok: bool, overloaded: bool = False, lag: float = 0.0) -> None:
         limit, self._limit = self._limit, None
         if limit is not None:
-            limit.release(self._started, ok=ok, overloaded=overloaded)
+            limit.release(self._started, ok=ok, overloaded=overloaded, lag=lag)
 
 
 class SessionRecoverer:
@@ -144,6 +202,9 @@ class SessionRecoverer:
         self._on_auth_required = on_auth_required
         self._jobs: dict[str, _Job] = {}
         self._cut_resumption: str | None = None
+        # the Capabilities of the last connection asked, with what they were read from: every session of a
+        # round shares them (one object, not four capability walks per session)
+        self._caps: tuple[ACPClient, dict[str, Any], int, Capabilities] | None = None
 
     @classmethod
     def build(
@@ -195,19 +256,22 @@ class SessionRecoverer:
         a session still recovering then is reported failed-and-retrying while its attempt goes on, so one
         replay that never ends cannot keep the client from ``READY``."""
         self.limit.new_path()  # a new connection: the adaptive limit re-learns the round trip
-        outcomes = [self._start(client, s, generation, jitter=True).outcome for s in sessions]
-        if outcomes:
-            await asyncio.wait(outcomes, timeout=self.timeouts.recovery_round)
+        round_ = _Round()
+        jobs = [self._start(client, s, generation, jitter=True) for s in sessions]
+        for job in jobs:
+            job.join(round_)
+        if round_.left:
+            await asyncio.wait({round_.done}, timeout=self.timeouts.recovery_round)
         counts = {"reattached": 0, "restored": 0, "forgotten": 0, "failed": 0, "kept": 0}
-        for session, fut in zip(sessions, outcomes, strict=True):
-            if not fut.done():
+        for session, job in zip(sessions, jobs, strict=True):
+            result = round_.results.get(job)
+            if result is None:
                 counts["failed"] += 1
                 bound = self.timeouts.recovery_round
                 error = f"still recovering after {bound:g} s (Timeouts.recovery_round); the attempt goes on"
                 log.warning("acp.recovery_round_bound_reached", session_id=session.id, after=bound)
                 self._host.report(session, StillRecovering(error, generation))
                 continue
-            result = fut.result() if not fut.cancelled() else "failed"
             counts[result if result in counts else "failed"] += 1
         return RecoveryRoundFinished(generation, **counts)
 
@@ -216,8 +280,8 @@ class SessionRecoverer:
         job = self._jobs.get(session.id)
         if job is None:
             job = self._start(client, session, generation, jitter=False)
-            return await asyncio.shield(job.outcome)
-        waiter = job.outcome if not job.outcome.done() else job.next_outcome()
+            return await asyncio.shield(job.outcome())
+        waiter = job.next_outcome()
         job.wake.set()
         return await asyncio.shield(waiter)
 
@@ -247,6 +311,7 @@ class SessionRecoverer:
         """Stop every job (the connection is gone, or the client closes)."""
         jobs = list(self._jobs.values())
         self._jobs.clear()
+        self._caps = None  # hold no closed client
         tasks = [j.task for j in jobs if j.task is not None and j.task is not asyncio.current_task()]
         for task in tasks:
             task.cancel()
@@ -313,15 +378,25 @@ class SessionRecoverer:
 
     # ------------------------------------------------------------------ one attempt
 
-    async def _attempt(self, client: ACPClient, session: Session, generation: int) -> str:
+    def _capabilities(self, client: ACPClient) -> Capabilities:
+        """What ``client``'s connection offers (read again only when the client or its answer changed)."""
+        cached = self._caps
+        raw, version = client.agent_capabilities, client.protocol_version
+        if cached is not None and cached[0] is client and cached[1] is raw and cached[2] == version:
+            return cached[3]
         caps = Capabilities(
-            protocol_version=client.protocol_version,
+            protocol_version=version,
             load=client.supports("load"),
             resume=client.supports("resume"),
             status=client.supports("status"),
         )
+        self._caps = (client, raw, version, caps)
+        return caps
+
+    async def _attempt(self, client: ACPClient, session: Session, generation: int) -> str:
+        caps = self._capabilities(client)
         via = "session/status"
-        probe = await self._limited(lambda _slot: self._probe(client, session, caps))
+        probe = await self._limited(client, lambda _slot: self._probe(client, session, caps))
         if probe.state is not None and caps.protocol_version >= 2:
             session._apply_snapshot(probe.state.state)
         action = await self._decide(session, probe, caps)  # holds no slot: a strategy may take its time
@@ -329,7 +404,9 @@ class SessionRecoverer:
             via = f"session/{action.mode}"
             before, had_history = session.stats["replayed"], bool(session.transcript.messages)
             try:
-                mode, replayed = await self._limited(lambda slot: self._reattach(client, session, action, caps, slot))
+                mode, replayed = await self._limited(
+                    client, lambda slot: self._reattach(client, session, action, caps, slot)
+                )
             except AuthRequired:
                 raise  # the job calls on_auth_required and tries again
             except RPCError as exc:
@@ -362,22 +439,31 @@ class SessionRecoverer:
         await self._host.save_record(session)
         return str(action.outcome)
 
-    async def _limited(self, call: Callable[[_Slot], Awaitable[_T]]) -> _T:
+    async def _limited(self, client: ACPClient, call: Callable[[_Slot], Awaitable[_T]]) -> _T:
         """Run one recovery request holding a concurrency slot, and tell the limit how it went (a timeout,
         a lost link or an overload answer is a congestion signal; an RPC answer is not). The request is
-        made only once the slot is held; it may give the slot back early (a given-up request)."""
+        made only once the slot is held; it may give the slot back early (a given-up request).
+
+        The round trip the limit learns from ends when the connection read the answer, not when this task
+        got to run again: the wait behind the other answers of the same read is the client's own backlog,
+        and counting it would read a busy client as a congested agent (on loopback, where an answer takes
+        well under a millisecond, it would pin the limit low and cost CPU per session in smaller batches)."""
         slot = _Slot(self.limit, await self.limit.acquire())
-        ok = overloaded = False
+        sent = time.monotonic()
+        ok = overloaded = answered = False
         try:
             result = await call(slot)
-            ok = True
+            ok = answered = True
             return result
         except RPCError as exc:
             overloaded = exc.code in _OVERLOAD_CODES
             ok = not overloaded
+            answered = True
             raise
         finally:
-            slot.release(ok=ok, overloaded=overloaded)
+            read = client.connection.answered_at  # an answer read before this request went out is not its own
+            lag = time.monotonic() - read if answered and read >= sent else 0.0
+            slot.release(ok=ok, overloaded=overloaded, lag=lag)
 
     def _read(self, exc: RPCError) -> SessionErrorKind:
         """What an error answer about one session says: ``-32002`` and ``unknown_session_codes`` are

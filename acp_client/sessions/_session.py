@@ -454,7 +454,8 @@ class Session:
                     self._interrupted or self._state in ("running", "requires_action") or bool(self._turn_waiters)
                 )
                 self._state = None  # unknown until the agent reports again
-            self._fail_waiters(loss.with_request_sent(True))
+            if self._turn_waiters:  # the copy (and its text) only for turns that wait: not per session
+                self._fail_waiters(loss.with_request_sent(True))
         elif new in _FINAL:
             self._lost = error
             self._fail_waiters(error or UsageError(f"session {self.id} was closed"))

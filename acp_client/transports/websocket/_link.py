@@ -19,6 +19,8 @@ Frames: only text frames are delivered; binary frames are discarded and counted 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 from collections.abc import Iterable
 from typing import cast
 
@@ -43,6 +45,9 @@ CONNECTION_ID_HEADER = "Acp-Connection-Id"
 _ABNORMAL_CLOSURE = 1006
 _MESSAGE_TOO_BIG = 1009
 _INTERNAL_ERROR = 1011
+
+#: Linux's TCP_CORK: frames written while it is set leave as one train of full segments when it is cleared.
+_TCP_CORK: int | None = getattr(socket, "TCP_CORK", None)
 
 
 class WebSocketTransport:
@@ -80,6 +85,14 @@ class WebSocketTransport:
         """The subprotocol the server selected, if any."""
         self.stats = TransportStats()
         """Live counters of frames moved and discarded (see :class:`TransportStats`)."""
+        # frames written in one turn of the event loop are corked and leave together at the next turn: a
+        # recovery round's hundreds of requests cost a few socket sends, not one (and one wake-up of the
+        # peer) each
+        sock = connection.transport.get_extra_info("socket") if _TCP_CORK is not None else None
+        self._cork_with: tuple[socket.socket, int] | None = (
+            (sock, _TCP_CORK) if sock is not None and _TCP_CORK is not None else None
+        )
+        self._corked = False
 
     def _start(self) -> None:
         if self._options.ping_interval is not None:
@@ -125,6 +138,8 @@ class WebSocketTransport:
             raise UsageError(f"a frame must be str, not {type(frame).__name__}")
         if self._failure is not None:
             raise self._lost()
+        if not self._corked and self._cork_with is not None:
+            self._cork(*self._cork_with)
         try:
             await self._conn.send(frame)
         except ConnectionClosed as exc:
@@ -184,6 +199,21 @@ class WebSocketTransport:
         await asyncio.shield(self._close_task)
 
     # ------------------------------------------------------------------ internals
+
+    def _cork(self, sock: socket.socket, option: int) -> None:
+        """Hold this turn's frames in the kernel until the loop's next turn (:meth:`_uncork`)."""
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, option, 1)
+        except OSError:  # not TCP after all, or gone: frames go out one by one
+            self._cork_with = None
+            return
+        self._corked = True
+        asyncio.get_running_loop().call_soon(self._uncork, sock, option)
+
+    def _uncork(self, sock: socket.socket, option: int) -> None:
+        self._corked = False
+        with contextlib.suppress(OSError):  # the link closed meanwhile: nothing left to send
+            sock.setsockopt(socket.IPPROTO_TCP, option, 0)
 
     async def _close_impl(self, code: int, reason: str) -> None:
         if self._keepalive_task is not None:
