@@ -381,13 +381,13 @@ async def otel_main(args: argparse.Namespace) -> int:
     on, alternating runs; reports the median updates/s of each mode and the slowdowns on/none, off/none."""
     n, reps = (3_000, 2) if args.quick else (50_000, 5)
     modes = _common.OtelModes()
-    rates: dict[str, list[float]] = {name: [] for name in modes.NAMES}
+    rates: dict[str, list[float]] = {name: [] for name in modes.names}
     async with StreamAgentProcess(n) as agent:
         try:
             await ours(agent.url, n, 2, None)  # warm-up, before OpenTelemetry is imported
             await agent.sent()
             for _ in range(reps):
-                for name in modes.NAMES:
+                for name in modes.names:
                     with modes.mode(name):
                         elapsed, _cpu = await ours(agent.url, n, 2, None)
                     await agent.sent()
