@@ -29,9 +29,9 @@ from opentelemetry.trace import (
 )
 
 import acp_client.otel
-from acp_client import Limits, SessionNotFound, SessionRecovered, connect
+from acp_client import Limits, SessionNotFound, SessionRecovered, connect, sync
 from acp_client.schema import models_for
-from acp_client.testing import ReferenceAgent
+from acp_client.testing import AgentThread, ReferenceAgent
 from tests.conftest import Link, bound, over_links, started
 
 link = over_links("ws", "http1", "h2c")
@@ -303,3 +303,21 @@ def test_import_acp_client_imports_no_opentelemetry() -> None:
         "assert 'acp_client.otel' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=bound(60))
+
+
+def test_a_blocking_call_carries_the_callers_span(telemetry: Telemetry) -> None:
+    """The sync facade runs the call on its own loop thread; the request span is still a child of the span
+    current in the calling thread (the submission copies the caller's context), and the agent receives that
+    trace."""
+    tracer = telemetry.tracer_provider.get_tracer("app")
+    with (
+        AgentThread(2, timeout=bound(15)) as host,
+        sync.connect(host.agent.url, timeout=bound(10)) as client,
+        tracer.start_as_current_span("user turn") as turn,
+    ):
+        session = client.new_session("/w")
+    new = telemetry.one("session/new")
+    assert parent_id(new) == turn.get_span_context().span_id
+    seen = [t.traceparent for t in host.agent.trace_contexts if t.method == "session/new"]
+    assert seen and all(t.split("-")[1] == f"{turn.get_span_context().trace_id:032x}" for t in seen)
+    assert session.id
