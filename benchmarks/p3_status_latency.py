@@ -98,8 +98,8 @@ async def otel_main(args: argparse.Namespace) -> int:
                     sids[name] = (await client.new_session("/tmp")).id
                     await ours_round(client, sids[name], warmup)
             tracer = modes.bare_tracer()
-            for _ in range(rounds):
-                for name in modes.names:
+            for round_ in range(rounds):
+                for name in _common.rotated(modes.names, round_):  # no mode always runs first
                     if name == "sdk-span":
                         samples[name] += await bare_span_round(clients[name], sids[name], per_round, tracer)
                     else:
