@@ -279,17 +279,26 @@ class DelayProxyProcess(ChildProcess):
 
 
 class OtelModes:
-    """The three modes of ``--otel`` runs: ``none`` (nothing installed, OpenTelemetry not imported yet on
-    the first round), ``off`` (``acp_client.otel`` and the SDK imported, nothing instrumented) and ``on``
+    """The modes of ``--otel`` runs: ``none`` (nothing installed, OpenTelemetry not imported yet on the first
+    round), ``off`` (``acp_client.otel`` and the SDK imported, nothing instrumented) and ``on``
     (``acp_client.otel.instrument()`` with SDK providers: a batch span processor to an exporter that
     discards, and an in-memory metric reader). A client reads the instrumentation when it connects, so a
-    client made inside :meth:`mode` ``"on"`` is instrumented; it stays installed for that block only."""
+    client made inside :meth:`mode` ``"on"`` is instrumented; it stays installed for that block only.
 
-    NAMES = ("none", "off", "on")
+    ``with_breakdown=True`` adds three modes that split ``on`` up (P3): ``sdk-span`` (no instrumentation;
+    the benchmark itself starts and ends one bare SDK span, no attributes, around each call: what any
+    per-request span costs, the floor), ``spans`` (``instrument()`` with the SDK tracer provider, a no-op
+    meter provider and ``propagate=False``: our spans only) and ``metrics`` (a no-op tracer provider and the
+    SDK meter provider: our metrics only; a no-op span has no context to propagate)."""
 
-    def __init__(self) -> None:
+    BASE = ("none", "off", "on")
+    BREAKDOWN = ("sdk-span", "spans", "metrics")
+
+    def __init__(self, *, with_breakdown: bool = False) -> None:
         self._providers: tuple[Any, Any] | None = None
         self.spans = 0
+        #: in the order each round runs them
+        self.names: tuple[str, ...] = self.BASE + (self.BREAKDOWN if with_breakdown else ())
 
     def _setup(self) -> tuple[Any, Any]:
         if self._providers is None:
@@ -312,18 +321,32 @@ class OtelModes:
             self._providers = (tracer_provider, MeterProvider(metric_readers=[InMemoryMetricReader()]))
         return self._providers
 
+    def bare_tracer(self) -> Any:
+        """The tracer of the ``sdk-span`` mode (the SDK tracer provider every mode shares)."""
+        return self._setup()[0].get_tracer("benchmark")
+
     @contextlib.contextmanager
     def mode(self, name: str) -> Iterator[None]:
         if name == "none":
             yield
             return
         tracer_provider, meter_provider = self._setup()
-        if name == "off":
+        if name in ("off", "sdk-span"):
             yield
             return
         import acp_client.otel
 
-        instrumentation = acp_client.otel.instrument(tracer_provider=tracer_provider, meter_provider=meter_provider)
+        if name == "spans":
+            from opentelemetry.metrics import NoOpMeterProvider
+
+            meter_provider = NoOpMeterProvider()
+        elif name == "metrics":
+            from opentelemetry.trace import NoOpTracerProvider
+
+            tracer_provider = NoOpTracerProvider()
+        instrumentation = acp_client.otel.instrument(
+            tracer_provider=tracer_provider, meter_provider=meter_provider, propagate=name != "spans"
+        )
         try:
             yield
         finally:
@@ -335,6 +358,12 @@ class OtelModes:
             tracer_provider.force_flush()
             tracer_provider.shutdown()
             meter_provider.shutdown()
+
+
+def rotated(names: Sequence[str], turn: int) -> list[str]:
+    """``names`` starting at ``turn`` (mod their count): alternating modes, none of them always first."""
+    k = turn % len(names)
+    return [*names[k:], *names[:k]]
 
 
 #: the otel extra's overhead target: at most 5 % slower when on, none when off
@@ -357,13 +386,19 @@ def report_otel(
         stats = {name: (percentile(v, 0.5), percentile(v, 0.99)) for name, v in samples.items()}
         rows = [[name, str(len(samples[name])), us(p50), us(p99)] for name, (p50, p99) in stats.items()]
         header = ["otel extra", "round trips", "p50", "p99"]
-        slow = {name: stats[name][0] / stats["none"][0] for name in ("off", "on")}
+        slow = {name: stats[name][0] / stats["none"][0] for name in samples if name != "none"}
         what = "p50 latency"
     else:
         meds = {name: median(v) for name, v in samples.items()}
         rows = [[name, str(len(samples[name])), f"{meds[name]:,.0f}/s"] for name in meds]
         header = ["otel extra", "runs", "median updates/s"]
-        slow = {name: meds["none"] / meds[name] for name in ("off", "on")}
+        # paired: each run against the `none` run of the same rep, then the median of those ratios (a load
+        # that drifts over the seconds a rep takes hits both runs of a pair alike)
+        slow = {
+            name: median([base / rate for base, rate in zip(samples["none"], v, strict=True)])
+            for name, v in samples.items()
+            if name != "none"
+        }
         what = "throughput"
     lines = [
         ratio_line(
@@ -371,18 +406,32 @@ def report_otel(
         )
         for name in ("off", "on")
     ]
+    breakdown = [name for name in modes.BREAKDOWN if name in samples]
+    lines += [f"BREAKDOWN {key} otel {name}/none {what} slowdown: {slow[name]:.2f}x" for name in breakdown]
     print(table(header, rows))
     for line in lines:
         print(line)
-    print(f"spans exported while on: {modes.spans}")
+    print(f"spans exported: {modes.spans}")
+    modes_text = (
+        " Modes: `none` (no instrumentation; OpenTelemetry not yet imported when its client connected), `off` "
+        "(`acp_client.otel` and the SDK imported, `instrument()` not called), `on` (`instrument()` with SDK "
+        "providers: spans through a `BatchSpanProcessor` to an exporter that discards them, metrics to an "
+        f"in-memory reader; {modes.spans} spans exported in all)."
+    )
+    if breakdown:
+        modes_text += (
+            " The breakdown modes split `on` up: `sdk-span` (no instrumentation; the benchmark starts and ends "
+            "one bare SDK span, no attributes, around each call: the floor for any span per request), `spans` "
+            "(our spans only: a no-op meter provider and `propagate=False`) and `metrics` (our metrics only: a "
+            "no-op tracer provider)."
+        )
     body = "\n\n".join(
         [
-            setup + " Modes: `none` (no instrumentation; OpenTelemetry not yet imported when its client "
-            "connected), `off` (`acp_client.otel` and the SDK imported, `instrument()` not called), `on` "
-            "(`instrument()` with SDK providers: spans through a `BatchSpanProcessor` to an exporter that "
-            f"discards them, metrics to an in-memory reader; {modes.spans} spans exported).",
+            setup + modes_text,
             table(header, rows),
-            f"Slowdown against `none` (> 1 is slower; target ≤ {OTEL_TARGET}x on, 1.00x off):\n\n"
+            f"Slowdown against `none` (> 1 is slower; target ≤ {OTEL_TARGET}x on, 1.00x off"
+            + ("" if lower_is_better else "; the median of each run's ratio to the `none` run of its rep")
+            + "):\n\n"
             + "\n".join(f"- `{line}`" for line in lines),
         ]
     )

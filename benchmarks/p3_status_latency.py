@@ -65,24 +65,44 @@ async def ours_round(client, session_id: str, n: int) -> list[float]:  # type: i
     return samples
 
 
+async def bare_span_round(client, session_id: str, n: int, tracer) -> list[float]:  # type: ignore[no-untyped-def]
+    """``ours_round`` with one bare SDK span (no attributes, no propagation) started and ended around each call
+    by the benchmark itself: what any span per request costs, whoever makes it."""
+    samples = []
+    perf = time.perf_counter
+    status = client.session_status
+    start_span = tracer.start_span
+    for _ in range(n):
+        t0 = perf()
+        span = start_span("session/status")
+        await status(session_id)
+        span.end()
+        samples.append(perf() - t0)
+    return samples
+
+
 async def otel_main(args: argparse.Namespace) -> int:
-    """``--otel``: the same round trips with the otel extra not installed, off and on (one client each,
-    alternating rounds); reports each mode's p50/p99 and the ratios on/none and off/none."""
-    per_round, rounds, warmup = (300, 3, 50) if args.quick else (3000, 7, 300)
-    modes = _common.OtelModes()
-    samples: dict[str, list[float]] = {name: [] for name in modes.NAMES}
+    """``--otel``: the same round trips with the otel extra not installed, off and on, and the breakdown modes
+    (one client each, short alternating rounds so that load drifting on a shared machine hits every mode
+    alike); reports each mode's p50/p99 and the ratios against ``none``."""
+    per_round, rounds, warmup = (100, 6, 50) if args.quick else (250, 84, 300)
+    modes = _common.OtelModes(with_breakdown=True)
+    samples: dict[str, list[float]] = {name: [] for name in modes.names}
     async with _common.AgentProcess(2) as agent:
         clients = {}
         sids: dict[str, str] = {}
         try:
-            for name in modes.NAMES:  # "none" first: OpenTelemetry is not imported before it connects
+            for name in modes.names:  # "none" first: OpenTelemetry is not imported before it connects
                 with modes.mode(name):
                     client = clients[name] = await connect(agent.url, protocol_version=2)
                     sids[name] = (await client.new_session("/tmp")).id
                     await ours_round(client, sids[name], warmup)
-            for _ in range(rounds):
-                for name in modes.NAMES:
-                    with modes.mode(name):
+            tracer = modes.bare_tracer()
+            for round_ in range(rounds):
+                for name in _common.rotated(modes.names, round_):  # no mode always runs first
+                    if name == "sdk-span":
+                        samples[name] += await bare_span_round(clients[name], sids[name], per_round, tracer)
+                    else:
                         samples[name] += await ours_round(clients[name], sids[name], per_round)
         finally:
             for client in clients.values():

@@ -16,6 +16,8 @@ OpenTelemetry: this module is imported only when you import it.
 
 from __future__ import annotations
 
+import atexit
+
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
@@ -41,9 +43,20 @@ class Instrumentation:
         """``True`` while this instrumentation is the one clients made from now on report to."""
         return _observe.current() is self._observer
 
+    def flush(self) -> None:
+        """Record, now, the requests that have ended but whose spans and durations are not recorded yet.
+
+        Request spans are ended (with the end time of their answers) and their durations measured off the
+        requests' latency path, in batches on the caller's event loop: once 64 have ended, or 50 ms after
+        the first of them. Call this before reading an in-memory exporter or reader, or before flushing or
+        shutting down your providers yourself; :meth:`uninstrument` and the interpreter's exit do it too."""
+        self._observer.flush()
+
     def uninstrument(self) -> None:
-        """Stop instrumenting clients and connections made from now on (those already made keep theirs)."""
+        """Stop instrumenting clients and connections made from now on (those already made keep theirs),
+        after recording what :meth:`flush` records."""
         _observe.uninstall(self._observer)
+        self._observer.flush()
 
 
 def instrument(
@@ -60,14 +73,23 @@ def instrument(
     semantic conventions do) and the ``traceparent``/``tracestate`` headers of each Streamable HTTP POST
     and of the WebSocket handshake, written by the global propagator. Calling it again replaces the
     previous instrumentation. Returns a handle whose :meth:`Instrumentation.uninstrument` turns it off.
+
+    A request's span is started before the request is written (its context goes with it) but recorded,
+    with its end time and attributes, after the answer, in batches (see :meth:`Instrumentation.flush`).
     """
     observer = OpenTelemetryObserver(
         tracer_provider=tracer_provider, meter_provider=meter_provider, propagate_context=propagate
     )
     _observe.install(observer)
+    # before the SDK providers' own exit hooks (registered earlier, so run later): nothing queued is lost
+    atexit.register(observer.flush)
     return Instrumentation(observer)
 
 
 def uninstrument() -> None:
-    """Stop instrumenting clients and connections made from now on, whichever instrumentation is installed."""
+    """Stop instrumenting clients and connections made from now on, whichever instrumentation is installed
+    (after recording its ended requests, as :meth:`Instrumentation.flush` does)."""
+    observer = _observe.current()
     _observe.uninstall()
+    if isinstance(observer, OpenTelemetryObserver):
+        observer.flush()

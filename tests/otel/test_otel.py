@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -29,9 +30,10 @@ from opentelemetry.trace import (
 )
 
 import acp_client.otel
-from acp_client import Limits, SessionNotFound, SessionRecovered, connect
+from acp_client import Limits, SessionNotFound, SessionRecovered, connect, sync
+from acp_client.otel._observer import FINISH_BATCH
 from acp_client.schema import models_for
-from acp_client.testing import ReferenceAgent
+from acp_client.testing import AgentThread, ReferenceAgent
 from tests.conftest import Link, bound, over_links, started
 
 link = over_links("ws", "http1", "h2c")
@@ -51,6 +53,7 @@ class Telemetry:
     instrumentation: acp_client.otel.Instrumentation
 
     def finished(self, name: str) -> list[ReadableSpan]:
+        self.instrumentation.flush()  # request spans are recorded in batches, after their answers
         return [s for s in self.spans.get_finished_spans() if s.name == name]
 
     def one(self, name: str) -> ReadableSpan:
@@ -63,6 +66,7 @@ class Telemetry:
         return {dict(p.attributes)[key]: p.value for p in self.points(metric)}
 
     def points(self, metric: str) -> list[Any]:
+        self.instrumentation.flush()
         data = self.metrics.get_metrics_data()
         assert data is not None
         return [
@@ -303,3 +307,46 @@ def test_import_acp_client_imports_no_opentelemetry() -> None:
         "assert 'acp_client.otel' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=bound(60))
+
+
+def test_a_blocking_call_carries_the_callers_span(telemetry: Telemetry) -> None:
+    """The sync facade runs the call on its own loop thread; the request span is still a child of the span
+    current in the calling thread (the submission copies the caller's context), and the agent receives that
+    trace."""
+    tracer = telemetry.tracer_provider.get_tracer("app")
+    with (
+        AgentThread(2, timeout=bound(15)) as host,
+        sync.connect(host.agent.url, timeout=bound(10)) as client,
+        tracer.start_as_current_span("user turn") as turn,
+    ):
+        session = client.new_session("/w")
+    new = telemetry.one("session/new")
+    assert parent_id(new) == turn.get_span_context().span_id
+    seen = [t.traceparent for t in host.agent.trace_contexts if t.method == "session/new"]
+    assert seen and all(t.split("-")[1] == f"{turn.get_span_context().trace_id:032x}" for t in seen)
+    assert session.id
+
+
+async def test_request_spans_are_recorded_in_batches_after_their_answers(
+    telemetry: Telemetry, link: Link, agent: ReferenceAgent
+) -> None:
+    """A request's span and duration are recorded off its latency path: queued when the answer arrives and
+    recorded in a batch once FINISH_BATCH are queued (or FINISH_DELAY later), with the answer's time as the
+    span's end; ``flush()`` records the rest now."""
+    async with connect(link.url(agent), **link.options) as client:
+        session = await client.new_session("/w")
+        ends = []
+        for _ in range(2 * FINISH_BATCH):
+            await client.session_status(session.id)
+            ends.append(time.time_ns())
+        # never more than a batch waits: FINISH_BATCH queued are drained while the next request waits
+        recorded = [s for s in telemetry.spans.get_finished_spans() if s.name == "session/status"]
+        assert len(recorded) >= FINISH_BATCH
+    statuses = telemetry.finished("session/status")  # flushes the rest
+    assert len(statuses) == 2 * FINISH_BATCH
+    for span, returned in zip(sorted(statuses, key=lambda s: s.end_time or 0), ends, strict=True):
+        assert span.end_time is not None and span.end_time <= returned
+        assert dict(span.attributes or {})["acp.session.id"] == session.id
+    points = telemetry.points("rpc.client.call.duration")
+    counts = [p.count for p in points if dict(p.attributes)["rpc.method"] == "session/status"]
+    assert counts == [2 * FINISH_BATCH]
