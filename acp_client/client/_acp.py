@@ -15,9 +15,9 @@ from typing import Any, Literal, TypeAlias
 
 from acp_client._logging import get_logger
 from acp_client._version import __version__
+from acp_client.client._router import InboundRouter
 from acp_client.client._support import (
     _GATES,
-    InboundRouter,
     PathArg,
     SessionInfo,
     directory_list,
