@@ -8,8 +8,6 @@ and returns an :class:`ACPClient`. It works as ``client = await connect(url)`` a
 
 from __future__ import annotations
 
-import asyncio
-import collections
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal, TypeAlias
 
@@ -79,7 +77,7 @@ class _ClientFacts:
         return self._client.protocol_version
 
 
-class ACPClient(InboundRouter):
+class ACPClient:
     """A typed ACP client over one :class:`~acp_client.client.connection.Connection`.
 
     Usually made by :func:`connect`. After ``initialize`` it exposes the negotiated ``protocol_version``,
@@ -98,19 +96,25 @@ class ACPClient(InboundRouter):
         request_timeout: float | None = 30.0,
         generation: int | None = None,
     ) -> None:
-        #: The JSON-RPC connection over ``transport`` (this client's callbacks are bound at construction).
+        #: The JSON-RPC connection over ``transport``; what the agent sends goes to this client's router.
         self.connection = Connection(
             transport,
             request_timeout=request_timeout,
             generation=generation,
-            on_request=self._on_request,
-            on_notification=self._on_notification,
-            on_close=self._on_connection_lost,
+            on_request=lambda method, params: self._inbound.on_request(method, params),
+            on_notification=lambda method, params: self._inbound.on_notification(method, params),
+            on_close=lambda loss: self._inbound.on_connection_lost(loss),
             facts=_ClientFacts(self),
         )
         self.handlers = handlers or ClientHandlers()
         # a reconnecting client lends its registry (it owns it); on its own this client owns a fresh one
         self._registry = registry if registry is not None else SessionRegistry()
+        self._inbound = InboundRouter(
+            self.connection,
+            handlers=self.handlers,
+            registry=self._registry,
+            protocol_version=lambda: self.protocol_version,
+        )
         self.client_info = dict(client_info or {"name": "acp-client", "version": __version__})
         self.protocol_version: int = 0
         self.agent_capabilities: dict[str, Any] = {}
@@ -119,13 +123,7 @@ class ACPClient(InboundRouter):
         self.initialize_result: dict[str, Any] = {}
         # sessions made here answer to this client, or to the reconnecting client that owns it
         self._session_owner: SessionOwner = session_owner if session_owner is not None else self
-        self._permission_waiters: dict[str, set[asyncio.Event]] = {}
         self._closed_by_owner = False  # aclose() was called: a session call says "closed", not "detached"
-        # sessions with a resume/load outstanding on this connection: their updates are routed here
-        self._attaching: set[str] = set()
-        # updates for a session id not known yet, kept while a session/new is outstanding (see below)
-        self._early: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
-        self._new_pending = 0
 
     @property
     def sessions(self) -> Mapping[str, Session]:
@@ -149,7 +147,7 @@ class ACPClient(InboundRouter):
         """
         self._closed_by_owner = True
         await self.connection.close()
-        self._detach_all()
+        self._inbound.detach_all()
         if self._session_owner is self:
             await self.handlers.client_closed()
 
@@ -303,14 +301,9 @@ class ACPClient(InboundRouter):
         if self.protocol_version >= 2:
             self._require("session/new", "session")
         params = self._session_params(cwd, mcp_servers, additional_directories, "session/new")
-        self._new_pending += 1
-        try:
+        with self._inbound.new_session_pending():
             result = await self.connection.request("session/new", params, timeout=timeout)
             return self._register_new(result, params, params["cwd"])
-        finally:
-            self._new_pending -= 1
-            if not self._new_pending:
-                self._early.clear()
 
     def _register_new(self, result: Any, params: dict[str, Any], cwd: str) -> Session:
         session_id = result.get("sessionId") if isinstance(result, dict) else None
@@ -328,12 +321,7 @@ class ACPClient(InboundRouter):
             session._apply_snapshot("idle")  # "a new session defaults to idle"
         session._move_link(SessionLink.ATTACHED, connection_id=self.connection.id)
         self._registry.add(session)
-        early = [update for sid, update in self._early if sid == session_id]
-        if early:  # updates the agent sent right behind its answer, before the session was registered
-            self._early = collections.deque(e for e in self._early if e[0] != session_id)
-            self.connection.stats["updates_unknown_session"] -= len(early)
-            for update in early:
-                self._on_notification("session/update", update)
+        self._inbound.deliver_early(session_id)  # updates the agent sent right behind its answer
         return session
 
     def _owner(self) -> SessionOwner:
@@ -447,24 +435,23 @@ class ACPClient(InboundRouter):
         if self._registry.get(record.session_id) is not session and not self._registry.add(session):
             raise SessionLost(record.session_id, "forgotten")
         session._begin_replay(rebuild=replay)
-        self._attaching.add(record.session_id)
         ok = False
         try:
-            if silence is None:
-                await self.connection.request(method, params, timeout=timeout)
-            else:
-                await self.connection.request_watched(
-                    method,
-                    params,
-                    silence=silence,
-                    deadline=deadline,
-                    progress=session._replay_progress,
-                    on_give_up=on_give_up,
-                    max_progress=max_replay,
-                )
+            with self._inbound.attaching(record.session_id):
+                if silence is None:
+                    await self.connection.request(method, params, timeout=timeout)
+                else:
+                    await self.connection.request_watched(
+                        method,
+                        params,
+                        silence=silence,
+                        deadline=deadline,
+                        progress=session._replay_progress,
+                        on_give_up=on_give_up,
+                        max_progress=max_replay,
+                    )
             ok = True
         finally:
-            self._attaching.discard(record.session_id)
             session._end_replay(success=ok)
         record.mcp_servers = servers
         session._move_link(SessionLink.ATTACHED, connection_id=self.connection.id)
@@ -557,8 +544,7 @@ class ACPClient(InboundRouter):
         As the protocol requires, every permission request of that session still waiting for the user is
         answered *cancelled* at once (its handler task is cancelled).
         """
-        for waiter in list(self._permission_waiters.get(session_id, ())):
-            waiter.set()
+        self._inbound.cancel_permissions(session_id)
         await self.connection.notify("session/cancel", {"sessionId": session_id})
 
     # ------------------------------------------------------------------ SessionOwner
