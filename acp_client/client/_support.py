@@ -6,13 +6,16 @@ agent sends is :class:`~acp_client.client._router.InboundRouter`.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from acp_client.exceptions import ProtocolError, UsageError
 
-__all__ = ["_GATES", "SessionInfo", "parse_list_page", "shape_mcp_servers"]
+__all__ = ["DEFAULT_MAX_LIST_PAGES", "_GATES", "SessionInfo", "list_pages", "parse_list_page", "shape_mcp_servers"]
+
+#: Pages of ``session/list`` read at most by one listing (each page is bounded by the frame size).
+DEFAULT_MAX_LIST_PAGES = 1000
 
 
 # what each gated call needs, per protocol version: (capability path, human name)
@@ -73,6 +76,33 @@ def parse_list_page(result: Any) -> tuple[list[SessionInfo], str | None]:
             )
     cursor = result.get("nextCursor")
     return infos, cursor if isinstance(cursor, str) and cursor else None
+
+
+async def list_pages(
+    request: Callable[..., Awaitable[Any]], cwd: str | None, *, timeout: float | None, max_pages: int
+) -> AsyncIterator[SessionInfo]:
+    """Every entry of ``session/list``, page after page, sent with ``request(method, params, timeout=...)``.
+
+    A cursor the agent sent before (a loop), or more than ``max_pages`` pages, ends the listing with
+    ``ProtocolError`` naming the bound: a listing always ends.
+    """
+    cursor: str | None = None
+    seen: set[str] = set()
+    for page in range(1, max_pages + 1):
+        params: dict[str, Any] = {"cwd": cwd} if cwd is not None else {}
+        if cursor is not None:
+            params["cursor"] = cursor
+        infos, cursor = parse_list_page(await request("session/list", params, timeout=timeout))
+        for info in infos:
+            yield info
+        if cursor is None:
+            return
+        if cursor in seen:
+            raise ProtocolError(
+                f"session/list sent a cursor it had already sent (page {page}): the agent's listing loops"
+            )
+        seen.add(cursor)
+    raise ProtocolError(f"session/list had more than {max_pages} pages (max_pages={max_pages}); stopped there")
 
 
 #: a path argument: a ``str`` or an ``os.PathLike`` (``pathlib.Path`` ...)
