@@ -153,7 +153,7 @@ async def emit_update(
 
 async def send_update_locked(agent: ReferenceAgent, session: AgentSessionRecord, update: dict[str, Any]) -> bool:
     """Send one ``session/update`` to the attached connection; the caller holds ``session.emit_lock``."""
-    agent.notify_changed()
+    agent.records.notify_changed()
     connection = session.connection
     delivered = False
     if connection is not None and not connection.closed:
@@ -255,7 +255,7 @@ class PromptTurn:
             async with session.emit_lock:
                 insert_user_message()
                 start_running()
-        self.agent.notify_changed()
+        self.agent.records.notify_changed()
 
     async def say(self, text: str) -> None:
         """Stream one agent message chunk (appended to this turn's agent message in the transcript)."""
@@ -308,7 +308,7 @@ class PromptTurn:
         """Close the connection the session is attached to (the turn itself goes on)."""
         connection = self.session.connection
         if connection is not None and not connection.closed:
-            await self.agent.close_connection(connection, code=code, reason="reference agent drop", abort=abort)
+            await self.agent.faults.close_connection(connection, code=code, reason="reference agent drop", abort=abort)
 
     async def request_permission(
         self, title: str = "Run the reference tool?", options: Sequence[dict[str, Any]] | None = None
@@ -434,7 +434,7 @@ class PromptTurn:
                 session.turn = None
             if not self._done.done():
                 self._done.set_result(None)
-            self.agent.notify_changed()
+            self.agent.records.notify_changed()
 
     def _settle(self, stop_reason: str | None) -> None:
         if self.accepted:
