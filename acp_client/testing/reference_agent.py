@@ -7,7 +7,7 @@
         await agent.wait_for_method("session/prompt")
         await agent.drop_all_connections()
 
-Prompts are scripts in a small language (see :mod:`acp_client.testing.agent._turns`: ``echo: hi``,
+Prompts are scripts in a small language (see :mod:`acp_client.testing.agent._script`: ``echo: hi``,
 ``stream 50``, ``sleep 2.5``, ``permission``, ``fail``, …), or ``agent.on_prompt`` runs your own coroutine.
 
 Standalone: ``python -m acp_client.testing.reference_agent --port 8765 --protocol 2`` prints the URL as its

@@ -445,15 +445,8 @@ class HttpEndpoint:
         gone = responder.gone
         while True:
             if not out.queue.empty() and not gone.done() and not link.paused and out.responder is responder:
-                ready = out.queue.get_nowait()  # a burst: no waiting machinery per event
-                if ready is None:
-                    await responder.end()
+                if not await self._write(out, responder, out.queue.get_nowait()):  # a burst: no waiting per event
                     return
-                try:
-                    await responder.data(self._event(ready))
-                except _Gone:
-                    _requeue_front(out.queue, ready)
-                    raise
                 continue
             getter = asyncio.ensure_future(out.queue.get())
             waitables: list[asyncio.Future[Any]] = [getter, gone]
@@ -476,15 +469,20 @@ class HttpEndpoint:
             if getter not in done:
                 await responder.data(b": keepalive\n\n")
                 continue
-            item = getter.result()
-            if item is None:
-                await responder.end()
+            if not await self._write(out, responder, getter.result()):
                 return
-            try:
-                await responder.data(self._event(item))
-            except _Gone:
-                _requeue_front(out.queue, item)
-                raise
+
+    async def _write(self, out: _SseOut, responder: _Responder, item: tuple[int, str] | None) -> bool:
+        """Write one queued event; ``None`` ends the stream (``False``). An event not written goes back first."""
+        if item is None:
+            await responder.end()
+            return False
+        try:
+            await responder.data(self._event(item))
+        except _Gone:
+            _requeue_front(out.queue, item)
+            raise
+        return True
 
     def _event(self, event: tuple[int, str]) -> bytes:
         lines = "".join(f"data: {line}\n" for line in event[1].split("\n"))
