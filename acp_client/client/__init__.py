@@ -1,6 +1,7 @@
-"""The one-connection client: :class:`ACPClient` (``_acp``: initialize, negotiation, every client->agent
-method), its :class:`~acp_client.client.connection.Connection` (``connection``: one transport and one JSON-RPC
-core), the inbound routing and capability gates (``_support``), and opening a link (``_connect``:
+"""The one-connection client: :class:`ACPClient` (``_acp``: initialize, every client->agent method), its
+:class:`~acp_client.client.connection.Connection` (``connection``: one transport and one JSON-RPC core), the
+reading of ``initialize`` and the capability gates (``_negotiate``), the routing of what the agent sends
+(``_router``), the shapes of what is sent and read (``_support``), and opening a link (``_connect``:
 ``Target``, ``Connector``, :func:`connect`)."""
 
 from acp_client.client._acp import (

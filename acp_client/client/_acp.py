@@ -8,20 +8,29 @@ and returns an :class:`ACPClient`. It works as ``client = await connect(url)`` a
 
 from __future__ import annotations
 
-import asyncio
-import collections
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal
 
 from acp_client._logging import get_logger
 from acp_client._version import __version__
+from acp_client.client._negotiate import (
+    SUPPORTED_PROTOCOL_VERSIONS,
+    ClientFacts,
+    ProtocolVersionOption,
+    attach_method,
+    initialize_params,
+    read_initialize_answer,
+    require,
+    supported,
+    timeout_with_stray_line,
+)
+from acp_client.client._router import InboundRouter
 from acp_client.client._support import (
-    _GATES,
-    InboundRouter,
+    DEFAULT_MAX_LIST_PAGES,
     PathArg,
     SessionInfo,
     directory_list,
-    parse_list_page,
+    list_pages,
     path_text,
     server_list,
     shape_mcp_servers,
@@ -33,14 +42,12 @@ from acp_client.exceptions import (
     ClientClosed,
     ProtocolError,
     SessionLost,
-    UnsupportedProtocolVersion,
     UsageError,
 )
 from acp_client.handlers import ClientHandlers
 from acp_client.schema import (
     SessionStatusResponse,
     build_status_models,
-    capability_present,
     models_for,
     parse_status_response,
 )
@@ -52,34 +59,8 @@ __all__ = ["SUPPORTED_PROTOCOL_VERSIONS", "ACPClient", "ProtocolVersionOption", 
 log = get_logger("acp_client.client")  # the logger name users configure; stable across moves
 
 
-#: Pages of ``session/list`` read at most by one listing (each page is bounded by the frame size).
-DEFAULT_MAX_LIST_PAGES = 1000
 
-#: Protocol versions this client speaks.
-SUPPORTED_PROTOCOL_VERSIONS = (1, 2)
-
-#: ``1``, ``2`` or ``"auto"`` (offer v2, accept v1).
-ProtocolVersionOption: TypeAlias = Literal[1, 2, "auto"]
-
-
-class _ClientFacts:
-    """What an observer reads about this client's connection (acp_client._observe.LinkFacts)."""
-
-    __slots__ = ("_client",)
-
-    def __init__(self, client: ACPClient) -> None:
-        self._client = client
-
-    @property
-    def peer(self) -> str:
-        return self._client.connection.transport.description
-
-    @property
-    def protocol_version(self) -> int:
-        return self._client.protocol_version
-
-
-class ACPClient(InboundRouter):
+class ACPClient:
     """A typed ACP client over one :class:`~acp_client.client.connection.Connection`.
 
     Usually made by :func:`connect`. After ``initialize`` it exposes the negotiated ``protocol_version``,
@@ -98,19 +79,25 @@ class ACPClient(InboundRouter):
         request_timeout: float | None = 30.0,
         generation: int | None = None,
     ) -> None:
-        #: The JSON-RPC connection over ``transport`` (this client's callbacks are bound at construction).
+        #: The JSON-RPC connection over ``transport``; what the agent sends goes to this client's router.
         self.connection = Connection(
             transport,
             request_timeout=request_timeout,
             generation=generation,
-            on_request=self._on_request,
-            on_notification=self._on_notification,
-            on_close=self._on_connection_lost,
-            facts=_ClientFacts(self),
+            on_request=lambda method, params: self._inbound.on_request(method, params),
+            on_notification=lambda method, params: self._inbound.on_notification(method, params),
+            on_close=lambda loss: self._inbound.on_connection_lost(loss),
+            facts=ClientFacts(transport, lambda: self.protocol_version),
         )
         self.handlers = handlers or ClientHandlers()
         # a reconnecting client lends its registry (it owns it); on its own this client owns a fresh one
         self._registry = registry if registry is not None else SessionRegistry()
+        self._inbound = InboundRouter(
+            self.connection,
+            handlers=self.handlers,
+            registry=self._registry,
+            protocol_version=lambda: self.protocol_version,
+        )
         self.client_info = dict(client_info or {"name": "acp-client", "version": __version__})
         self.protocol_version: int = 0
         self.agent_capabilities: dict[str, Any] = {}
@@ -119,13 +106,7 @@ class ACPClient(InboundRouter):
         self.initialize_result: dict[str, Any] = {}
         # sessions made here answer to this client, or to the reconnecting client that owns it
         self._session_owner: SessionOwner = session_owner if session_owner is not None else self
-        self._permission_waiters: dict[str, set[asyncio.Event]] = {}
         self._closed_by_owner = False  # aclose() was called: a session call says "closed", not "detached"
-        # sessions with a resume/load outstanding on this connection: their updates are routed here
-        self._attaching: set[str] = set()
-        # updates for a session id not known yet, kept while a session/new is outstanding (see below)
-        self._early: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
-        self._new_pending = 0
 
     @property
     def sessions(self) -> Mapping[str, Session]:
@@ -149,7 +130,7 @@ class ACPClient(InboundRouter):
         """
         self._closed_by_owner = True
         await self.connection.close()
-        self._detach_all()
+        self._inbound.detach_all()
         if self._session_owner is self:
             await self.handlers.client_closed()
 
@@ -159,10 +140,7 @@ class ACPClient(InboundRouter):
 
     def initialize_params(self, version: int) -> dict[str, Any]:
         """The ``initialize`` params this client sends for a protocol version (v1- or v2-shaped)."""
-        caps = self.handlers.client_capabilities(version)
-        if version >= 2:
-            return {"protocolVersion": version, "capabilities": caps, "info": self.client_info}
-        return {"protocolVersion": version, "clientCapabilities": caps, "clientInfo": self.client_info}
+        return initialize_params(self.handlers.client_capabilities(version), self.client_info, version)
 
     async def initialize(self, version: int = 2, *, timeout: float | None = 10.0) -> int:
         """Send ``initialize`` offering ``version`` and record what the agent answered.
@@ -173,40 +151,20 @@ class ACPClient(InboundRouter):
         try:
             result = await self.connection.request("initialize", self.initialize_params(version), timeout=timeout)
         except ACPTimeoutError as exc:
-            stray = self.connection.last_discarded
-            if stray is None:
+            clearer = timeout_with_stray_line(exc, self.connection.last_discarded)
+            if clearer is None:
                 raise
-            kind, excerpt = stray
-            shown = excerpt if len(excerpt) <= 120 else excerpt[:117] + "..."
-            raise ACPTimeoutError(
-                f"{exc}; the agent did send a line that is not a JSON-RPC message ({kind}): {shown!r}. An ACP "
-                "agent must write only JSON-RPC messages to its output (stdout for a stdio agent); logs belong "
-                "on stderr"
-            ) from None
-        if not isinstance(result, dict):
-            raise ProtocolError(f"initialize answered {type(result).__name__}, expected an object")
-        answered = result.get("protocolVersion")
-        if not isinstance(answered, int) or isinstance(answered, bool) or answered not in SUPPORTED_PROTOCOL_VERSIONS:
-            raise UnsupportedProtocolVersion(version, answered)
-        if answered > version:
-            raise UnsupportedProtocolVersion(version, answered)
-        if answered >= 2 and ("agentCapabilities" in result or "info" not in result):
-            # Some v1 agents echo the offered version (the official Python SDK's examples do): a v2 answer
-            # must carry `info`, and `agentCapabilities` is v1's name. Believe the shape, not the number.
-            log.warning("agent_claimed_v2_with_a_v1_answer", connection_id=self.connection.id)
-            answered = 1
-        self.protocol_version = answered
-        self.initialize_result = result
-        caps = result.get("capabilities" if answered >= 2 else "agentCapabilities")
-        self.agent_capabilities = caps if isinstance(caps, dict) else {}
-        info = result.get("info" if answered >= 2 else "agentInfo")
-        self.agent_info = info if isinstance(info, dict) else {}
-        methods = result.get("authMethods")
-        self.auth_methods = [m for m in methods if isinstance(m, dict)] if isinstance(methods, list) else []
+            raise clearer from None
+        answer = read_initialize_answer(result, version, connection_id=self.connection.id)
+        self.protocol_version = answer.version
+        self.initialize_result = answer.result
+        self.agent_capabilities = answer.capabilities
+        self.agent_info = answer.info
+        self.auth_methods = answer.auth_methods
         # Build this version's models now, once per process, rather than inside the first status probe or
         # update of a recovery round, where the pause (a second or more of pydantic schema building on a
         # slow machine) would count against every recovery request's timeout.
-        models_for(answered)
+        models_for(answer.version)
         if self.supports("status"):
             # the session/status models need the v2 `Usage` type even for a v1 answer: built here, not in the
             # first probe of a recovery round (0.3 s of CPU, 10 s and more on a loaded machine, counted
@@ -215,10 +173,10 @@ class ACPClient(InboundRouter):
         log.info(
             "initialized",
             connection_id=self.connection.id,
-            protocol_version=answered,
+            protocol_version=answer.version,
             agent=self.agent_info.get("name"),
         )
-        return answered
+        return answer.version
 
     def supports(self, feature: str) -> bool:
         """Whether the agent advertised ``feature`` on this connection.
@@ -226,19 +184,10 @@ class ACPClient(InboundRouter):
         Features: ``load``, ``resume``, ``list``, ``close``, ``delete``, ``status``,
         ``additional_directories``, ``logout`` (v1) and ``session`` (v2 baseline).
         """
-        gate = _GATES.get((feature, self.protocol_version))
-        if gate is None:
-            return False
-        return capability_present(self.agent_capabilities, gate[0])
+        return supported(feature, self.protocol_version, self.agent_capabilities)
 
     def _require(self, method: str, feature: str) -> None:
-        if self.protocol_version == 0:
-            raise UsageError(f"{method}: call initialize() first")
-        gate = _GATES.get((feature, self.protocol_version))
-        if gate is None:
-            raise CapabilityNotSupported(method, None, self.protocol_version)
-        if not capability_present(self.agent_capabilities, gate[0]):
-            raise CapabilityNotSupported(method, gate[1], self.protocol_version)
+        require(method, feature, self.protocol_version, self.agent_capabilities)
 
     # ------------------------------------------------------------------ escape hatch
 
@@ -303,14 +252,9 @@ class ACPClient(InboundRouter):
         if self.protocol_version >= 2:
             self._require("session/new", "session")
         params = self._session_params(cwd, mcp_servers, additional_directories, "session/new")
-        self._new_pending += 1
-        try:
+        with self._inbound.new_session_pending():
             result = await self.connection.request("session/new", params, timeout=timeout)
             return self._register_new(result, params, params["cwd"])
-        finally:
-            self._new_pending -= 1
-            if not self._new_pending:
-                self._early.clear()
 
     def _register_new(self, result: Any, params: dict[str, Any], cwd: str) -> Session:
         session_id = result.get("sessionId") if isinstance(result, dict) else None
@@ -328,12 +272,7 @@ class ACPClient(InboundRouter):
             session._apply_snapshot("idle")  # "a new session defaults to idle"
         session._move_link(SessionLink.ATTACHED, connection_id=self.connection.id)
         self._registry.add(session)
-        early = [update for sid, update in self._early if sid == session_id]
-        if early:  # updates the agent sent right behind its answer, before the session was registered
-            self._early = collections.deque(e for e in self._early if e[0] != session_id)
-            self.connection.stats["updates_unknown_session"] -= len(early)
-            for update in early:
-                self._on_notification("session/update", update)
+        self._inbound.deliver_early(session_id)  # updates the agent sent right behind its answer
         return session
 
     def _owner(self) -> SessionOwner:
@@ -425,18 +364,7 @@ class ACPClient(InboundRouter):
         ``mcpServers`` entries carry ``type``).
         """
         record = session.record
-        if mode == "load":
-            if self.protocol_version >= 2:
-                raise CapabilityNotSupported("session/load", None, 2, hint="use resume_session(..., replay=True)")
-            self._require("session/load", "load")
-            method = "session/load"
-        else:
-            self._require("session/resume", "resume")
-            method = "session/resume"
-            if replay and self.protocol_version < 2:
-                raise CapabilityNotSupported(
-                    "session/resume with replay", None, 1, hint="v1 resume never replays: use load_session()"
-                )
+        method = attach_method(mode, replay, self.protocol_version, self.agent_capabilities)
         servers = shape_mcp_servers(record.mcp_servers if mcp_servers is None else mcp_servers, self.protocol_version)
         params: dict[str, Any] = {"sessionId": record.session_id, "cwd": record.cwd, "mcpServers": servers}
         if record.additional_directories is not None and self.supports("additional_directories"):
@@ -447,24 +375,23 @@ class ACPClient(InboundRouter):
         if self._registry.get(record.session_id) is not session and not self._registry.add(session):
             raise SessionLost(record.session_id, "forgotten")
         session._begin_replay(rebuild=replay)
-        self._attaching.add(record.session_id)
         ok = False
         try:
-            if silence is None:
-                await self.connection.request(method, params, timeout=timeout)
-            else:
-                await self.connection.request_watched(
-                    method,
-                    params,
-                    silence=silence,
-                    deadline=deadline,
-                    progress=session._replay_progress,
-                    on_give_up=on_give_up,
-                    max_progress=max_replay,
-                )
+            with self._inbound.attaching(record.session_id):
+                if silence is None:
+                    await self.connection.request(method, params, timeout=timeout)
+                else:
+                    await self.connection.request_watched(
+                        method,
+                        params,
+                        silence=silence,
+                        deadline=deadline,
+                        progress=session._replay_progress,
+                        on_give_up=on_give_up,
+                        max_progress=max_replay,
+                    )
             ok = True
         finally:
-            self._attaching.discard(record.session_id)
             session._end_replay(success=ok)
         record.mcp_servers = servers
         session._move_link(SessionLink.ATTACHED, connection_id=self.connection.id)
@@ -481,26 +408,7 @@ class ACPClient(InboundRouter):
         self._require("session/list", "list")
         if max_pages < 1:
             raise UsageError(f"max_pages must be at least 1, not {max_pages!r}")
-        return self._list_pages(cwd, timeout, max_pages)
-
-    async def _list_pages(self, cwd: str | None, timeout: float | None, max_pages: int) -> AsyncIterator[SessionInfo]:
-        cursor: str | None = None
-        seen: set[str] = set()
-        for page in range(1, max_pages + 1):
-            params: dict[str, Any] = {"cwd": cwd} if cwd is not None else {}
-            if cursor is not None:
-                params["cursor"] = cursor
-            infos, cursor = parse_list_page(await self.connection.request("session/list", params, timeout=timeout))
-            for info in infos:
-                yield info
-            if cursor is None:
-                return
-            if cursor in seen:
-                raise ProtocolError(
-                    f"session/list sent a cursor it had already sent (page {page}): the agent's listing loops"
-                )
-            seen.add(cursor)
-        raise ProtocolError(f"session/list had more than {max_pages} pages (max_pages={max_pages}); stopped there")
+        return list_pages(self.connection.request, cwd, timeout=timeout, max_pages=max_pages)
 
     async def close_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
         """``session/close``: the agent cancels the session's work and frees it; the handle becomes closed."""
@@ -557,8 +465,7 @@ class ACPClient(InboundRouter):
         As the protocol requires, every permission request of that session still waiting for the user is
         answered *cancelled* at once (its handler task is cancelled).
         """
-        for waiter in list(self._permission_waiters.get(session_id, ())):
-            waiter.set()
+        self._inbound.cancel_permissions(session_id)
         await self.connection.notify("session/cancel", {"sessionId": session_id})
 
     # ------------------------------------------------------------------ SessionOwner

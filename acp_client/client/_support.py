@@ -1,32 +1,22 @@
-"""What :class:`~acp_client.client.ACPClient` needs besides its calls: the capability gates of each call,
-the shapes it reads and writes (``SessionInfo``, MCP server entries per version), and the routing of what
-the agent sends (:class:`InboundRouter`: agent requests to the handlers, updates to their sessions).
+"""What :class:`~acp_client.client.ACPClient` needs besides its calls: the capability gates of each call and
+the shapes it reads and writes (``SessionInfo``, MCP server entries per version). The routing of what the
+agent sends is :class:`~acp_client.client._router.InboundRouter`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import collections
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from acp_client._logging import get_logger
-from acp_client.exceptions import ConnectionLost, ProtocolError, UsageError
-from acp_client.handlers import ClientHandlers, dispatch_request
-from acp_client.schema import session_update_fields
-from acp_client.sessions import SessionLink, SessionRegistry
+from acp_client.exceptions import ProtocolError, UsageError
 
-if TYPE_CHECKING:
-    from acp_client.client.connection import Connection
+__all__ = ["DEFAULT_MAX_LIST_PAGES", "_GATES", "SessionInfo", "list_pages", "parse_list_page", "shape_mcp_servers"]
 
-__all__ = ["EARLY_UPDATES", "_GATES", "InboundRouter", "SessionInfo", "parse_list_page", "shape_mcp_servers"]
+#: Pages of ``session/list`` read at most by one listing (each page is bounded by the frame size).
+DEFAULT_MAX_LIST_PAGES = 1000
 
-log = get_logger("acp_client.client")
-
-#: How many updates for a not-yet-registered session are kept while a session/new is outstanding.
-EARLY_UPDATES = 256
 
 # what each gated call needs, per protocol version: (capability path, human name)
 _GATES: dict[tuple[str, int], tuple[tuple[str, ...], str]] = {
@@ -86,6 +76,33 @@ def parse_list_page(result: Any) -> tuple[list[SessionInfo], str | None]:
             )
     cursor = result.get("nextCursor")
     return infos, cursor if isinstance(cursor, str) and cursor else None
+
+
+async def list_pages(
+    request: Callable[..., Awaitable[Any]], cwd: str | None, *, timeout: float | None, max_pages: int
+) -> AsyncIterator[SessionInfo]:
+    """Every entry of ``session/list``, page after page, sent with ``request(method, params, timeout=...)``.
+
+    A cursor the agent sent before (a loop), or more than ``max_pages`` pages, ends the listing with
+    ``ProtocolError`` naming the bound: a listing always ends.
+    """
+    cursor: str | None = None
+    seen: set[str] = set()
+    for page in range(1, max_pages + 1):
+        params: dict[str, Any] = {"cwd": cwd} if cwd is not None else {}
+        if cursor is not None:
+            params["cursor"] = cursor
+        infos, cursor = parse_list_page(await request("session/list", params, timeout=timeout))
+        for info in infos:
+            yield info
+        if cursor is None:
+            return
+        if cursor in seen:
+            raise ProtocolError(
+                f"session/list sent a cursor it had already sent (page {page}): the agent's listing loops"
+            )
+        seen.add(cursor)
+    raise ProtocolError(f"session/list had more than {max_pages} pages (max_pages={max_pages}); stopped there")
 
 
 #: a path argument: a ``str`` or an ``os.PathLike`` (``pathlib.Path`` ...)
@@ -150,82 +167,3 @@ def shape_mcp_servers(servers: Sequence[Mapping[str, Any]], version: int) -> lis
             entry.setdefault("headers", [])
         shaped.append(entry)
     return shaped
-
-
-class InboundRouter:
-    """The agent-to-client side of :class:`~acp_client.client.ACPClient` (a mixin): requests go to the
-    handlers (a permission request races its session's cancel), updates to the session they name."""
-
-    # provided by ACPClient
-    connection: Connection
-    handlers: ClientHandlers
-    protocol_version: int
-    _registry: SessionRegistry
-    _permission_waiters: dict[str, set[asyncio.Event]]
-    _attaching: set[str]
-    _early: collections.deque[tuple[str, dict[str, Any]]]
-    _new_pending: int
-
-    async def _on_request(self, method: str, params: Any) -> Any:
-        session_id = params.get("sessionId") if isinstance(params, dict) else None
-        if method != "session/request_permission" or not isinstance(session_id, str):
-            return await dispatch_request(self.handlers, method, params)
-        # a permission request races the session's cancel: session/cancel answers it "cancelled"
-        cancelled = asyncio.Event()
-        waiters = self._permission_waiters.setdefault(session_id, set())
-        waiters.add(cancelled)
-        handler = asyncio.ensure_future(dispatch_request(self.handlers, method, params))
-        stop = asyncio.ensure_future(cancelled.wait())
-        try:
-            await asyncio.wait({handler, stop}, return_when=asyncio.FIRST_COMPLETED)
-            if handler.done():
-                return handler.result()
-            return {"outcome": {"outcome": "cancelled"}}
-        finally:
-            for task in (handler, stop):
-                task.cancel()
-            await asyncio.wait({handler, stop})
-            waiters.discard(cancelled)
-            if not waiters:
-                self._permission_waiters.pop(session_id, None)
-
-    def _on_notification(self, method: str, params: Any) -> None:
-        if method != "session/update":
-            # unknown notifications SHOULD be ignored (custom `_` ones and `elicitation/complete` included)
-            self.connection.stats["notifications_ignored"] += 1
-            return
-        if not isinstance(params, dict):
-            self.connection.stats["updates_malformed"] += 1
-            return
-        session_id = params.get("sessionId")
-        session = self._registry.get(session_id) if isinstance(session_id, str) else None
-        if session is None:
-            # An agent may send updates (available commands, a title) right behind its session/new answer,
-            # in the same read: they arrive before the caller registered the session. Keep a few, briefly.
-            self.connection.stats["updates_unknown_session"] += 1
-            if isinstance(session_id, str) and self._new_pending:
-                self._early.append((session_id, params))
-                if len(self._early) > EARLY_UPDATES:
-                    self._early.popleft()
-                    self.connection.stats["early_updates_dropped"] += 1
-            return
-        if not session._attached_to(self.connection.id) and session.id not in self._attaching:
-            # late frames of a connection the session has left (or never joined) reach nothing
-            self.connection.stats["updates_other_connection"] += 1
-            return
-        try:
-            # lazy: a text chunk's typed model is built only if someone reads SessionUpdate.update
-            _, kind, update, params, version = session_update_fields(params, self.protocol_version, lazy=True)
-        except ProtocolError as exc:
-            self.connection.stats["updates_malformed"] += 1
-            log.warning("update_discarded", session_id=session.id, error=str(exc))
-            return
-        session._handle_update(kind, update, params["update"], version)
-
-    def _detach_all(self) -> None:
-        self._on_connection_lost(self.connection.loss or ConnectionLost(reason="closed"))
-
-    def _on_connection_lost(self, loss: ConnectionLost) -> None:
-        for session in self._registry:
-            if session.link is SessionLink.ATTACHED and session._connection_id in (None, self.connection.id):
-                session._move_link(SessionLink.DETACHED, loss=loss)

@@ -1,12 +1,12 @@
 """ReconnectingClient: one connection at a time, recovered sessions, stable handles.
 
-The client is composed of parts that each own their state; this module builds them and delegates its
-public methods to them:
+The client is composed of parts that each own their state; :func:`~acp_client.reconnect._assembly.assemble`
+builds and wires them, and the client drives them (its ACP calls are defined here, once):
 
 - :class:`~acp_client.reconnect._supervisor.ConnectionSupervisor`: the connection loop and all of its state
   (lifecycle state, generation, current connection, failure, ``reconnect_now()``);
-- :class:`~acp_client.reconnect._session_api.SessionCalls`: the ACP calls and the sessions' calls, gated by
-  :class:`~acp_client.reconnect._gate.ClientGate`;
+- :class:`~acp_client.reconnect._gate.ClientGate`: when a call may go out, and on which connection;
+- :class:`~acp_client.reconnect._session_api.SessionCalls`: the sessions' calls (the client is their owner);
 - :class:`~acp_client.reconnect._control.SessionKeeper` (the registry, strategies and store writes) and
   :class:`~acp_client.reconnect._control.RecoveryControl` (``recover()``, ``forget()``);
 - :class:`~acp_client.reconnect._recoverer.SessionRecoverer`: the per-session recovery jobs;
@@ -23,43 +23,22 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from acp_client import _observe
 from acp_client.client import ACPClient, ProtocolVersionOption, SessionInfo
 from acp_client.client._connect import Target, check_protocol_version, check_target
 from acp_client.client.options import check_callables, fold_flat_keywords, option_object
-from acp_client.exceptions import ClientClosed, ReconnectFailed, UsageError
+from acp_client.exceptions import ClientClosed, ReconnectFailed, SessionLost, UsageError
 from acp_client.handlers import ClientHandlers
-from acp_client.reconnect._auth import Reauthentication
+from acp_client.reconnect._assembly import assemble
 from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
 from acp_client.reconnect._classify import Classifier, classify_error
-from acp_client.reconnect._control import RecoveryControl, SessionKeeper
-from acp_client.reconnect._events import ClientState, Event, EventBus
-from acp_client.reconnect._gate import ClientGate
-from acp_client.reconnect._gauges import ClientGauges
-from acp_client.reconnect._links import SessionLinks
-from acp_client.reconnect._ownership import FencedWrites, SessionOwnership
-from acp_client.reconnect._ownership_client import ClientHost, OwnershipControl
-from acp_client.reconnect._recoverer import SessionRecoverer
-from acp_client.reconnect._session_api import SessionCalls
-from acp_client.reconnect._store_writer import StoreWriter
-from acp_client.reconnect._supervisor import BackgroundTasks, ChangeSignal, ConnectionSupervisor
+from acp_client.reconnect._events import ClientState, Event
 from acp_client.reconnect.options import FLAT_KEYWORDS, Limits, McpSecrets, RecoveryPolicy, Timeouts
 from acp_client.reconnect.strategy import DefaultStrategy, RecoveryStrategy
 from acp_client.schema import SessionStatusResponse
-from acp_client.sessions import (
-    MemorySessionStore,
-    Session,
-    SessionRegistry,
-    SessionStore,
-    SharedSessionStore,
-)
+from acp_client.sessions import Session, SessionStore
 from acp_client.transports import Transport, TransportOptions
 
 __all__ = ["ReconnectingClient"]
-
-
-def _serves_all(session_id: str) -> bool:
-    return True
 
 
 class ReconnectingClient:
@@ -182,122 +161,39 @@ class ReconnectingClient:
         self._timeouts: Timeouts = objects["timeouts"]
         self._policy: RecoveryPolicy = objects["policy"]
         self._limits: Limits = objects["limits"]
-        # the one object every transport of this client reads; the client adds its stream-resumed hook
-        self._options: TransportOptions = objects["transport_options"].replace(on_stream_resumed=self._stream_resumed)
         rng = rng or random.Random()
         clock = clock or Clock()
-        backoff = backoff or Backoff(rng=rng)
-        timeouts_, policy_, limits_ = self._timeouts, self._policy, self._limits
-
-        # the parts, each owning its state (see the module docstring)
         self._handlers = handlers or ClientHandlers()
-        self._bus = EventBus(buffer=limits_.event_buffer)
-        self._tasks = BackgroundTasks()
-        self._changes = ChangeSignal()
-        registry = SessionRegistry()
-        # several workers on one shared store: leases, adoption and hand-over (see _ownership.py)
-        writes: SessionStore = store if store is not None else MemorySessionStore()
-        self._ownership: SessionOwnership | None = None
-        if isinstance(writes, SharedSessionStore):
-            self._ownership = SessionOwnership(writes, should_own=should_own, generation=lambda: self.generation)
-            writes = FencedWrites(writes, self._ownership)
-        elif should_own is not None:
-            raise UsageError("should_own needs a store shared by several workers (RedisSessionStore)")
-        self._writer = StoreWriter(
-            writes,
-            emit=self._bus.emit,
-            generation=lambda: self.generation,
-            backoff=backoff,
-            clock=clock,
-            keep_mcp_secrets=mcp_secrets is None,
-        )
-        links = SessionLinks(emit=self._bus.emit, changed=self._changes.notify)
-        self._keeper = SessionKeeper(
-            registry,
-            writer=self._writer,
-            links=links,
-            strategy=strategy or DefaultStrategy(),
+        parts = assemble(
+            target,
             owner=self,
             handlers=self._handlers,
-        )
-        self._auth = Reauthentication(on_auth_required, timeout=timeouts_.request)
-        self._recoverer = SessionRecoverer.build(
-            self._keeper,
-            policy=policy_,
-            timeouts=timeouts_,
-            max_replay=limits_.replay_updates,
+            protocol_version=protocol_version,
+            client_info=client_info,
+            store=store,
+            strategy=strategy or DefaultStrategy(),
+            should_own=should_own,
             mcp_secrets=mcp_secrets,
-            backoff=backoff,
+            timeouts=self._timeouts,
+            policy=self._policy,
+            limits=self._limits,
+            transport_options=objects["transport_options"],
+            backoff=backoff or Backoff(rng=rng),
+            breaker=breaker,
+            classifier=classifier,
+            on_auth_required=on_auth_required,
+            wait_for_ready=wait_for_ready,
             clock=clock,
             rng=rng,
-            on_auth_required=self._auth.hook_once if on_auth_required is not None else None,
         )
-        self._supervisor = ConnectionSupervisor(
-            target,
-            transport_options=self._options,
-            handlers=self._handlers,
-            protocol_version=protocol_version,
-            timeouts=timeouts_,
-            client_info=client_info,
-            clock=clock,
-            backoff=backoff,
-            breaker=breaker or CrashLoopBreaker(clock=clock.monotonic),
-            classifier=classifier,
-            stable_after=policy_.stable_after,
-            suspended_interval=policy_.suspended_interval,
-            startup_refusals=policy_.startup_refusals,
-            authenticate=self._auth.on_new_connection,
-            registry=registry,
-            session_owner=self,
-            recovery=self._recoverer,
-            serving=self._ownership.serving if self._ownership is not None else _serves_all,
-            emit=self._bus.emit,
-            tasks=self._tasks,
-            changes=self._changes,
-        )
-        self._gate = ClientGate(
-            self._supervisor,
-            recovery=self._recoverer,
-            ownership=self._ownership,
-            wait_for_ready=wait_for_ready,
-            session_wait_timeout=timeouts_.session_wait,
-        )
-        self._control = RecoveryControl(
-            self._keeper,
-            recovery=self._recoverer,
-            connection=self._supervisor,
-            gate=self._gate,
-            session_wait_timeout=timeouts_.session_wait,
-        )
-        self._calls = SessionCalls(
-            self._gate,
-            connection=self._supervisor,
-            keeper=self._keeper,
-            recovery=self._recoverer,
-            links=links,
-            ownership=self._ownership,
-            recover=self._control.recover,
-            tasks=self._tasks,
-            session_wait_timeout=timeouts_.session_wait,
-            dialects=policy_.dialects,
-            auth=self._auth,
-        )
-        self._owners = OwnershipControl(self._ownership, keeper=self._keeper, recover=self._control.recover)
-        self._host = ClientHost(
-            self._keeper,
-            control=self._control,
-            recovery=self._recoverer,
-            connection=self._supervisor,
-            links=links,
-            emit=self._bus.emit,
-            tasks=self._tasks,
-            probe_timeout=timeouts_.probe,
-            probe_concurrency=limits_.probe_concurrency,
-        )
+        # the parts, each owning its state (see the module docstring); the client only drives them
+        self._options = parts.options
+        self._bus, self._tasks, self._writer = parts.bus, parts.tasks, parts.writer
+        self._ownership, self._owners, self._host = parts.ownership, parts.owners, parts.host
+        self._keeper, self._auth, self._recoverer = parts.keeper, parts.auth, parts.recoverer
+        self._supervisor, self._gate = parts.supervisor, parts.gate
+        self._control, self._calls = parts.control, parts.calls
         self._loaded_store = False
-        observer = _observe.current()  # an instrumentation installed before this client was made
-        if observer is not None:
-            self._bus.observe(observer.watch(ClientGauges(registry, self._recoverer.limit, self._supervisor)))
 
     def __repr__(self) -> str:
         return (
@@ -454,9 +350,14 @@ class ReconnectingClient:
         ``meta`` is stored with the session record (JSON-serialisable application data, e.g. a title or the
         user it belongs to); strategies can read it as ``record.meta``.
         """
-        return await self._calls.new_session(
-            cwd, mcp_servers=mcp_servers, additional_directories=additional_directories, timeout=timeout, meta=meta
+        client = await self._gate.require()
+        session = await client.new_session(
+            cwd, mcp_servers=mcp_servers, additional_directories=additional_directories, timeout=timeout
         )
+        if meta:
+            session.record.meta.update(meta)
+        await self._keeper.persist(session)
+        return session
 
     async def resume_session(
         self,
@@ -469,7 +370,8 @@ class ReconnectingClient:
         timeout: float | None = 60.0,
     ) -> Session:
         """Attach an existing session (``session/resume``) and keep it recovered from now on."""
-        return await self._calls.resume_session(
+        client = await self._gate.require()
+        session = await client.resume_session(
             session_id,
             cwd,
             mcp_servers=mcp_servers,
@@ -477,6 +379,8 @@ class ReconnectingClient:
             replay=replay,
             timeout=timeout,
         )
+        await self._keeper.persist(session)
+        return session
 
     async def load_session(
         self,
@@ -488,39 +392,54 @@ class ReconnectingClient:
         timeout: float | None = 60.0,
     ) -> Session:
         """v1 ``session/load`` an existing session and keep it recovered from now on."""
-        return await self._calls.load_session(
+        client = await self._gate.require()
+        session = await client.load_session(
             session_id, cwd, mcp_servers=mcp_servers, additional_directories=additional_directories, timeout=timeout
         )
+        await self._keeper.persist(session)
+        return session
 
     async def session_status(self, session_id: str, *, timeout: float | None = 10.0) -> SessionStatusResponse:
         """``session/status`` on the current connection (side-effect free, so retried once after a drop)."""
-        return await self._calls.session_status(session_id, timeout=timeout)
+        return await self._gate.read_only(lambda c: c.session_status(session_id, timeout=timeout))
 
     def list_sessions(self, cwd: str | None = None, *, timeout: float | None = 30.0) -> AsyncIterator[SessionInfo]:
         """``session/list`` over every page, on the current connection."""
-        return self._calls.list_sessions(cwd, timeout=timeout)
+
+        async def pages() -> AsyncIterator[SessionInfo]:
+            async for info in (await self._gate.require()).list_sessions(cwd, timeout=timeout):
+                yield info
+
+        return pages()
 
     async def close_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
         """``session/close`` and forget the session locally (it leaves the store)."""
-        await self._calls.close_session(session_id, timeout=timeout)
+        await self._recoverer.cancel(session_id)
+        await (await self._gate.require()).close_session(session_id, timeout=timeout)
+        await self._keeper.drop(session_id)
 
     async def delete_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
         """``session/delete`` and forget the session locally (it leaves the store)."""
-        await self._calls.delete_session(session_id, timeout=timeout)
+        await self._recoverer.cancel(session_id)
+        await (await self._gate.require()).delete_session(session_id, timeout=timeout)
+        await self._keeper.drop(session_id)
 
     async def save_session(self, session: Session) -> None:
         """Persist the session's record now (after changing ``session.record.meta``, for example)."""
-        await self._calls.save_session(session)
+        if self._keeper.get(session.id) is not session:
+            raise SessionLost(session.id, "not known to this client any more")
+        await self._keeper.persist(session)
 
     async def authenticate(self, method_id: str, *, timeout: float | None = 30.0) -> None:
         """Authenticate on the current connection (``authenticate`` / ``auth/login``); every later connection
         is authenticated again before its sessions are recovered (with ``on_auth_required`` when given,
         else with this ``method_id``)."""
-        await self._calls.authenticate(method_id, timeout=timeout)
+        await (await self._gate.require()).authenticate(method_id, timeout=timeout)
+        self._auth.chose(method_id)  # and on every new connection from now on
 
     async def request(self, method: str, params: Any = None, *, timeout: float | None = 30.0) -> Any:
         """Send any request on the current connection (escape hatch); never re-sent after a drop."""
-        return await self._calls.request(method, params, timeout=timeout)
+        return await (await self._gate.require()).request(method, params, timeout=timeout)
 
     # ------------------------------------------------------------------ recovery control
 
@@ -573,7 +492,3 @@ class ReconnectingClient:
 
     async def _wait_attached(self, session: Session, method: str, timeout: float) -> float:
         return await self._calls.wait_attached(session, method, timeout)
-
-    def _stream_resumed(self, session_id: str | None) -> None:
-        """The transport resumed an event stream (see :meth:`SessionKeeper.stream_resumed`)."""
-        self._keeper.stream_resumed(self._supervisor.current, session_id, self._supervisor.generation)

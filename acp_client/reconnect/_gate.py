@@ -8,15 +8,22 @@ re-attached. :class:`ClientGate` holds that rule; it reads the loop's state and 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
+from acp_client._logging import get_logger
 from acp_client.client import ACPClient
-from acp_client.exceptions import ClientClosed, NotConnected, RecoveryFailed
+from acp_client.exceptions import ClientClosed, ConnectionLost, NotConnected, RecoveryFailed
 from acp_client.reconnect._events import ClientState
 from acp_client.reconnect._ownership import SessionOwnership
 from acp_client.reconnect._roles import ConnectionView, Recovery
 from acp_client.sessions import Session, SessionLink
 
 __all__ = ["ClientGate"]
+
+log = get_logger("acp_client.reconnect")
+
+_T = TypeVar("_T")
 
 _S = ClientState
 # states in which a call waits for the next connection (with wait_for_ready) or fails at once
@@ -72,6 +79,15 @@ class ClientGate:
                 f"no connection to the agent within {self._session_wait_timeout:g} s "
                 f"({self._connection.state.value})"
             ) from None
+
+    async def read_only(self, call: Callable[[ACPClient], Awaitable[_T]]) -> _T:
+        """Run a side-effect-free call; if the link drops under it, run it once more on the next connection."""
+        try:
+            return await call(await self.require())
+        except ConnectionLost:
+            log.info("acp.idempotent_call_retried", generation=self._connection.generation)
+            await self._connection.wait_ready(timeout=self._session_wait_timeout)  # the next connection, not this one
+            return await call(await self.require())
 
     async def attached(self, session: Session, method: str) -> ACPClient:
         """The client ``session`` is attached on, waiting up to ``session_wait_timeout`` for its

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import TYPE_CHECKING
 
+from acp_client.testing._managed import ManagedServer
 from acp_client.testing.redis_server import RedisServer
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def _free_ports(count: int) -> list[int]:
             sock.close()
 
 
-class RedisClusterServer:
+class RedisClusterServer(ManagedServer):
     """A local Redis Cluster: ``primaries`` Valkey primaries, ``replicas`` replicas each.
 
     ``node_timeout`` (milliseconds) is the cluster's ``cluster-node-timeout``: how long a primary may be
@@ -232,25 +232,3 @@ class RedisClusterServer:
         self.nodes.clear()
         self._ids.clear()
         self._bus.clear()
-
-    def __enter__(self) -> RedisClusterServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> RedisClusterServer:
-        import asyncio
-
-        await asyncio.to_thread(self.start)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        import asyncio
-
-        await asyncio.to_thread(self.stop)

@@ -36,8 +36,10 @@ import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType, TracebackType
+from types import FrameType
 from typing import TYPE_CHECKING, Literal
+
+from acp_client.testing._managed import ManagedServer
 
 if TYPE_CHECKING:
     from acp_client.testing.redis_cluster import RedisClusterServer
@@ -61,7 +63,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class RedisServer:
+class RedisServer(ManagedServer):
     """One server process on ``127.0.0.1``; ``flavour`` picks Valkey 8 or Redis 6.2.
 
     ``port`` defaults to a free one (kept across :meth:`restart`). ``start_timeout`` bounds the wait for
@@ -217,28 +219,6 @@ class RedisServer:
             self.start()
         finally:
             self._fixed_port = fixed
-
-    def __enter__(self) -> RedisServer:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
-
-    async def __aenter__(self) -> RedisServer:
-        import asyncio
-
-        await asyncio.to_thread(self.start)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        import asyncio
-
-        await asyncio.to_thread(self.stop)
 
 
 #: how often :func:`main` checks that the server it started is still alive

@@ -7,7 +7,7 @@
         await agent.wait_for_method("session/prompt")
         await agent.drop_all_connections()
 
-Prompts are scripts in a small language (see :mod:`acp_client.testing.agent._turns`: ``echo: hi``,
+Prompts are scripts in a small language (see :mod:`acp_client.testing.agent._script`: ``echo: hi``,
 ``stream 50``, ``sleep 2.5``, ``permission``, ``fail``, …), or ``agent.on_prompt`` runs your own coroutine.
 
 Standalone: ``python -m acp_client.testing.reference_agent --port 8765 --protocol 2`` prints the URL as its
@@ -27,6 +27,7 @@ from websockets.http11 import Request, Response
 
 from acp_client._logging import get_logger
 from acp_client.client import SUPPORTED_PROTOCOL_VERSIONS
+from acp_client.jsonrpc import Invalid
 from acp_client.testing.agent import _methods as _agent_methods
 from acp_client.testing.agent._capabilities import CAPABILITY_NAMES, capability_name
 from acp_client.testing.agent._channel import FrameChannel, StreamChannel, WebSocketChannel
@@ -34,8 +35,9 @@ from acp_client.testing.agent._connection import AgentConnection, Reply
 from acp_client.testing.agent._errors import AgentError, RawAnswer
 from acp_client.testing.agent._faults import FaultControls
 from acp_client.testing.agent._http import HttpEndpoint
-from acp_client.testing.agent._records import AgentRecords, Handshake, Received
+from acp_client.testing.agent._records import AgentRecords, Handshake, Received, TraceContext
 from acp_client.testing.agent._sessions import AgentSessionRecord
+from acp_client.testing.agent._tasks import AgentTasks
 from acp_client.testing.agent._turns import PromptHook, PromptTurn, emit_update
 
 __all__ = ["AgentError", "Handshake", "PromptTurn", "Received", "ReferenceAgent", "main", "serve_forever"]
@@ -43,17 +45,16 @@ __all__ = ["AgentError", "Handshake", "PromptTurn", "Received", "ReferenceAgent"
 _log = get_logger(__name__)
 
 
-class ReferenceAgent(AgentRecords, FaultControls):
+class ReferenceAgent:
     """An in-process ACP agent (v1 and/or v2) with observability and fault controls for tests.
 
     Sessions belong to the agent, not to a connection; each is attached to the connection that last sent
     ``session/new``/``session/load``/``session/resume`` for it, and its updates go only there. A session whose
     connection died stays *active* (in memory). Nothing starts before ``async with``.
 
-    Two mixins complete the API: the logs and waits (``received``, ``handshakes``, ``count``, ``wait_for``…)
-    come from :class:`~acp_client.testing.agent._records.AgentRecords`, most fault switches (``stall``,
-    ``reject_handshake``, ``drop_all_connections``, ``set_capacity``…) from
-    :class:`~acp_client.testing.agent._faults.FaultControls`.
+    Two parts own the logs and waits (``agent.records``: ``received``, ``count``, ``wait_for``…) and most fault
+    switches (``agent.faults``: ``stall``, ``reject_handshake``, ``drop_all_connections``…); the agent offers
+    the names tests use as thin delegates to them.
 
     Constructor options (all but ``protocol_version`` keyword-only; most are also plain mutable attributes):
 
@@ -101,7 +102,15 @@ class ReferenceAgent(AgentRecords, FaultControls):
         listen: bool = True,
     ) -> None:
         """Configure the agent; see the class docstring for the options. Nothing runs until ``async with``."""
-        super().__init__()
+        self._tasks = AgentTasks()
+        #: the agent's logs and waits (see :class:`~acp_client.testing.agent._records.AgentRecords`)
+        self.records = AgentRecords()
+        #: the agent's fault switches (see :class:`~acp_client.testing.agent._faults.FaultControls`)
+        self.faults = FaultControls(
+            connections=lambda: list(self._connections.values()),
+            spawn=self._tasks.spawn,
+            records=self.records,
+        )
         versions = tuple(sorted(set(supported_versions))) if supported_versions is not None else (protocol_version,)
         for v in (protocol_version, *versions):
             if v not in SUPPORTED_PROTOCOL_VERSIONS:
@@ -168,7 +177,6 @@ class ReferenceAgent(AgentRecords, FaultControls):
         self._connections: dict[str, AgentConnection] = {}
         self._ws_ids: dict[ServerConnection, str] = {}
         self._connection_counter = 0
-        self._tasks: set[asyncio.Task[Any]] = set()
         #: the Streamable HTTP side of the endpoint (controls in :class:`~acp_client.testing.agent._http.HttpEndpoint`)
         self.http = HttpEndpoint(self)
 
@@ -207,8 +215,8 @@ class ReferenceAgent(AgentRecords, FaultControls):
             return
         self._state = "closing"
         try:
-            self.unstall()
-            await self._cancel_tasks()
+            self.faults.unstall()
+            await self._tasks.cancel_all()
             await self.http.aclose()
             if self._server is not None:
                 self._server.close(close_connections=True)
@@ -223,7 +231,7 @@ class ReferenceAgent(AgentRecords, FaultControls):
             for connection in list(self._connections.values()):  # stream connections
                 connection.mark_closing()
                 await connection.channel.close()
-            await self._cancel_tasks()
+            await self._tasks.cancel_all()
         finally:
             self._state = "closed"
             _log.debug("reference_agent_closed")
@@ -231,22 +239,18 @@ class ReferenceAgent(AgentRecords, FaultControls):
     @property
     def url(self) -> str:
         """``ws://HOST:PORT/acp`` (only while listening)."""
-        if self._port is None:
-            raise RuntimeError("the agent is not listening (use 'async with' and listen=True)")
-        return f"ws://{self.host}:{self._port}{self.path}"
+        return f"ws://{self.host}:{self.port}{self.path}"
 
     @property
     def http_url(self) -> str:
         """``http://HOST:PORT/acp``: the same endpoint over Streamable HTTP (HTTP/1.1 or h2c)."""
-        if self._port is None:
-            raise RuntimeError("the agent is not listening (use 'async with' and listen=True)")
-        return f"http://{self.host}:{self._port}{self.path}"
+        return f"http://{self.host}:{self.port}{self.path}"
 
     @property
     def port(self) -> int:
-        """The bound TCP port."""
+        """The bound TCP port (only while listening)."""
         if self._port is None:
-            raise RuntimeError("the agent is not listening")
+            raise RuntimeError("the agent is not listening (use 'async with' and listen=True)")
         return self._port
 
     # ------------------------------------------------------------------ serving
@@ -269,10 +273,10 @@ class ReferenceAgent(AgentRecords, FaultControls):
         cid = connection_id or self.next_connection_id()
         connection = AgentConnection(self, channel, cid)
         self._connections[cid] = connection
-        if self.stalled:
+        if self.faults.stalled:
             channel.pause_reading()
         _log.debug("reference_agent_connection_open", connection_id=cid)
-        self.notify_changed()
+        self.records.notify_changed()
         await connection.run()
 
     def next_connection_id(self) -> str:
@@ -282,15 +286,15 @@ class ReferenceAgent(AgentRecords, FaultControls):
 
     def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
         headers = {k: v for k, v in request.headers.raw_items()}
-        self.record_trace_headers("websocket", None, headers)
-        refusal = self.refuse_handshake(request.path, headers)
+        self.records.record_trace_headers("websocket", None, headers)
+        refusal = self.faults.refuse_handshake(request.path, headers)
         if refusal is not None:
             response = ws.respond(refusal.status, f"rejected by the reference agent ({refusal.status})\n")
             if refusal.retry_after is not None:
                 response.headers["Retry-After"] = refusal.retry_after
             return response
         if request.path.split("?", 1)[0] != self.path:
-            self.record_handshake(request.path, headers, 404)
+            self.records.record_handshake(request.path, headers, 404)
             return ws.respond(404, "not found\n")
         return None
 
@@ -301,49 +305,30 @@ class ReferenceAgent(AgentRecords, FaultControls):
             response.headers["Acp-Connection-Id"] = connection_id
             if self.set_cookie is not None:
                 response.headers["Set-Cookie"] = self.set_cookie
-            self.record_handshake(request.path, {k: v for k, v in request.headers.raw_items()}, 101)
+            self.records.record_handshake(request.path, {k: v for k, v in request.headers.raw_items()}, 101)
         return None
 
     # ------------------------------------------------------------------ hooks used by connections and handlers
 
     def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]:
         """Start a task owned by the agent (cancelled and awaited on restart and on exit)."""
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            _log.error("reference_agent_task_failed", task=task.get_name(), error=repr(task.exception()))
-
-    async def _cancel_tasks(self) -> None:
-        current = asyncio.current_task()
-        tasks = [t for t in self._tasks if t is not current]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
+        return self._tasks.spawn(coro, name=name)
 
     async def dispatch(self, connection: AgentConnection, method: str, params: Any, reply: Reply) -> Any:
         """Handle one request (used by connections; answers through ``reply`` or returns the result)."""
-        return await self.metered(method, lambda: _agent_methods.dispatch(self, connection, method, params, reply))
+        handle = _agent_methods.dispatch
+        return await self.faults.metered(method, lambda: handle(self, connection, method, params, reply))
 
     async def handle_notification(self, connection: AgentConnection, method: str, params: Any) -> None:
         """Handle one notification (used by connections)."""
         await _agent_methods.handle_notification(self, connection, method, params)
-
-    def _live_connections(self) -> list[AgentConnection]:
-        """The live connections, for :class:`FaultControls` (which never touches the table itself)."""
-        return list(self._connections.values())
 
     def connection_closed(self, connection: AgentConnection) -> None:
         """Forget a connection whose link ended (its sessions stay attached to it, hence still active)."""
         if self._connections.get(connection.id) is connection:
             del self._connections[connection.id]
         _log.debug("reference_agent_connection_closed", connection_id=connection.id)
-        self.notify_changed()
+        self.records.notify_changed()
 
     # ------------------------------------------------------------------ capabilities
 
@@ -375,7 +360,90 @@ class ReferenceAgent(AgentRecords, FaultControls):
 
     async def wait_for_connections(self, n: int, timeout: float = 5.0) -> None:
         """Wait until exactly ``n`` connections are live."""
-        await self.wait_for(lambda: len(self._connections) == n, timeout)
+        await self.records.wait_for(lambda: len(self._connections) == n, timeout)
+
+    # ------------------------------------------------------------------ the records' and faults' names (delegates)
+
+    @property
+    def received(self) -> list[Received]:
+        """Every inbound request and notification, in processing order (``records.received``)."""
+        return self.records.received
+
+    @property
+    def invalid_frames(self) -> list[tuple[str, Invalid]]:
+        """Every unusable inbound frame (``records.invalid_frames``)."""
+        return self.records.invalid_frames
+
+    @property
+    def handshakes(self) -> list[Handshake]:
+        """Every opening handshake, accepted or not (``records.handshakes``)."""
+        return self.records.handshakes
+
+    @property
+    def trace_contexts(self) -> list[TraceContext]:
+        """Every ``traceparent`` received, with its carrier (``records.trace_contexts``)."""
+        return self.records.trace_contexts
+
+    def count(self, method: str, session_id: str | None = None) -> int:
+        """How many ``method`` frames were received (for ``session_id`` when given); see ``records.count``."""
+        return self.records.count(method, session_id)
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Wait until ``predicate()`` holds (``TimeoutError`` after ``timeout`` s); see ``records.wait_for``."""
+        await self.records.wait_for(predicate, timeout)
+
+    async def wait_for_method(
+        self, method: str, count: int = 1, *, session_id: str | None = None, timeout: float = 5.0
+    ) -> list[Received]:
+        """Wait until ``method`` was received ``count`` times; see ``records.wait_for_method``."""
+        return await self.records.wait_for_method(method, count, session_id=session_id, timeout=timeout)
+
+    async def drop_all_connections(
+        self, code: int = 1011, reason: str = "", *, abort: bool = False, timeout: float = 5.0
+    ) -> int:
+        """Close every live connection and wait for their handlers; see ``faults.drop_all_connections``."""
+        return await self.faults.drop_all_connections(code, reason, abort=abort, timeout=timeout)
+
+    def stall(self) -> None:
+        """Keep sockets open but answer nothing (``faults.stall``)."""
+        self.faults.stall()
+
+    def unstall(self) -> None:
+        """Undo :meth:`stall` (``faults.unstall``)."""
+        self.faults.unstall()
+
+    @property
+    def stalled(self) -> bool:
+        """Whether :meth:`stall` is in effect."""
+        return self.faults.stalled
+
+    def reject_handshake(
+        self, status: int = 503, *, retry_after: float | None = None, times: int | None = None
+    ) -> None:
+        """Answer opening handshakes with HTTP ``status``; see ``faults.reject_handshake``."""
+        self.faults.reject_handshake(status, retry_after=retry_after, times=times)
+
+    def accept_handshakes(self) -> None:
+        """Stop rejecting handshakes (``faults.accept_handshakes``)."""
+        self.faults.accept_handshakes()
+
+    @property
+    def rejected_handshakes(self) -> int:
+        """Handshakes answered with an error status (``faults.rejected_handshakes``)."""
+        return self.faults.rejected_handshakes
+
+    def close_after_initialize(self, delay: float | None, code: int = 1011) -> None:
+        """Close each connection ``delay`` s after its initialize answer; see ``faults.close_after_initialize``."""
+        self.faults.close_after_initialize(delay, code)
+
+    def set_capacity(self, workers: int | None, service_time: float = 0.0) -> None:
+        """Serve the recovery methods with ``workers`` workers; see ``faults.set_capacity``."""
+        self.faults.set_capacity(workers, service_time)
+
+    @property
+    def max_outstanding(self) -> int:
+        """The most recovery requests held at once under :meth:`set_capacity` (``faults.max_outstanding``)."""
+        return self.faults.max_outstanding
 
     # ------------------------------------------------------------------ agent-initiated output
 
@@ -384,7 +452,7 @@ class ReferenceAgent(AgentRecords, FaultControls):
         connection; ``False`` if it had none alive. Raises ``KeyError`` for an unknown session."""
         return await emit_update(self, self.sessions[session_id], update)
 
-    # ------------------------------------------------------------------ faults on sessions (others: FaultControls)
+    # ------------------------------------------------------------------ faults on sessions (others: agent.faults)
 
     async def restart(
         self, keep_sessions: bool = True, *, code: int = 1012, abort: bool = False, timeout: float = 5.0
@@ -392,14 +460,14 @@ class ReferenceAgent(AgentRecords, FaultControls):
         """Emulate an agent restart: all work stops, every connection drops (close ``code``, or reset), and
         every session becomes *inactive* (known, not in memory) — or unknown with ``keep_sessions=False``.
         Transcripts survive, so replay after resume/load still works."""
-        await self._cancel_tasks()
+        await self._tasks.cancel_all()
         for session in self.sessions.values():
             session.turn = None
             session.unload()
         if not keep_sessions:
             self.sessions.clear()
-        await self.drop_all_connections(code, "agent restart", abort=abort, timeout=timeout)
-        self.notify_changed()
+        await self.faults.drop_all_connections(code, "agent restart", abort=abort, timeout=timeout)
+        self.records.notify_changed()
 
     def forget_session(self, session_id: str) -> bool:
         """Make a session unknown (-32002 from then on); a running turn is cancelled. ``False`` if unknown."""
@@ -408,7 +476,7 @@ class ReferenceAgent(AgentRecords, FaultControls):
             return False
         if session.turn is not None:
             session.turn.cancel()
-        self.notify_changed()
+        self.records.notify_changed()
         return True
 
 

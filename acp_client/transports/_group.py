@@ -8,8 +8,9 @@ started would leave those running after ``close()`` and, on a respawn, next to t
 
 :class:`ProcessGroup` signals the whole group and tells whether any member still runs. "Runs" ignores
 zombies: a member whose parent died is re-parented to the machine's init process, which in a container
-may never reap it, and a zombie holds nothing. On Linux the members are read from ``/proc``; elsewhere a
-``killpg(pgid, 0)`` probe stands in (it counts zombies too).
+may never reap it, and a zombie holds nothing. A ``killpg(pgid, 0)`` probe says whether the group has any
+member; on Linux a running leader is then read from its ``/proc`` entry, and only a group that outlived its
+leader is looked for in all of ``/proc`` (elsewhere the probe alone decides; it counts zombies too).
 
 Interpreter exit: every group still running is registered here until its transport's ``close()`` saw it
 empty; an :mod:`atexit` hook (registered with the first group) ends the registered groups when the
@@ -58,16 +59,21 @@ class ProcessGroup:
         return True
 
     def running(self) -> bool:
-        """``True`` while a member that is not a zombie exists."""
-        if sys.platform.startswith("linux") and os.path.isdir(_PROC):
-            return bool(_members(self.pgid))
+        """``True`` while a member that is not a zombie exists.
+
+        Cheapest look first: ``killpg(pgid, 0)`` says whether the group has any member at all (zombies
+        included); on Linux a leader that still runs settles it with one read of its ``/proc`` entry, and
+        only a group that outlived its leader (or whose leader is a zombie) is looked for in all of ``/proc``.
+        """
         try:
             os.killpg(self.pgid, 0)
         except ProcessLookupError:
             return False
         except PermissionError:
+            pass  # a member changed its user: it exists; whether it runs is read below where we can
+        if not (sys.platform.startswith("linux") and os.path.isdir(_PROC)):
             return True
-        return True
+        return _runs_in_group(self.pgid, self.pgid) or _has_member(self.pgid)
 
     async def wait_gone(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for the group to have no running member; ``True`` when it has none.
@@ -98,26 +104,31 @@ class ProcessGroup:
         return f"<ProcessGroup {self.pgid}>"
 
 
-def _members(pgid: int) -> list[int]:
-    """Pids of the running (not zombie) processes of group ``pgid``, read from ``/proc/<pid>/stat``."""
-    found: list[int] = []
+def _stat_fields(pid: str | int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state, ppid, pgrp, ...); ``None`` if gone."""
+    try:
+        with open(f"{_PROC}/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so split after the last ")"
+    return stat[stat.rfind(b")") + 2 :].split()
+
+
+def _runs_in_group(pid: str | int, pgid: int) -> bool:
+    """Whether process ``pid`` exists, is not a zombie and belongs to group ``pgid``."""
+    fields = _stat_fields(pid)
+    return fields is not None and len(fields) >= 3 and fields[0] not in (b"Z", b"X") and int(fields[2]) == pgid
+
+
+def _has_member(pgid: int) -> bool:
+    """Whether a running (not zombie) process of group ``pgid`` exists: one pass over ``/proc``, ending at
+    the first one found."""
     try:
         names = os.listdir(_PROC)
     except OSError:
-        return found
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"{_PROC}/{name}/stat", "rb") as handle:
-                stat = handle.read()
-        except OSError:
-            continue  # gone meanwhile
-        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so split after the last ")"
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) >= 3 and fields[0] not in (b"Z", b"X") and int(fields[2]) == pgid:
-            found.append(int(name))
-    return found
+        return False
+    return any(name.isdigit() and _runs_in_group(name, pgid) for name in names)
 
 
 class _Registry:

@@ -287,7 +287,7 @@ async def test_session_cancel_answers_pending_permission_cancelled(link: Link, a
         await session.cancel()
         result = await asyncio.wait_for(turn, bound(5))
         assert result.stop_reason == "cancelled"  # the agent got outcome "cancelled" and ended the turn
-        assert client._permission_waiters == {}
+        assert client._inbound.waiting_permissions == 0
 
 
 class WatchedCounter(collections.Counter[str]):

@@ -1,6 +1,6 @@
 """The setup the third-party agent tests share: a private HOME and a project folder per test, the bounds a
 ``ReconnectingClient`` gets for an agent that starts slowly on a loaded 2-core machine, and the first steps
-of a lifecycle test that several agents answer alike.
+of a lifecycle test that several agents answer alike, and the loopback-only prefix (``no_network``).
 
 A ``test_<agent>.py`` imports the fixtures it uses (and names them in ``__all__`` so that pytest finds them
 there); an agent whose HOME needs more than an empty folder defines its own ``home``.
@@ -15,6 +15,7 @@ import pytest
 
 from acp_client import ACPClient, Backoff, RecoveryPolicy, Session, Timeouts
 from tests.conftest import bound
+from tests.interop._opencode import offline_prefix
 
 
 def slow_options(*, replay_silence: float, list_check: float, backoff_cap: float) -> dict[str, Any]:
@@ -47,6 +48,13 @@ def project(tmp_path: Path) -> Path:
     path = tmp_path / "project"
     path.mkdir()
     return path
+
+
+@pytest.fixture(scope="module")
+def no_network() -> list[str] | None:
+    """The command prefix that runs an agent where only loopback exists, when this machine can (see
+    ``offline_prefix``); ``None`` where it cannot."""
+    return offline_prefix()
 
 
 async def v1_session(client: ACPClient, project: Path, *, timeout: float) -> Session:

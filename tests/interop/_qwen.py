@@ -16,7 +16,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +24,7 @@ import pytest
 from acp_client.transports.stdio import StdioTransport, spawn_stdio
 from tests.conftest import bound
 from tests.interop._npm import NpmPackage, base_env
+from tests.interop._scenarios import end_processes_with_home
 
 PACKAGE = NpmPackage("@qwen-code/qwen-code", "0.24.4", "qwen-code", "qwen")
 
@@ -53,6 +54,16 @@ def agent_env(home: Path) -> dict[str, str]:
     """A private HOME (with :data:`SETTINGS`), no credentials of ours."""
     prepare_home(home)
     return {**base_env(home), "OPENAI_API_KEY": "acp-client-dummy-key"}
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    """An empty private HOME for qwen; every process still running under it is ended after the test (``qwen``
+    re-executes itself as a child that outlives its parent)."""
+    path = tmp_path / "home"
+    path.mkdir()
+    yield path
+    end_processes_with_home(path)
 
 
 @pytest.fixture(scope="session")

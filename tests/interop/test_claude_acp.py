@@ -7,6 +7,7 @@ resumes or loads it. Its dialect is in QUIRKS.md (claude-agent-acp section).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -17,9 +18,9 @@ from acp_client.transports import Transport
 from tests.conftest import bound
 from tests.interop import _scenarios as scenario
 from tests.interop._claude_acp import claude_acp_bin, spawn_claude_acp
-from tests.interop._opencode import offline_prefix
+from tests.interop._fixtures import home, no_network, project
 
-__all__ = ["claude_acp_bin"]
+__all__ = ["claude_acp_bin", "home", "no_network", "project"]
 
 pytestmark = pytest.mark.timeout(bound(240))
 
@@ -27,31 +28,10 @@ NEVER_EXISTED = "00000000-0000-4000-8000-000000acc0de"
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Path:
-    (tmp_path / "home").mkdir()
-    return tmp_path / "home"
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    (tmp_path / "project").mkdir()
-    return tmp_path / "project"
-
-
-@pytest.fixture(scope="module")
-def no_network() -> list[str] | None:
-    """Run the agent where only loopback exists, when this machine can (see ``offline_prefix``)."""
-    return offline_prefix()
-
-
-@pytest.fixture
 def claude(
     claude_acp_bin: Path, home: Path, project: Path, no_network: list[str] | None
 ) -> Callable[[], Awaitable[Transport]]:
-    async def spawn() -> Transport:
-        return await spawn_claude_acp(claude_acp_bin, home, project, no_network)
-
-    return spawn
+    return functools.partial(spawn_claude_acp, claude_acp_bin, home, project, no_network)
 
 
 @pytest.fixture

@@ -8,7 +8,8 @@ private HOME. A session is written to disk only once a prompt was tried. Dialect
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+import functools
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,10 @@ from acp_client import ACPError, InternalError, MethodNotFound, SessionNotFound,
 from acp_client.transports import Transport
 from tests.conftest import bound
 from tests.interop import _scenarios as scenario
-from tests.interop._opencode import offline_prefix
-from tests.interop._qwen import qwen_bin, spawn_qwen
+from tests.interop._fixtures import no_network, project
+from tests.interop._qwen import home, qwen_bin, spawn_qwen
 
-__all__ = ["qwen_bin"]
+__all__ = ["home", "no_network", "project", "qwen_bin"]
 
 pytestmark = pytest.mark.timeout(bound(240))
 
@@ -28,29 +29,8 @@ NEVER_EXISTED = "00000000-0000-4000-8000-000000acc0de"
 
 
 @pytest.fixture
-def home(tmp_path: Path) -> Iterator[Path]:
-    (tmp_path / "home").mkdir()
-    yield tmp_path / "home"
-    scenario.end_processes_with_home(tmp_path / "home")  # the re-executed children outlive their parent
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    (tmp_path / "project").mkdir()
-    return tmp_path / "project"
-
-
-@pytest.fixture(scope="module")
-def no_network() -> list[str] | None:
-    return offline_prefix()
-
-
-@pytest.fixture
 def qwen(qwen_bin: Path, home: Path, project: Path, no_network: list[str] | None) -> Callable[[], Awaitable[Transport]]:
-    async def spawn() -> Transport:
-        return await spawn_qwen(qwen_bin, home, project, no_network)
-
-    return spawn
+    return functools.partial(spawn_qwen, qwen_bin, home, project, no_network)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ and the same binary is checked offline as ``qwen --acp`` in test_qwen.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -46,26 +46,14 @@ from acp_client.sessions import SessionRecord
 from acp_client.testing import FaultProxy
 from tests.conftest import bound
 from tests.interop import _scenarios as scenario
-from tests.interop._qwen import QwenServe, qwen_bin, qwen_serve
+from tests.interop._fixtures import project
+from tests.interop._qwen import QwenServe, home, qwen_bin, qwen_serve
 
-__all__ = ["qwen_bin"]
+__all__ = ["home", "project", "qwen_bin"]
 
 pytestmark = pytest.mark.timeout(bound(240))
 
 NEVER_EXISTED = "00000000-0000-4000-8000-000000acc0de"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Iterator[Path]:
-    (tmp_path / "home").mkdir()
-    yield tmp_path / "home"
-    scenario.end_processes_with_home(tmp_path / "home")
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    (tmp_path / "project").mkdir()
-    return tmp_path / "project"
 
 
 @pytest.fixture

@@ -67,12 +67,58 @@ async function say(ctx, session, sessionId, text) {
   await ctx.client.notify(acp.methods.client.session.update, update);
 }
 
-function known(sessionId) {
+// What the v1 and the v2 API do alike: make a session, look one up (each version's own -32002), list, close
+// and delete, and run a prompt's script.
+function newSession(ctx) {
+  counter += 1;
+  const sessionId = `ts-sess-${counter}`;
+  sessions.set(sessionId, { cwd: ctx.params.cwd, history: [], turn: null });
+  loaded.add(sessionId);
+  save();
+  return { sessionId };
+}
+const lookup = (RequestError) => (sessionId) => {
   const session = sessions.get(sessionId);
-  if (!session) {
-    throw acp.RequestError.sessionNotFound(sessionId);
-  }
+  if (!session) throw RequestError.sessionNotFound(sessionId);
   return session;
+};
+const known = lookup(acp.RequestError);
+const known2 = lookup(acp2.RequestError);
+const listSessions = async () => ({ sessions: [...sessions].map(([sessionId, { cwd }]) => ({ sessionId, cwd })) });
+const closeWith = (find) => async (ctx) => {
+  find(ctx.params.sessionId);
+  loaded.delete(ctx.params.sessionId);
+  return {};
+};
+const deleteWith = (find) => async (ctx) => {
+  find(ctx.params.sessionId);
+  loaded.delete(ctx.params.sessionId);
+  sessions.delete(ctx.params.sessionId);
+  save();
+  return {};
+};
+// A prompt's script: say(text) sends one chunk, ask() the permission request. True when a sleep was cancelled.
+async function runScript(text, turn, say, ask) {
+  if (text.startsWith("echo: ")) {
+    await say(text.slice(6));
+  } else if (text.startsWith("stream ")) {
+    const n = Number.parseInt(text.slice(7), 10);
+    for (let i = 1; i <= n; i += 1) await say(`chunk ${i} `);
+  } else if (text === "ask") {
+    const answer = await ask();
+    await say(`chose ${answer.outcome?.optionId ?? answer.outcome?.outcome}`);
+  } else if (text.startsWith("sleep ")) {
+    await say("sleeping ");
+    const ms = Number.parseFloat(text.slice(6)) * 1000;
+    return await new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), ms);
+      turn.signal.addEventListener("abort", () => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+  }
+  return false;
 }
 
 const sessionCapabilities = withStatus ? { resume: {}, status: {}, list: {}, close: {}, delete: {} } : { resume: {} };
@@ -88,14 +134,7 @@ let agent = acp
     agentCapabilities: { loadSession: true, sessionCapabilities },
     agentInfo: { name: "acp-client-interop-ts", version: "2.4.0" },
   }))
-  .onRequest(acp.methods.agent.session.new, async (ctx) => {
-    counter += 1;
-    const sessionId = `ts-sess-${counter}`;
-    sessions.set(sessionId, { cwd: ctx.params.cwd, history: [], turn: null });
-    loaded.add(sessionId);
-    save();
-    return { sessionId };
-  })
+  .onRequest(acp.methods.agent.session.new, async (ctx) => newSession(ctx))
   .onRequest(acp.methods.agent.session.load, async (ctx) => {
     const session = known(ctx.params.sessionId);
     loaded.add(ctx.params.sessionId);
@@ -116,35 +155,14 @@ let agent = acp
     const turn = new AbortController();
     session.turn = turn;
     try {
-      if (text.startsWith("echo: ")) {
-        await say(ctx, session, sessionId, text.slice(6));
-      } else if (text.startsWith("stream ")) {
-        const n = Number.parseInt(text.slice(7), 10);
-        for (let i = 1; i <= n; i += 1) {
-          await say(ctx, session, sessionId, `chunk ${i} `);
-        }
-      } else if (text === "ask") {
-        const answer = await ctx.client.request(acp.methods.client.session.requestPermission, {
+      const ask = () =>
+        ctx.client.request(acp.methods.client.session.requestPermission, {
           sessionId,
           toolCall: { toolCallId: "ask-1", title: "may I?" },
           options: [{ optionId: "yes", name: "Yes", kind: "allow_once" }],
         });
-        await say(ctx, session, sessionId, `chose ${answer.outcome?.optionId ?? answer.outcome?.outcome}`);
-      } else if (text.startsWith("sleep ")) {
-        await say(ctx, session, sessionId, "sleeping ");
-        const ms = Number.parseFloat(text.slice(6)) * 1000;
-        const cancelled = await new Promise((resolve) => {
-          const timer = setTimeout(() => resolve(false), ms);
-          turn.signal.addEventListener("abort", () => {
-            clearTimeout(timer);
-            resolve(true);
-          });
-        });
-        if (cancelled) {
-          return { stopReason: "cancelled" };
-        }
-      }
-      return { stopReason: "end_turn" };
+      const cancelled = await runScript(text, turn, (words) => say(ctx, session, sessionId, words), ask);
+      return { stopReason: cancelled ? "cancelled" : "end_turn" };
     } finally {
       session.turn = null;
     }
@@ -158,21 +176,9 @@ if (withStatus) {
       known(ctx.params.sessionId);
       return { status: loaded.has(ctx.params.sessionId) ? "active" : "inactive" };
     })
-    .onRequest(acp.methods.agent.session.list, async () => ({
-      sessions: [...sessions].map(([sessionId, { cwd }]) => ({ sessionId, cwd })),
-    }))
-    .onRequest(acp.methods.agent.session.close, async (ctx) => {
-      known(ctx.params.sessionId);
-      loaded.delete(ctx.params.sessionId);
-      return {};
-    })
-    .onRequest(acp.methods.agent.session.delete, async (ctx) => {
-      known(ctx.params.sessionId);
-      loaded.delete(ctx.params.sessionId);
-      sessions.delete(ctx.params.sessionId);
-      save();
-      return {};
-    });
+    .onRequest(acp.methods.agent.session.list, listSessions)
+    .onRequest(acp.methods.agent.session.close, closeWith(known))
+    .onRequest(acp.methods.agent.session.delete, deleteWith(known));
 }
 
 // The draft v2 API (dist/v2/acp.js): a prompt is answered at once with the user message's id, the turn runs
@@ -202,40 +208,20 @@ async function turn2(ctx, session, sessionId, text, turn) {
   try {
     await update2(ctx, sessionId, { sessionUpdate: "state_update", state: "running" });
     const messageId = nextMessageId();
-    if (text.startsWith("echo: ")) {
-      await say2(ctx, session, sessionId, messageId, text.slice(6));
-    } else if (text.startsWith("stream ")) {
-      const n = Number.parseInt(text.slice(7), 10);
-      for (let i = 1; i <= n; i += 1) await say2(ctx, session, sessionId, messageId, `chunk ${i} `);
-    } else if (text === "ask") {
-      const answer = await ctx.client.request(acp2.methods.client.session.requestPermission, {
+    const ask = () =>
+      ctx.client.request(acp2.methods.client.session.requestPermission, {
         sessionId,
         title: "may I?",
         options: [{ optionId: "yes", name: "Yes", kind: "allow_once" }],
       });
-      await say2(ctx, session, sessionId, messageId, `chose ${answer.outcome?.optionId ?? answer.outcome?.outcome}`);
-    } else if (text.startsWith("sleep ")) {
-      await say2(ctx, session, sessionId, messageId, "sleeping ");
-      const ms = Number.parseFloat(text.slice(6)) * 1000;
-      const cancelled = await new Promise((resolve) => {
-        const timer = setTimeout(() => resolve(false), ms);
-        turn.signal.addEventListener("abort", () => {
-          clearTimeout(timer);
-          resolve(true);
-        });
-      });
-      if (cancelled) stopReason = "cancelled";
+    if (await runScript(text, turn, (words) => say2(ctx, session, sessionId, messageId, words), ask)) {
+      stopReason = "cancelled";
     }
   } finally {
     session.turn = null;
     session.stopReason = stopReason;
   }
   await update2(ctx, sessionId, { sessionUpdate: "state_update", state: "idle", stopReason });
-}
-function known2(sessionId) {
-  const session = sessions.get(sessionId);
-  if (!session) throw acp2.RequestError.sessionNotFound(sessionId);
-  return session;
 }
 const agent2 = acp2
   .agent({ name: "acp-client-interop-ts-v2" })
@@ -244,14 +230,7 @@ const agent2 = acp2
     info: { name: "acp-client-interop-ts", version: "2.4.0" },
     capabilities: { session: withStatus ? { status: {}, delete: {} } : {} },
   }))
-  .onRequest(acp2.methods.agent.session.new, async (ctx) => {
-    counter += 1;
-    const sessionId = `ts-sess-${counter}`;
-    sessions.set(sessionId, { cwd: ctx.params.cwd, history: [], turn: null });
-    loaded.add(sessionId);
-    save();
-    return { sessionId };
-  })
+  .onRequest(acp2.methods.agent.session.new, async (ctx) => newSession(ctx))
   .onRequest(acp2.methods.agent.session.resume, async (ctx) => {
     const sessionId = ctx.params.sessionId;
     const session = known2(sessionId);
@@ -277,14 +256,8 @@ const agent2 = acp2
   .onNotification(acp2.methods.agent.session.cancel, async (ctx) => {
     sessions.get(ctx.params.sessionId)?.turn?.abort();
   })
-  .onRequest(acp2.methods.agent.session.list, async () => ({
-    sessions: [...sessions].map(([sessionId, { cwd }]) => ({ sessionId, cwd })),
-  }))
-  .onRequest(acp2.methods.agent.session.close, async (ctx) => {
-    known2(ctx.params.sessionId);
-    loaded.delete(ctx.params.sessionId);
-    return {};
-  });
+  .onRequest(acp2.methods.agent.session.list, listSessions)
+  .onRequest(acp2.methods.agent.session.close, closeWith(known2));
 if (withStatus) {
   agent2
     .onRequest(acp2.methods.agent.session.status, async (ctx) => {
@@ -292,13 +265,7 @@ if (withStatus) {
       const open = loaded.has(ctx.params.sessionId);
       return open ? { status: "open", state: stateOf(session) } : { status: "saved" };
     })
-    .onRequest(acp2.methods.agent.session.delete, async (ctx) => {
-      known2(ctx.params.sessionId);
-      loaded.delete(ctx.params.sessionId);
-      sessions.delete(ctx.params.sessionId);
-      save();
-      return {};
-    });
+    .onRequest(acp2.methods.agent.session.delete, deleteWith(known2));
 }
 
 const acpServer = new AcpServer({

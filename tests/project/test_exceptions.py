@@ -148,3 +148,22 @@ def test_every_public_error_derives_from_acp_error() -> None:
         obj = getattr(exc, name)
         if isinstance(obj, type):
             assert issubclass(obj, ACPError), name
+
+
+def test_errors_name_their_public_module_and_survive_pickling() -> None:
+    """The classes are defined in private modules; the public path is what reprs and pickles carry."""
+    import pickle
+
+    for name in exc.__all__:
+        assert getattr(exc, name).__module__ == "acp_client.exceptions", name
+    errors: list[ACPError] = [
+        exc.SessionNotFound(-32002, "unknown session", {"sessionId": "s1"}),
+        exc.ConnectionLost("gone", request_sent=True, close_code=1006, exit_code=-9, stderr_tail=("boom",)),
+        exc.HTTPTransportError("bad answer", status_code=415, content_type="text/plain", body_excerpt="no"),
+        exc.LeaseLost("s1", "taken", holder="w2", token=7),
+        exc.ReconnectFailed("flapping", ValueError("x"), detail="5 in 60 s"),
+    ]
+    for error in errors:
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is type(error) and str(again) == str(error)
+        assert {k: repr(v) for k, v in vars(again).items()} == {k: repr(v) for k, v in vars(error).items()}

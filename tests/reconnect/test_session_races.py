@@ -92,7 +92,7 @@ async def test_updates_for_an_id_nobody_asked_for_are_not_kept() -> None:
         session = await asyncio.wait_for(client.new_session("/w"), bound(5))
         assert session.transcript.messages == []
         assert client.connection.stats["updates_unknown_session"] == 1
-        assert not client._early  # nothing is kept once no session/new is outstanding
+        assert client._inbound.early_updates == 0  # nothing is kept once no session/new is outstanding
 
 
 async def test_a_stale_idle_does_not_end_the_next_prompt() -> None:

@@ -98,7 +98,7 @@ class AgentConnection:
                     text = await self.channel.recv()
                 except ChannelClosed:
                     break
-                if not await self.agent.wait_flowing(self):
+                if not await self.agent.faults.wait_flowing(self):
                     break
                 for event in self.core.receive(text):
                     await self._on_event(event)
@@ -121,7 +121,7 @@ class AgentConnection:
 
     async def send(self, frame: str) -> bool:
         """Send one frame; ``False`` if the connection is gone (nothing is raised: the agent never crashes)."""
-        if self.closed or not await self.agent.wait_flowing(self):
+        if self.closed or not await self.agent.faults.wait_flowing(self):
             return False
         try:
             await self.channel.send(frame)
@@ -171,11 +171,11 @@ class AgentConnection:
 
     async def _on_event(self, event: Event) -> None:
         if isinstance(event, Request):
-            self.agent.record(self, event.method, event.params)
+            self.agent.records.record(self, event.method, event.params)
             task = self.agent.spawn(self._serve(event), name=f"acp-ref-{self.id}-{event.method}-{event.id}")
             self._inflight[event.id] = task
         elif isinstance(event, Notification):
-            self.agent.record(self, event.method, event.params)
+            self.agent.records.record(self, event.method, event.params)
             if event.method == "$/cancel_request":
                 self._cancel_inflight(event.params)
             else:
@@ -190,7 +190,7 @@ class AgentConnection:
                 if fut is not None and not fut.done():
                     fut.set_exception(PeerError(event.code, event.message, event.data))
         elif isinstance(event, Invalid):
-            self.agent.record_invalid(self, event)
+            self.agent.records.record_invalid(self, event)
             if event.reply is not None:
                 await self.send(event.reply)
 

@@ -1,4 +1,4 @@
-"""The reference agent's fault controls: a mixin of :class:`~acp_client.testing.ReferenceAgent`.
+"""The reference agent's fault controls: ``agent.faults`` of a :class:`~acp_client.testing.ReferenceAgent`.
 
 Each control is a switch a test flips to make the agent misbehave on purpose: ``stall`` (sockets stay open,
 nothing is answered), ``reject_handshake`` (new connections get an HTTP error, over WebSocket and
@@ -6,11 +6,13 @@ Streamable HTTP alike), ``close_after_initialize`` (flapping links), ``set_capac
 storage behind the recovery methods) and the connection drops (``close_connection``,
 ``drop_all_connections``; ``ReferenceAgent.restart`` builds on them).
 
-The mixin owns the state of these switches and nothing else. What it needs from the agent is the interface
-declared at the top of :class:`FaultControls` (live connections, owned tasks, waiting, the handshake log),
-which :class:`~acp_client.testing.ReferenceAgent` provides; the agent, its connections and its listeners
-consult the switches through :meth:`~FaultControls.wait_flowing`, :meth:`~FaultControls.refuse_handshake`,
-:meth:`~FaultControls.after_initialize` and :meth:`~FaultControls.metered`.
+:class:`FaultControls` owns the state of these switches and nothing else. What it needs from the agent is
+given to it when it is made: the live connections (a callable), a way to start a task the agent owns, and
+the agent's :class:`~acp_client.testing.agent._records.AgentRecords` (to wait, and to log a refused
+handshake). The agent, its connections and its listeners consult the switches through
+:meth:`~FaultControls.wait_flowing`, :meth:`~FaultControls.refuse_handshake`,
+:meth:`~FaultControls.after_initialize` and :meth:`~FaultControls.metered`; the agent offers the switches
+tests flip (``stall()``, ``drop_all_connections()`` ...) as thin delegates to it.
 """
 
 from __future__ import annotations
@@ -18,15 +20,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from acp_client.testing.agent._connection import AgentConnection
+    from acp_client.testing.agent._records import AgentRecords
 
-__all__ = ["FaultControls", "HandshakeRefusal"]
+__all__ = ["FaultControls", "HandshakeRefusal", "Spawn"]
 
 #: the methods :meth:`FaultControls.set_capacity` limits (what a recovery sends)
 _CAPACITY_METHODS = frozenset({"session/status", "session/resume", "session/load"})
+
+
+class Spawn(Protocol):
+    """Starts a task the agent owns (:meth:`~acp_client.testing.ReferenceAgent.spawn`)."""
+
+    def __call__(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> object: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,21 +55,20 @@ class _Rejection:
 
 
 class FaultControls:
-    """Fault controls of the reference agent; :class:`~acp_client.testing.ReferenceAgent` inherits them."""
+    """Fault controls of the reference agent (``agent.faults``)."""
 
-    if TYPE_CHECKING:  # the agent's side of the interface (defined by ReferenceAgent)
-
-        def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]: ...
-
-        async def wait_for(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None: ...
-
-        def record_handshake(self, path: str, headers: dict[str, str], status: int) -> None: ...
-
-        def _live_connections(self) -> list[AgentConnection]: ...
-
-    def __init__(self) -> None:
-        """No fault in effect."""
-        super().__init__()
+    def __init__(
+        self,
+        *,
+        connections: Callable[[], list[AgentConnection]],
+        spawn: Spawn,
+        records: AgentRecords,
+    ) -> None:
+        """No fault in effect. ``connections()`` lists the agent's live connections, ``spawn(coro, name=)``
+        starts a task the agent owns, ``records`` are the agent's logs and waits."""
+        self._connections = connections
+        self._spawn = spawn
+        self._records = records
         self._unstall: asyncio.Future[None] | None = None
         self._rejection: _Rejection | None = None
         self._close_after_initialize: tuple[float, int] | None = None
@@ -88,10 +96,10 @@ class FaultControls:
     ) -> int:
         """Close every live connection (``abort=True``: TCP reset, no closing handshake) and wait until their
         handlers finished. Sessions stay active. Returns how many connections were dropped."""
-        connections = self._live_connections()
+        connections = self._connections()
         await asyncio.gather(*(self.close_connection(c, code=code, reason=reason, abort=abort) for c in connections))
         if connections:
-            await self.wait_for(lambda: all(c.finished.is_set() for c in connections), timeout)
+            await self._records.wait_for(lambda: all(c.finished.is_set() for c in connections), timeout)
         return len(connections)
 
     # ------------------------------------------------------------------ stalling
@@ -101,7 +109,7 @@ class FaultControls:
         reading, so WebSocket pings get no pong (a client's keepalive sees a half-open link)."""
         if self._unstall is None:
             self._unstall = asyncio.get_running_loop().create_future()
-        for connection in self._live_connections():
+        for connection in self._connections():
             connection.channel.pause_reading()
 
     def unstall(self) -> None:
@@ -110,7 +118,7 @@ class FaultControls:
             return
         self._unstall.set_result(None)
         self._unstall = None
-        for connection in self._live_connections():
+        for connection in self._connections():
             connection.channel.resume_reading()
 
     @property
@@ -152,7 +160,7 @@ class FaultControls:
             if rejection.remaining <= 0:
                 self._rejection = None
         self.rejected_handshakes += 1
-        self.record_handshake(path, headers, rejection.status)
+        self._records.record_handshake(path, headers, rejection.status)
         retry_after = None if rejection.retry_after is None else _retry_after(rejection.retry_after)
         return HandshakeRefusal(rejection.status, retry_after)
 
@@ -165,7 +173,7 @@ class FaultControls:
         """Arm the ``close_after_initialize`` fault for a connection that just got its initialize answer."""
         if self._close_after_initialize is not None:
             delay, code = self._close_after_initialize
-            self.spawn(self._close_later(connection, delay, code), name=f"acp-ref-close-after-init-{connection.id}")
+            self._spawn(self._close_later(connection, delay, code), name=f"acp-ref-close-after-init-{connection.id}")
 
     async def _close_later(self, connection: AgentConnection, delay: float, code: int) -> None:
         await asyncio.sleep(delay)

@@ -319,7 +319,7 @@ class HttpEndpoint:
             if k in ("acp-connection-id", "acp-session-id", "acp-protocol-version", "cookie", "last-event-id")
         }
         self.requests.append((request.method, request.path, keep, status))
-        self.agent.notify_changed()
+        self.agent.records.notify_changed()
 
     async def _post(self, request: _Request, responder: _Responder) -> None:
         if "application/json" not in request.headers.get("content-type", "").lower():
@@ -337,7 +337,7 @@ class HttpEndpoint:
             await self._reply(request, responder, 400, {"error": "Invalid JSON-RPC message"})
             return
         method = message.get("method")
-        self.agent.record_trace_headers("http", method if isinstance(method, str) else None, request.headers)
+        self.agent.records.record_trace_headers("http", method if isinstance(method, str) else None, request.headers)
         connection_id = request.headers.get("acp-connection-id")
         if connection_id is None and message.get("method") == "initialize" and "id" in message:
             await self._initialize(request, responder, message)
@@ -356,7 +356,7 @@ class HttpEndpoint:
 
     async def _initialize(self, request: _Request, responder: _Responder, message: dict[str, Any]) -> None:
         agent = self.agent
-        refusal = agent.refuse_handshake(request.path, dict(request.headers))  # as for WebSocket handshakes
+        refusal = agent.faults.refuse_handshake(request.path, dict(request.headers))  # as for WebSocket handshakes
         if refusal is not None:
             headers = [] if refusal.retry_after is None else [("retry-after", refusal.retry_after)]
             await self._reply(request, responder, refusal.status, {"error": "rejected"}, headers)
@@ -368,7 +368,7 @@ class HttpEndpoint:
         link.init_waiter = (message["id"], future)
         self.spawn(agent.serve_channel(link, connection_id=connection_id), f"acp-ref-http-{connection_id}")
         link.inbound.put_nowait(request.body.decode("utf-8", "replace"))
-        agent.record_handshake(request.path, dict(request.headers), 200)
+        agent.records.record_handshake(request.path, dict(request.headers), 200)
         try:
             async with asyncio.timeout(30.0):
                 answer = await future
@@ -445,15 +445,8 @@ class HttpEndpoint:
         gone = responder.gone
         while True:
             if not out.queue.empty() and not gone.done() and not link.paused and out.responder is responder:
-                ready = out.queue.get_nowait()  # a burst: no waiting machinery per event
-                if ready is None:
-                    await responder.end()
+                if not await self._write(out, responder, out.queue.get_nowait()):  # a burst: no waiting per event
                     return
-                try:
-                    await responder.data(self._event(ready))
-                except _Gone:
-                    _requeue_front(out.queue, ready)
-                    raise
                 continue
             getter = asyncio.ensure_future(out.queue.get())
             waitables: list[asyncio.Future[Any]] = [getter, gone]
@@ -476,15 +469,20 @@ class HttpEndpoint:
             if getter not in done:
                 await responder.data(b": keepalive\n\n")
                 continue
-            item = getter.result()
-            if item is None:
-                await responder.end()
+            if not await self._write(out, responder, getter.result()):
                 return
-            try:
-                await responder.data(self._event(item))
-            except _Gone:
-                _requeue_front(out.queue, item)
-                raise
+
+    async def _write(self, out: _SseOut, responder: _Responder, item: tuple[int, str] | None) -> bool:
+        """Write one queued event; ``None`` ends the stream (``False``). An event not written goes back first."""
+        if item is None:
+            await responder.end()
+            return False
+        try:
+            await responder.data(self._event(item))
+        except _Gone:
+            _requeue_front(out.queue, item)
+            raise
+        return True
 
     def _event(self, event: tuple[int, str]) -> bytes:
         lines = "".join(f"data: {line}\n" for line in event[1].split("\n"))

@@ -152,7 +152,7 @@ async def _replay_then_respond(
     """Attach, replay, optionally send the v2 state snapshot, respond — atomically w.r.t. live updates."""
     async with session.emit_lock:
         session.attach(connection)
-        agent.notify_changed()
+        agent.records.notify_changed()
         updates = replay_updates(list(session.transcript), as_chunks=as_chunks) if replay else []
         for update in updates:
             await connection.notify("session/update", {"sessionId": session.session_id, "update": update})
@@ -179,7 +179,7 @@ async def _initialize(agent: ReferenceAgent, connection: AgentConnection, params
     connection.client_capabilities = params.get("capabilities") if version >= 2 else params.get("clientCapabilities")
     _log.debug("reference_agent_initialized", connection_id=connection.id, offered=offered, version=version)
     await reply.result(initialize_result(version, agent.capability_flags, agent.require_auth))
-    agent.after_initialize(connection)
+    agent.faults.after_initialize(connection)
     return None
 
 
@@ -206,7 +206,7 @@ async def _new(agent: ReferenceAgent, connection: AgentConnection, params: dict[
     )
     session.attach(connection)
     agent.sessions[session.session_id] = session
-    agent.notify_changed()
+    agent.records.notify_changed()
     result: dict[str, Any] = {"sessionId": session.session_id, "configOptions": config_options(session.config)}
     if (connection.protocol_version or 0) < 2:
         result["modes"] = modes_state(session.mode_id)
@@ -278,7 +278,7 @@ async def _close(agent: ReferenceAgent, connection: AgentConnection, params: dic
     session = _known(agent, params)
     await _end_turn_of(session)
     session.unload()
-    agent.notify_changed()
+    agent.records.notify_changed()
     return {}
 
 
@@ -288,7 +288,7 @@ async def _delete(agent: ReferenceAgent, connection: AgentConnection, params: di
     if session is not None:  # deleting an unknown session succeeds silently
         await _end_turn_of(session)
         agent.sessions.pop(session_id, None)
-        agent.notify_changed()
+        agent.records.notify_changed()
     return {}
 
 

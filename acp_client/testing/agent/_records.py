@@ -1,4 +1,4 @@
-"""What the reference agent saw, and waiting on it: a mixin of :class:`~acp_client.testing.ReferenceAgent`.
+"""What the reference agent saw, and waiting on it: ``agent.records`` of a :class:`~acp_client.testing.ReferenceAgent`.
 
 Tests inspect the agent through four logs — :attr:`~AgentRecords.received` (every inbound request and
 notification), :attr:`~AgentRecords.invalid_frames`, :attr:`~AgentRecords.handshakes` and
@@ -7,7 +7,8 @@ notification), :attr:`~AgentRecords.invalid_frames`, :attr:`~AgentRecords.handsh
 The agent calls :meth:`~AgentRecords.notify_changed` after every change of its own state, so a predicate
 is re-checked exactly when it may have become true (see :mod:`acp_client.testing._waiting`).
 
-The mixin owns the four logs and the waiters, and needs nothing from the agent.
+:class:`AgentRecords` owns the four logs and the waiters, and needs nothing from the agent; the agent
+offers the names tests read (``received``, ``wait_for`` ...) as thin delegates to it.
 """
 
 from __future__ import annotations
@@ -63,11 +64,10 @@ class TraceContext(NamedTuple):
 
 
 class AgentRecords:
-    """The reference agent's logs and waits; :class:`~acp_client.testing.ReferenceAgent` inherits them."""
+    """The reference agent's logs and waits (``agent.records``)."""
 
     def __init__(self) -> None:
         """Empty logs, nobody waiting."""
-        super().__init__()
         #: every inbound request and notification, in processing order
         self.received: list[Received] = []
         #: every unusable inbound frame (parse errors, invalid requests, unknown response ids)

@@ -1,0 +1,177 @@
+"""The routing of what the agent sends to an :class:`~acp_client.client.ACPClient`: agent requests to the
+handlers, updates to the session they name (:class:`InboundRouter`, a part the client composes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from acp_client._logging import get_logger
+from acp_client.exceptions import ConnectionLost, ProtocolError
+from acp_client.handlers import ClientHandlers, dispatch_request
+from acp_client.schema import session_update_fields
+from acp_client.sessions import SessionLink, SessionRegistry
+
+if TYPE_CHECKING:
+    from acp_client.client.connection import Connection
+
+__all__ = ["EARLY_UPDATES", "InboundRouter"]
+
+log = get_logger("acp_client.client")
+
+#: How many updates for a not-yet-registered session are kept while a session/new is outstanding.
+EARLY_UPDATES = 256
+
+
+class InboundRouter:
+    """The agent-to-client side of one :class:`~acp_client.client.ACPClient`: requests go to the handlers (a
+    permission request races its session's cancel), updates to the session they name.
+
+    It owns what only routing needs: the permission requests waiting per session, the sessions whose
+    resume/load is outstanding (their updates are routed here before the answer), and the updates kept for a
+    session id not registered yet while a ``session/new`` is outstanding. The client tells it when those
+    begin and end (:meth:`cancel_permissions`, :meth:`attaching`, :meth:`new_session_pending`); it reads the
+    negotiated version through ``protocol_version`` (a callable: it is known only after ``initialize``).
+    """
+
+    def __init__(
+        self,
+        connection: Connection,
+        *,
+        handlers: ClientHandlers,
+        registry: SessionRegistry,
+        protocol_version: Callable[[], int],
+    ) -> None:
+        self.connection = connection
+        self.handlers = handlers
+        self._registry = registry
+        self._version = protocol_version
+        self._permission_waiters: dict[str, set[asyncio.Event]] = {}
+        # sessions with a resume/load outstanding on this connection: their updates are routed here
+        self._attaching: set[str] = set()
+        # updates for a session id not known yet, kept while a session/new is outstanding (see below)
+        self._early: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
+        self._new_pending = 0
+
+    @property
+    def protocol_version(self) -> int:
+        """The protocol version of the connection (``0`` before ``initialize``)."""
+        return self._version()
+
+    @property
+    def waiting_permissions(self) -> int:
+        """How many permission requests wait for the user (or for their session's cancel) right now."""
+        return sum(len(waiters) for waiters in self._permission_waiters.values())
+
+    @property
+    def early_updates(self) -> int:
+        """How many updates for a not-yet-registered session are kept right now."""
+        return len(self._early)
+
+    def cancel_permissions(self, session_id: str) -> None:
+        """The session's turn is cancelled: every permission request of it still waiting is answered
+        *cancelled* at once."""
+        for waiter in list(self._permission_waiters.get(session_id, ())):
+            waiter.set()
+
+    @contextlib.contextmanager
+    def attaching(self, session_id: str) -> Iterator[None]:
+        """While a resume/load of ``session_id`` is outstanding, its updates (a replay) are routed here."""
+        self._attaching.add(session_id)
+        try:
+            yield
+        finally:
+            self._attaching.discard(session_id)
+
+    @contextlib.contextmanager
+    def new_session_pending(self) -> Iterator[None]:
+        """While a ``session/new`` is outstanding, updates for an unknown session id are kept (a few): the
+        agent may send them right behind its answer, before the caller registered the session."""
+        self._new_pending += 1
+        try:
+            yield
+        finally:
+            self._new_pending -= 1
+            if not self._new_pending:
+                self._early.clear()
+
+    def deliver_early(self, session_id: str) -> None:
+        """``session_id`` was just registered: route the updates kept for it, in their order."""
+        early = [update for sid, update in self._early if sid == session_id]
+        if early:
+            self._early = collections.deque(e for e in self._early if e[0] != session_id)
+            self.connection.stats["updates_unknown_session"] -= len(early)
+            for update in early:
+                self.on_notification("session/update", update)
+
+    async def on_request(self, method: str, params: Any) -> Any:
+        """Serve one agent request (``session/request_permission`` races its session's cancel)."""
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if method != "session/request_permission" or not isinstance(session_id, str):
+            return await dispatch_request(self.handlers, method, params)
+        # a permission request races the session's cancel: session/cancel answers it "cancelled"
+        cancelled = asyncio.Event()
+        waiters = self._permission_waiters.setdefault(session_id, set())
+        waiters.add(cancelled)
+        handler = asyncio.ensure_future(dispatch_request(self.handlers, method, params))
+        stop = asyncio.ensure_future(cancelled.wait())
+        try:
+            await asyncio.wait({handler, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if handler.done():
+                return handler.result()
+            return {"outcome": {"outcome": "cancelled"}}
+        finally:
+            for task in (handler, stop):
+                task.cancel()
+            await asyncio.wait({handler, stop})
+            waiters.discard(cancelled)
+            if not waiters:
+                self._permission_waiters.pop(session_id, None)
+
+    def on_notification(self, method: str, params: Any) -> None:
+        """Route one agent notification: a ``session/update`` to the session it names; others are ignored."""
+        if method != "session/update":
+            # unknown notifications SHOULD be ignored (custom `_` ones and `elicitation/complete` included)
+            self.connection.stats["notifications_ignored"] += 1
+            return
+        if not isinstance(params, dict):
+            self.connection.stats["updates_malformed"] += 1
+            return
+        session_id = params.get("sessionId")
+        session = self._registry.get(session_id) if isinstance(session_id, str) else None
+        if session is None:
+            # An agent may send updates (available commands, a title) right behind its session/new answer,
+            # in the same read: they arrive before the caller registered the session. Keep a few, briefly.
+            self.connection.stats["updates_unknown_session"] += 1
+            if isinstance(session_id, str) and self._new_pending:
+                self._early.append((session_id, params))
+                if len(self._early) > EARLY_UPDATES:
+                    self._early.popleft()
+                    self.connection.stats["early_updates_dropped"] += 1
+            return
+        if not session._attached_to(self.connection.id) and session.id not in self._attaching:
+            # late frames of a connection the session has left (or never joined) reach nothing
+            self.connection.stats["updates_other_connection"] += 1
+            return
+        try:
+            # lazy: a text chunk's typed model is built only if someone reads SessionUpdate.update
+            _, kind, update, params, version = session_update_fields(params, self.protocol_version, lazy=True)
+        except ProtocolError as exc:
+            self.connection.stats["updates_malformed"] += 1
+            log.warning("update_discarded", session_id=session.id, error=str(exc))
+            return
+        session._handle_update(kind, update, params["update"], version)
+
+    def detach_all(self) -> None:
+        """The client closed the connection: its attached sessions become detached."""
+        self.on_connection_lost(self.connection.loss or ConnectionLost(reason="closed"))
+
+    def on_connection_lost(self, loss: ConnectionLost) -> None:
+        """The link ended: every session attached to it becomes detached, carrying ``loss``."""
+        for session in self._registry:
+            if session.link is SessionLink.ATTACHED and session._connection_id in (None, self.connection.id):
+                session._move_link(SessionLink.DETACHED, loss=loss)
