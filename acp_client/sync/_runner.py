@@ -83,15 +83,19 @@ class _LoopThread:
         if not self.alive:
             coro.close()
             raise UsageError("this client is closed; create a new one")
-        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        future: concurrent.futures.Future[T] | None = None
         try:
+            # submitted inside the try: a Ctrl-C that lands as soon as the call is on the loop (this thread
+            # can wait long for the GIL while the loop already sent the request) still stops the work
+            future = asyncio.run_coroutine_threadsafe(coro, self._loop)
             done, _ = concurrent.futures.wait([future], timeout)
         except BaseException:  # KeyboardInterrupt in a notebook cell: stop the work too
             try:
                 if on_interrupt is not None:
                     on_interrupt()
             finally:
-                future.cancel()
+                if future is not None:  # None: the interrupt landed inside the submission itself
+                    future.cancel()
             raise
         if not done:
             future.cancel()
