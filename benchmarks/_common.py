@@ -150,10 +150,14 @@ def write_section(path: Path | None, key: str, title: str, body: str) -> None:
     text = path.read_text(encoding="utf-8") if path.exists() else _HEADER
     found = list(_SECTION.finditer(text))
     blocks = {m.group(2): m.group(1) for m in found}
+    # hand-written notes stay: those between two sections go with the section before them (earlier runs kept
+    # under a regenerated section), those after the last section stay at the end
+    notes = {m.group(2): text[m.end() : after.start()].strip("\n") for m, after in zip(found, found[1:])}
     head = (text[: found[0].start()] if found else text).rstrip("\n")
-    tail = text[found[-1].end() :].strip("\n") if found else ""  # hand-written notes after the sections stay
+    tail = text[found[-1].end() :].strip("\n") if found else ""
     blocks[key] = section
-    text = head + "\n\n" + "\n\n".join(blocks[k] for k in sorted(blocks)) + "\n"
+    text = head + "\n\n" + "\n\n".join(blocks[k] + (f"\n\n{notes[k]}" if notes.get(k) else "") for k in sorted(blocks))
+    text += "\n"
     if tail:
         text += "\n" + tail + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)

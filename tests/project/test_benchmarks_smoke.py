@@ -72,3 +72,24 @@ def test_otel_flag_compares_the_three_modes_in_one_run(script: str, tmp_path: Pa
     ratio_lines = [line for line in proc.stdout.splitlines() if line.startswith("RATIO ")]
     assert [line.split(" otel ")[1].split("/")[0] for line in ratio_lines] == ["off", "on"]
     assert f"<!-- {script.split('_')[0]}-otel:start -->" in results.read_text(encoding="utf-8")
+
+
+def test_results_file_keeps_hand_written_notes_when_a_section_is_rewritten(tmp_path: Path) -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import _common
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    results = tmp_path / "benchmarks.md"
+    _common.write_section(results, "p1", "P1", "first body")
+    _common.write_section(results, "p2", "P2", "second body")
+    text = results.read_text(encoding="utf-8")
+    text = text.replace("<!-- p1:end -->", "<!-- p1:end -->\n\nEarlier runs of P1, kept by hand.")
+    results.write_text(text + "\nA closing note.\n", encoding="utf-8")
+    _common.write_section(results, "p1", "P1", "new body")
+    _common.write_section(results, "p3", "P3", "third body")
+    text = results.read_text(encoding="utf-8")
+    assert "first body" not in text and "new body" in text
+    # the note stays under the section it follows, the closing note at the end
+    assert text.index("new body") < text.index("Earlier runs of P1") < text.index("<!-- p2:start -->")
+    assert text.rstrip().endswith("A closing note.")
