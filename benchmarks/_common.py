@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import contextlib
 import datetime
+import itertools
 import logging
 import os
 import platform
@@ -152,7 +153,7 @@ def write_section(path: Path | None, key: str, title: str, body: str) -> None:
     blocks = {m.group(2): m.group(1) for m in found}
     # hand-written notes stay: those between two sections go with the section before them (earlier runs kept
     # under a regenerated section), those after the last section stay at the end
-    notes = {m.group(2): text[m.end() : after.start()].strip("\n") for m, after in zip(found, found[1:])}
+    notes = {m.group(2): text[m.end() : after.start()].strip("\n") for m, after in itertools.pairwise(found)}
     head = (text[: found[0].start()] if found else text).rstrip("\n")
     tail = text[found[-1].end() :].strip("\n") if found else ""
     blocks[key] = section
