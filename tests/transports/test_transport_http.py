@@ -146,6 +146,24 @@ async def test_a_notification_naming_a_detached_session_carries_its_header() -> 
         assert cancels() == [(session_id, 202)]
 
 
+async def test_a_cancel_sent_just_before_close_reaches_the_agent_before_the_delete(http2: Any) -> None:
+    """``send`` returns once a POST is queued (as a WebSocket send returns once the frame is buffered), so a
+    ``session/cancel`` followed at once by ``aclose()`` must still go out, and before the ``DELETE``."""
+    async with ReferenceAgent(2) as agent:
+        async with connect(agent.http_url, transport_options=TransportOptions(http2=http2)) as client:
+            session = await client.new_session("/w")
+            turn = asyncio.create_task(session.prompt("sleep 30"))
+            await agent.wait_for_method("session/prompt", timeout=bound(5))
+            await session.cancel()
+        with pytest.raises(ConnectionLost):
+            await asyncio.wait_for(turn, bound(5))
+        await agent.wait_for(lambda: agent.connections == 0, bound(5))
+        assert agent.count("session/cancel", session.id) == 1
+        requests = agent.http.requests
+        assert requests[-1][0] == "DELETE" and requests[-1][3] == 202
+        assert [r[3] for r in requests if r[0] == "POST"] == [200] + [202] * (len(requests) - 4)  # none after
+
+
 class Approver(ClientHandlers):
     def __init__(self) -> None:
         self.requests: list[PermissionRequest] = []

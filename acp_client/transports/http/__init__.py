@@ -77,8 +77,9 @@ answered POST an ``OPTIONS`` request checks the client-to-server direction (:met
 answered with any status within ``ping_timeout``).
 
 Cookies: one :class:`~acp_client.transports.CookieJar` (the client's) receives every ``Set-Cookie`` and
-supplies the ``Cookie`` header of every request; httpx's own cookie store is disabled. ``close()`` sends
-``DELETE`` (bounded by ``close_timeout``).
+supplies the ``Cookie`` header of every request; httpx's own cookie store is disabled. ``close()`` first lets
+the POSTs already queued be answered (a ``session/cancel`` sent just before it still arrives), then sends
+``DELETE``; each step is bounded by ``close_timeout``.
 """
 
 from __future__ import annotations
@@ -249,8 +250,9 @@ class StreamableHTTPTransport:
         return await self._posts.ping(timeout)
 
     async def close(self) -> None:
-        """Stop every stream, ``DELETE`` the connection (bounded by ``close_timeout``), release the
-        sockets. Idempotent; concurrent callers wait for the same close."""
+        """Let the POSTs already queued be answered, stop every stream, ``DELETE`` the connection (each
+        bounded by ``close_timeout``), release the sockets. Idempotent; concurrent callers wait for the same
+        close."""
         if self._close_task is None:
             self._close_task = asyncio.get_running_loop().create_task(
                 self._close_impl(), name=f"acp-client close {self._link.description}"
@@ -401,6 +403,7 @@ class StreamableHTTPTransport:
             ConnectionLost("the connection was closed by the client", reason="closed locally"), cancel=False
         )
         if self._link.connection_id is not None and not lost_before:
+            await self._posts.drain()  # what was sent before close() goes out before the DELETE
             await self._posts.delete()
         await self._release()
         _log.debug("transport_closed", transport=self._link.description, stats=self._link.stats.as_dict())

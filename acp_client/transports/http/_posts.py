@@ -302,6 +302,19 @@ class PostPipeline:
         if self._keepalive_task is not None and self._keepalive_task is not asyncio.current_task():
             self._keepalive_task.cancel()
 
+    async def drain(self) -> None:
+        """Wait (bounded by ``close_timeout``) until every frame already handed to :meth:`post` was answered:
+        a ``session/cancel`` sent just before ``close()`` reaches the server before the ``DELETE`` ends the
+        connection. A drain that times out is logged; the close goes on."""
+        if not self._lock.locked():
+            return
+        try:
+            async with asyncio.timeout(self._link.options.close_timeout):
+                await self._lock.acquire()
+            self._lock.release()
+        except TimeoutError:
+            _log.debug("http_posts_not_drained", transport=self._link.description, in_flight=len(self._tasks))
+
     async def delete(self) -> None:
         """End the connection on the server (``DELETE``, bounded by ``close_timeout``; failures are logged)."""
         client = self._client_for_posts()
