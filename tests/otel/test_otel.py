@@ -31,7 +31,7 @@ from opentelemetry.trace import (
 
 import acp_client.otel
 from acp_client import Limits, SessionNotFound, SessionRecovered, connect, sync
-from acp_client.otel._observer import FINISH_BATCH
+from acp_client.otel._requests import FINISH_BATCH
 from acp_client.schema import models_for
 from acp_client.testing import AgentThread, ReferenceAgent
 from tests.conftest import Link, bound, over_links, started
