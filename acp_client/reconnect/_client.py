@@ -196,9 +196,7 @@ class ReconnectingClient:
         self._loaded_store = False
 
     def __repr__(self) -> str:
-        return (
-            f"<ReconnectingClient {self.state.value} sessions={len(self._keeper)} generation={self.generation}>"
-        )
+        return f"<ReconnectingClient {self.state.value} sessions={len(self._keeper)} generation={self.generation}>"
 
     # ------------------------------------------------------------------ properties
 

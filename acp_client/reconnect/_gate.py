@@ -76,8 +76,7 @@ class ClientGate:
                     await changed.wait()
         except TimeoutError:
             raise NotConnected(
-                f"no connection to the agent within {self._session_wait_timeout:g} s "
-                f"({self._connection.state.value})"
+                f"no connection to the agent within {self._session_wait_timeout:g} s ({self._connection.state.value})"
             ) from None
 
     async def read_only(self, call: Callable[[ACPClient], Awaitable[_T]]) -> _T:

@@ -60,8 +60,16 @@ class Reattached:
     def event(self, session: Session) -> Event:
         """The event the client reports."""
         return SessionRecovered(
-            session.id, self.outcome, self.mode, self.replayed, self.missed, self.status, session.state,
-            self.generation, path=self.path, stream_resumption=self.stream_resumption,
+            session.id,
+            self.outcome,
+            self.mode,
+            self.replayed,
+            self.missed,
+            self.status,
+            session.state,
+            self.generation,
+            path=self.path,
+            stream_resumption=self.stream_resumption,
         )
 
 

@@ -33,8 +33,10 @@ from acp_client.exceptions import (
 )
 from acp_client.reconnect._backoff import Backoff, Clock
 from acp_client.reconnect._events import RecoveryRoundFinished
+from acp_client.reconnect._jobs import Job, Round, Slot
 from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
 from acp_client.reconnect._links import LeftDetached, Outcome, Reattached, RetryLater, StillRecovering
+from acp_client.reconnect._listing import listing_lacks
 from acp_client.reconnect.dialects import SessionErrorKind
 from acp_client.reconnect.options import McpSecrets, RecoveryPolicy, Timeouts
 from acp_client.reconnect.strategy import (
@@ -83,96 +85,6 @@ class RecoveryHost(Protocol):
         ...
 
 
-class _Round:
-    """The first outcomes of one round's jobs: one future for the whole round, set by its last job (not a
-    future and a wake-up per session)."""
-
-    __slots__ = ("done", "left", "results")
-
-    def __init__(self) -> None:
-        self.left = 0
-        self.results: dict[_Job, str] = {}
-        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-
-    def settled(self, job: _Job, outcome: str) -> None:
-        self.results[job] = outcome
-        self.left -= 1
-        if not self.left and not self.done.done():
-            self.done.set_result(None)
-
-
-class _Job:
-    """One session's recovery task and its outcome. The outcome settles once per wait: a round reads the
-    first one; ``recover_now`` waits for the current one, or the next one once it settled."""
-
-    __slots__ = ("_last", "_round", "_settled", "_waiter", "_wake", "task")
-
-    def __init__(self) -> None:
-        self.task: asyncio.Task[None] | None = None
-        self._last = "failed"  # the outcome settled last
-        self._settled = False
-        self._round: _Round | None = None
-        self._waiter: asyncio.Future[str] | None = None  # made only for a recover_now caller
-        self._wake: asyncio.Event | None = None  # made only when a retry waits out a backoff
-
-    @property
-    def wake(self) -> asyncio.Event:
-        if self._wake is None:
-            self._wake = asyncio.Event()
-        return self._wake
-
-    def join(self, round_: _Round) -> None:
-        """Count in ``round_``: at once if the current outcome already settled, else when it does."""
-        if self._round is round_:
-            return
-        round_.left += 1
-        if self._settled:
-            round_.settled(self, self._last)
-        else:
-            self._round = round_
-
-    def settle(self, outcome: str) -> None:
-        if self._settled:
-            return
-        self._settled = True
-        self._last = outcome
-        waiter, round_, self._round = self._waiter, self._round, None
-        if waiter is not None and not waiter.done():
-            waiter.set_result(outcome)
-        if round_ is not None:
-            round_.settled(self, outcome)
-
-    def outcome(self) -> asyncio.Future[str]:
-        """A future for the current outcome (already settled: done with it)."""
-        if self._waiter is None:
-            self._waiter = asyncio.get_running_loop().create_future()
-            if self._settled:
-                self._waiter.set_result(self._last)
-        return self._waiter
-
-    def next_outcome(self) -> asyncio.Future[str]:
-        """A future for the current outcome, or the next one if the current one settled."""
-        if self._settled:
-            self._settled = False
-            self._waiter = None
-        return self.outcome()
-
-
-class _Slot:
-    """One held recovery slot, given back exactly once (early by a given-up request, else at the end)."""
-
-    __slots__ = ("_limit", "_started")
-
-    def __init__(self, limit: FixedLimit, started: float) -> None:
-        self._limit: FixedLimit | None = limit
-        self._started = started
-
-    def release(self, *, ok: bool, overloaded: bool = False, lag: float = 0.0) -> None:
-        limit, self._limit = self._limit, None
-        if limit is not None:
-            limit.release(self._started, ok=ok, overloaded=overloaded, lag=lag)
-
-
 class SessionRecoverer:
     """Runs at most one recovery job per session; see the module docstring."""
 
@@ -200,7 +112,7 @@ class SessionRecoverer:
         self._clock = clock
         self._rng = rng
         self._on_auth_required = on_auth_required
-        self._jobs: dict[str, _Job] = {}
+        self._jobs: dict[str, Job] = {}
         self._cut_resumption: str | None = None
         # the Capabilities of the last connection asked, with what they were read from: every session of a
         # round shares them (one object, not four capability walks per session)
@@ -256,7 +168,7 @@ class SessionRecoverer:
         a session still recovering then is reported failed-and-retrying while its attempt goes on, so one
         replay that never ends cannot keep the client from ``READY``."""
         self.limit.new_path()  # a new connection: the adaptive limit re-learns the round trip
-        round_ = _Round()
+        round_ = Round()
         jobs = [self._start(client, s, generation, jitter=True) for s in sessions]
         for job in jobs:
             job.join(round_)
@@ -285,11 +197,11 @@ class SessionRecoverer:
         job.wake.set()
         return await asyncio.shield(waiter)
 
-    def _start(self, client: ACPClient, session: Session, generation: int, *, jitter: bool) -> _Job:
+    def _start(self, client: ACPClient, session: Session, generation: int, *, jitter: bool) -> Job:
         job = self._jobs.get(session.id)
         if job is not None:
             return job
-        job = _Job()
+        job = Job()
         self._host.move(session, SessionLink.RECOVERING)
         self._jobs[session.id] = job
         job.task = asyncio.create_task(
@@ -320,7 +232,7 @@ class SessionRecoverer:
         for job in jobs:
             job.settle("cancelled")
 
-    async def _run(self, job: _Job, client: ACPClient, session: Session, generation: int, jitter: bool) -> None:
+    async def _run(self, job: Job, client: ACPClient, session: Session, generation: int, jitter: bool) -> None:
         attempt = 0
         try:
             if jitter and self.policy.start_jitter > 0:
@@ -364,7 +276,7 @@ class SessionRecoverer:
                 del self._jobs[session.id]
             job.settle("failed")
 
-    async def _pause(self, job: _Job, attempt: int) -> None:
+    async def _pause(self, job: Job, attempt: int) -> None:
         """Wait out a retry's backoff (no slot held); ``recover_now`` cuts it short."""
         job.wake.clear()
         sleeper = asyncio.ensure_future(self._clock.sleep(self._backoff.delay(attempt)))
@@ -432,14 +344,19 @@ class SessionRecoverer:
             self._keep(session, action, probe.not_found, generation)
             return "kept"
         outcome = Reattached(
-            action.outcome, mode, replayed, not replayed, probe.status, generation,
+            action.outcome,
+            mode,
+            replayed,
+            not replayed,
+            probe.status,
+            generation,
             stream_resumption=self._cut_resumption,
         )
         self._host.report(session, outcome)
         await self._host.save_record(session)
         return str(action.outcome)
 
-    async def _limited(self, client: ACPClient, call: Callable[[_Slot], Awaitable[_T]]) -> _T:
+    async def _limited(self, client: ACPClient, call: Callable[[Slot], Awaitable[_T]]) -> _T:
         """Run one recovery request holding a concurrency slot, and tell the limit how it went (a timeout,
         a lost link or an overload answer is a congestion signal; an RPC answer is not). The request is
         made only once the slot is held; it may give the slot back early (a given-up request).
@@ -448,7 +365,7 @@ class SessionRecoverer:
         got to run again: the wait behind the other answers of the same read is the client's own backlog,
         and counting it would read a busy client as a congested agent (on loopback, where an answer takes
         well under a millisecond, it would pin the limit low and cost CPU per session in smaller batches)."""
-        slot = _Slot(self.limit, await self.limit.acquire())
+        slot = Slot(self.limit, await self.limit.acquire())
         sent = time.monotonic()
         ok = overloaded = answered = False
         try:
@@ -512,7 +429,7 @@ class SessionRecoverer:
         return decided
 
     async def _reattach(
-        self, client: ACPClient, session: Session, action: Reattach, caps: Capabilities, slot: _Slot
+        self, client: ACPClient, session: Session, action: Reattach, caps: Capabilities, slot: Slot
     ) -> tuple[str, bool]:
         mode, replay = action.mode, action.replay
         # a given-up request frees its slot at once: awaiting the agent's answer to the cancel (which a
@@ -546,7 +463,7 @@ class SessionRecoverer:
         proves nothing unless ``SessionDialects.empty_list_proves_absent`` (an agent that lists only what
         it touched since it started, or nothing without a ``cwd``, would make every live session look
         absent); a failure of the listing itself means "not proven absent" too."""
-        absent = await self._listing_lacks(client, session)
+        absent = await listing_lacks(client, session, self.policy.dialects, self.timeouts.list_check)
         if absent:
             log.info("acp.session_not_listed", session_id=session.id, code=error.code)
         return absent
@@ -558,31 +475,9 @@ class SessionRecoverer:
         Without ``session/list``, or with an empty or failed listing, the answer is taken as given."""
         if not self.policy.dialects.verify_empty_replay:
             return False
-        absent = await self._listing_lacks(client, session)
+        absent = await listing_lacks(client, session, self.policy.dialects, self.timeouts.list_check)
         if absent:
             log.warning("acp.empty_replay_not_listed", session_id=session.id)
         else:
             log.info("acp.empty_replay_accepted", session_id=session.id)
         return absent
-
-    async def _listing_lacks(self, client: ACPClient, session: Session) -> bool:
-        if not client.supports("list"):
-            return False
-        dialects = self.policy.dialects
-        cwd = session.record.cwd if dialects.list_with_cwd else None
-        listed = 0
-        try:
-            async with asyncio.timeout(self.timeouts.list_check):  # the whole walk, every page
-                async for info in client.list_sessions(cwd, timeout=None):
-                    if info.session_id == session.id:
-                        return False
-                    listed += 1
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.info("acp.session_list_failed", session_id=session.id, error=str(exc))
-            return False
-        if listed == 0 and not dialects.empty_list_proves_absent:
-            log.info("acp.session_list_empty", session_id=session.id, cwd=cwd)
-            return False
-        return True

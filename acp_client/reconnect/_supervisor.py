@@ -92,7 +92,7 @@ class _Plan:
 
 
 class ChangeSignal:
-    """"Something changed": the client's state or a session's link. Waiters take :meth:`event` and wait on
+    """ "Something changed": the client's state or a session's link. Waiters take :meth:`event` and wait on
     it, then look again; :meth:`notify` sets it and starts a fresh one."""
 
     __slots__ = ("_event",)
@@ -327,8 +327,15 @@ class ConnectionSupervisor:
 
     # ------------------------------------------------------------------ the loop
 
-    def _set_state(self, new: ClientState, *, reason: str | None = None, attempt: int = 0, delay: float | None = None,
-                   error: BaseException | None = None) -> None:
+    def _set_state(
+        self,
+        new: ClientState,
+        *,
+        reason: str | None = None,
+        attempt: int = 0,
+        delay: float | None = None,
+        error: BaseException | None = None,
+    ) -> None:
         old = self._state
         if old is new:
             return
@@ -338,7 +345,12 @@ class ConnectionSupervisor:
         cause = error.cause if isinstance(error, ReconnectFailed) else error
         self._emit(
             StateChanged(
-                old, new, reason, attempt, delay, self._generation,
+                old,
+                new,
+                reason,
+                attempt,
+                delay,
+                self._generation,
                 error=str(cause) if cause is not None else None,
                 exit_code=getattr(cause, "exit_code", None),
                 stderr_tail=tuple(getattr(cause, "stderr_tail", None) or ()),
@@ -476,8 +488,10 @@ class ConnectionSupervisor:
         if self._authenticate is not None:
             await self._authenticate(client)  # an agent that wants it on every connection gets it before recovery
         todo = [
-            s for s in self._registry
-            if s.link not in (SessionLink.LOST, SessionLink.CLOSED) and not s._attached_to(client.connection.id)
+            s
+            for s in self._registry
+            if s.link not in (SessionLink.LOST, SessionLink.CLOSED)
+            and not s._attached_to(client.connection.id)
             and self._serving(s.id)  # never one another worker serves
         ]
         if todo:

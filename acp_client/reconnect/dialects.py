@@ -134,8 +134,10 @@ class SessionDialects:
         object.__setattr__(self, "phrase_codes", _codes("SessionDialects", "phrase_codes", self.phrase_codes))
         object.__setattr__(self, "elsewhere_codes", _codes("SessionDialects", "elsewhere_codes", self.elsewhere_codes))
         kinds: object = self.elsewhere_kinds
-        if isinstance(kinds, str | bytes) or not isinstance(kinds, Iterable) or not all(
-            isinstance(k, str) for k in kinds
+        if (
+            isinstance(kinds, str | bytes)
+            or not isinstance(kinds, Iterable)
+            or not all(isinstance(k, str) for k in kinds)
         ):
             raise UsageError(f"SessionDialects.elsewhere_kinds must be strings, not {kinds!r}")
         object.__setattr__(self, "elsewhere_kinds", frozenset(kinds))

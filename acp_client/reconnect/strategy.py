@@ -46,6 +46,7 @@ __all__ = [
     "strategy_from_callable",
 ]
 
+
 @dataclass(frozen=True, slots=True)
 class StatusProbe:
     """What ``session/status`` said about one session on the new connection.
