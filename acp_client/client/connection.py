@@ -32,7 +32,7 @@ from acp_client.exceptions import (
 from acp_client.jsonrpc import (
     DEFAULT_MAX_FRAME_CHARS,
     ErrorResponse,
-    Invalid,
+    Event,
     JsonRpcCore,
     Notification,
     Request,
@@ -394,8 +394,11 @@ class Connection:
                     return fut.result()
                 now_t = loop.time()
                 now = progress()
-                if max_progress is not None and isinstance(now, int) and isinstance(first, int) and (
-                    now - first > max_progress
+                if (
+                    max_progress is not None
+                    and isinstance(now, int)
+                    and isinstance(first, int)
+                    and (now - first > max_progress)
                 ):
                     overflow = True
                     break
@@ -494,18 +497,14 @@ class Connection:
                     # up (no overflowing buffer, no pile of live objects for the garbage collector).
                     burst = 0
                     await asyncio.sleep(0)
-            elif isinstance(events, list):
-                for event in events:
-                    await self._dispatch(event)
             else:
-                await self._dispatch(events)
+                await self._dispatch_all(events)
 
     async def _read_batches(self, transport: BatchTransport) -> None:
         """Read every frame the transport holds per wake-up (``recv_batch``), taking the ones it already
         decoded as they are, until the transport raises."""
         recv_batch, stats = transport.recv_batch, self.stats
         receive_one, receive_decoded = self._core.receive_one, self._core.receive_decoded
-        handler = self._on_notification
         burst = 0
         while True:
             frames = await recv_batch()
@@ -513,24 +512,21 @@ class Connection:
             for frame in frames:
                 events = receive_one(frame) if type(frame) is str else receive_decoded(*frame)
                 if type(events) is Notification:
-                    if handler is not None and events.method != _CANCEL_METHOD:  # _notification, inlined
-                        stats["notifications_in"] += 1
-                        try:
-                            handler(events.method, events.params)
-                        except Exception:
-                            stats["notification_handler_errors"] += 1
-                            self._log.exception("notification_handler_failed", method=events.method)
-                    else:
-                        self._notification(events)
+                    self._notification(events)
                     burst += 1
                     if burst >= _YIELD_EVERY:  # let the consumers run now and then (see _read_frames)
                         burst = 0
                         await asyncio.sleep(0)
-                elif isinstance(events, list):
-                    for event in events:
-                        await self._dispatch(event)
                 else:
-                    await self._dispatch(events)
+                    await self._dispatch_all(events)
+
+    async def _dispatch_all(self, events: Event | list[Event]) -> None:
+        """Handle what a frame held besides a notification: one event, or each of a batch's in order."""
+        if isinstance(events, list):
+            for event in events:
+                await self._dispatch(event)
+        else:
+            await self._dispatch(events)
 
     def _finish(self, loss: ConnectionLost) -> None:
         if self._loss is not None:
@@ -556,7 +552,7 @@ class Connection:
             pending_failed=failed,
         )
 
-    async def _dispatch(self, event: Response | ErrorResponse | Request | Notification | Invalid) -> None:
+    async def _dispatch(self, event: Event) -> None:
         if isinstance(event, Response):
             fut = self._futures.get(event.id)
             if fut is not None and not fut.done():
