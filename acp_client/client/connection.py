@@ -21,6 +21,7 @@ from typing import Any, Final
 from acp_client import _observe
 from acp_client._logging import get_logger
 from acp_client.client._inbound import DEFAULT_MAX_INBOUND_REQUESTS, DEFAULT_MAX_QUEUED_INBOUND, InboundRequests
+from acp_client.client._watch import GaveUp, ProgressWatch
 from acp_client.exceptions import (
     ACPTimeoutError,
     ClientClosed,
@@ -376,57 +377,34 @@ class Connection:
         on_give_up: Callable[[], None] | None,
         max_progress: int | None,
     ) -> Any:
-        loop = asyncio.get_running_loop()
         id_, fut = await self._send_request(method, params)
+
+        def renew() -> asyncio.Future[Any]:
+            late: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self._futures[id_] = late  # an answer that comes after the give-up still settles something
+            return late
+
+        watch = ProgressWatch(
+            fut, silence=silence, progress=progress, deadline=deadline, max_progress=max_progress, renew=renew
+        )
         try:
-            started = quiet_since = loop.time()
-            seen = first = progress()
-            overflow = capped = False
-            # without a progress bound, one look per silence; with one, a look every second at most
-            tick = silence if max_progress is None else min(silence, 1.0)
-            while True:
-                now_t = loop.time()
-                wait = min(tick, max(0.0, quiet_since + silence - now_t))
-                if deadline is not None:
-                    wait = min(wait, max(0.0, started + deadline - now_t))
-                await asyncio.wait({fut}, timeout=wait)
-                if fut.done():
-                    return fut.result()
-                now_t = loop.time()
-                now = progress()
-                if (
-                    max_progress is not None
-                    and isinstance(now, int)
-                    and isinstance(first, int)
-                    and (now - first > max_progress)
-                ):
-                    overflow = True
-                    break
-                capped = deadline is not None and now_t - started >= deadline
-                if capped:
-                    break
-                if now != seen:
-                    seen, quiet_since = now, now_t  # the agent is still streaming: silence starts again
-                    continue
-                if now_t - quiet_since >= silence:
-                    break
+            try:
+                return await fut
+            except GaveUp as gave_up:
+                why, late = gave_up.why, gave_up.late
+            finally:
+                watch.stop()
             self._send_cancel_request(id_)
             self.stats["requests_given_up"] += 1
             if on_give_up is not None:
                 on_give_up()
-            await asyncio.wait({fut}, timeout=settle)
-            if fut.done():
+            await asyncio.wait({late}, timeout=settle)
+            if late.done():
                 self.stats["given_up_answers_settled"] += 1
-                if fut.exception() is None:
-                    return fut.result()
+                if late.exception() is None:
+                    return late.result()
             else:
                 self._abandoned.append(id_)
-            if overflow:
-                why = f"more than {max_progress} updates replayed without an answer (Limits.replay_updates)"
-            elif capped:
-                why = f"no answer within {deadline:g} s"
-            else:
-                why = f"no answer and no progress for {silence:g} s"
             raise ACPTimeoutError(f"{method}: {why}")
         except asyncio.CancelledError:
             self._abandon(id_)

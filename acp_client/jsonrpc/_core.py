@@ -141,9 +141,13 @@ def decode(text: str) -> Any:
         raise ValueError("text is not valid Unicode") from exc
 
 
+#: one encoder for every frame: ``json.dumps`` with options builds a new one per call
+_ENCODE: Callable[[Any], str] = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
 def encode(message: dict[str, Any]) -> str:
     """Serialise one message to a compact single-line JSON text (valid for newline-delimited stdio)."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _ENCODE(message)
 
 
 def _error_frame(id_: RequestId, code: int, message: str, data: Any = None) -> str:

@@ -1,8 +1,10 @@
 """How many recovery requests may be in flight at once: a fixed limit, or one that adapts to the agent.
 
 A recovery slot is held only while a request is on the wire (never during a retry's backoff). The
-adaptive limit is a latency gradient, like Netflix's concurrency-limits ``Gradient2`` and TCP Vegas: after
-each answer the limit moves towards ``limit * gradient + sqrt(limit)``, where ``gradient`` is how close the
+adaptive limit is a latency gradient, like Netflix's concurrency-limits ``Gradient2`` and TCP Vegas: each
+round trip's answers move the limit towards ``limit * gradient + sqrt(limit)`` (each answer ``1/limit`` of
+``smoothing`` of the way, as TCP grows its window per acknowledgement: a burst of answers read together is
+one signal, not hundreds that compound), where ``gradient`` is how close the
 answer's round trip stayed to the baseline (1 while it is within ``tolerance`` times the baseline, down to
 0.5 as requests start to queue at the agent) and ``sqrt(limit)`` is the queue it allows. So while
 the link has room the limit grows by about half of itself per round trip (latency dominates, not the
@@ -118,8 +120,9 @@ class FixedLimit:
 class AdaptiveLimit(FixedLimit):
     """A limit that grows while answers stay fast and shrinks as they slow down or fail (module docstring).
 
-    ``smoothing`` is the weight of each answer's target in the new limit; answers within ``noise`` seconds
-    of the fastest count as fast (sub-millisecond jitter on loopback is not a signal).
+    ``smoothing`` is how far towards the target one round trip's answers move the limit together (each
+    answer moves it ``smoothing / limit`` of the way); answers within ``noise`` seconds of the fastest count
+    as fast (sub-millisecond jitter on loopback is not a signal).
     """
 
     def __init__(
@@ -129,7 +132,7 @@ class AdaptiveLimit(FixedLimit):
         minimum: int = 1,
         maximum: int = 512,
         tolerance: float = 2.0,
-        smoothing: float = 0.2,
+        smoothing: float = 0.5,
         noise: float = 0.002,
         baseline_window: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
@@ -236,7 +239,11 @@ class AdaptiveLimit(FixedLimit):
         target = self._value * gradient + self._value**0.5
         if target > self._value and self._peak < self.limit / 2:
             return  # grow only a limit that is actually used
-        value = (1 - self.smoothing) * self._value + self.smoothing * target
+        # a round trip brings about ``limit`` answers, read in bursts with the same round trip: each moves the
+        # limit ``1/limit`` of the way, so a round trip's answers together move it ``smoothing`` of the way to
+        # the target once (a per-answer step would compound over a burst: hundreds of answers from a busy
+        # but healthy pipeline took 512 to 60 in four round trips, below what the path needs)
+        value = self._value + self.smoothing * (target - self._value) / max(self._value, 1.0)
         if value < self._value:
             # each slow answer moves the limit down a little; a round trip's worth of them (hundreds, after an
             # overshoot) would compound to the minimum, so within one baseline round trip at most halve it

@@ -293,6 +293,10 @@ def parse_status_response(result: Any, version: int) -> SessionStatusResponse:
     models_for(version)
     if not isinstance(result, dict):
         raise ProtocolError(f"session/status result must be an object, got {type(result).__name__}")
+    if len(result) == 1:
+        status = result.get("status")
+        if type(status) is str:  # the common answer, {"status": "inactive"}: nothing else to validate
+            return SessionStatusResponse.model_construct(status=status)
     if version == 1 and "state" in result:
         body = dict(result)
         ignored = body.pop("state")

@@ -124,3 +124,15 @@ async def test_one_round_trip_of_slow_answers_at_most_halves_the_limit() -> None
     assert before >= 256
     await path.round_trips(TETHER * 4, 1)  # the agent queues: the whole window is slow
     assert before // 2 <= path.limit.limit < before
+
+
+async def test_a_standing_queue_of_a_busy_pipeline_trims_the_limit_without_collapsing_it() -> None:
+    """Round trips 2.6 times the baseline at every width (the client, agent and link are busy, not
+    congested): each round trip's answers together move the limit part of the way down, once. Before, every
+    answer of a burst stepped it down on its own and four round trips took 512 to 32, far below the
+    pipeline the 20 ms path needs (the 10 ms run of benchmarks/p1_recovery.py fell to 60)."""
+    path = Path()
+    await path.round_trips(TETHER, 12)
+    assert path.limit.limit == 512
+    await path.round_trips(TETHER * 2.6, 4)
+    assert 256 <= path.limit.limit < 512, path.limit.limit
