@@ -59,15 +59,27 @@ class FixedLimit:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.in_flight}/{self.limit}>"
 
+    def try_acquire(self) -> float | None:
+        """Take a free slot without waiting: the start time to hand back to :meth:`release`, or ``None``
+        when none is free (then wait in :meth:`acquire`)."""
+        if self.in_flight + self._woken < self._limit:
+            self.in_flight += 1
+            self._took()
+            return self._clock()
+        return None
+
+    def _took(self) -> None:
+        """A slot was taken (``in_flight`` counts it)."""
+
     async def acquire(self) -> float:
         """Wait for a slot; returns the start time to hand back to :meth:`release`.
 
         Waiters are served first come, first served: a freed slot is reserved for the waiter it wakes, so
         neither a newcomer nor a second release can take it first.
         """
-        if self.in_flight + self._woken < self.limit:
-            self.in_flight += 1
-            return self._clock()
+        started = self.try_acquire()
+        if started is not None:
+            return started
         loop = asyncio.get_running_loop()
         front = False
         while True:
@@ -88,6 +100,7 @@ class FixedLimit:
                 break
             front = True  # the limit shrank while it was being woken: wait again, first in line
         self.in_flight += 1
+        self._took()
         return self._clock()
 
     def release(self, started: float, *, ok: bool, overloaded: bool = False, lag: float = 0.0) -> None:
@@ -159,11 +172,9 @@ class AdaptiveLimit(FixedLimit):
         self._shrink_floor = 0.0
         self._shrink_until = float("-inf")
 
-    async def acquire(self) -> float:
-        """Wait for a slot (see :meth:`FixedLimit.acquire`)."""
-        started = await super().acquire()
-        self._peak = max(self._peak, self.in_flight)
-        return started
+    def _took(self) -> None:
+        if self.in_flight > self._peak:
+            self._peak = self.in_flight
 
     def release(self, started: float, *, ok: bool, overloaded: bool = False, lag: float = 0.0) -> None:
         """Give the slot back (see :meth:`FixedLimit.release`)."""

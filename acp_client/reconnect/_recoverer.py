@@ -365,7 +365,9 @@ class SessionRecoverer:
         got to run again: the wait behind the other answers of the same read is the client's own backlog,
         and counting it would read a busy client as a congested agent (on loopback, where an answer takes
         well under a millisecond, it would pin the limit low and cost CPU per session in smaller batches)."""
-        slot = Slot(self.limit, await self.limit.acquire())
+        limit = self.limit
+        started = limit.try_acquire()
+        slot = Slot(limit, started if started is not None else await limit.acquire())
         sent = time.monotonic()
         ok = overloaded = answered = False
         try:

@@ -107,10 +107,11 @@ class ChangeSignal:
         return self._event
 
     def notify(self) -> None:
-        """Wake everything waiting on :meth:`event`."""
-        old = self.event()
-        self._event = asyncio.Event()
-        old.set()
+        """Wake everything waiting on :meth:`event` (nothing to do when no one asked for it since the last
+        notify: a recovery round notifies several times per session)."""
+        old, self._event = self._event, None
+        if old is not None:
+            old.set()
 
 
 class ConnectionSupervisor:
