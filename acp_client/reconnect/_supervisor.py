@@ -17,6 +17,7 @@ wait that ``reconnect_now()`` cuts short.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
@@ -157,6 +158,7 @@ class ConnectionSupervisor:
         self._suspended_interval = suspended_interval
         self._startup_refusals = startup_refusals
         self._authenticate = authenticate
+        self._path_rtt: float | None = None  # the last connection's initialize round trip (seconds)
         # collaborators
         self._registry = registry
         self._session_owner = session_owner
@@ -497,7 +499,7 @@ class ConnectionSupervisor:
         ]
         if todo:
             with _observe.recovery_round(generation, len(todo), client.connection.facts) as scope:
-                finished = await self._recovery.run_round(client, todo, generation)
+                finished = await self._recovery.run_round(client, todo, generation, path_rtt=self._path_rtt)
                 scope.outcome("complete" if not finished.failed else "partial")
             self._emit(finished)
 
@@ -557,8 +559,12 @@ class ConnectionSupervisor:
             session_owner=self._session_owner,
             generation=generation,
         )
+        started = time.monotonic()  # the recovery limit's clock (real time, as its round trips)
         try:
-            return await connector
+            client = await connector
+            # the initialize round trip, with nothing else in flight: how fast this (maybe new) path is
+            self._path_rtt = time.monotonic() - started
+            return client
         finally:
             for leftover in first:  # the factory was never called (initialize not reached)
                 await leftover.close()
