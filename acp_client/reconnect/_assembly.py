@@ -17,6 +17,7 @@ from acp_client.client._connect import Target
 from acp_client.exceptions import UsageError
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._auth import Reauthentication
+from acp_client.reconnect._background import BackgroundTasks, ChangeSignal
 from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
 from acp_client.reconnect._classify import Classifier
 from acp_client.reconnect._control import RecoveryControl, SessionKeeper
@@ -26,10 +27,11 @@ from acp_client.reconnect._gauges import ClientGauges
 from acp_client.reconnect._links import SessionLinks
 from acp_client.reconnect._ownership import FencedWrites, SessionOwnership
 from acp_client.reconnect._ownership_client import ClientHost, OwnershipControl
+from acp_client.reconnect._planner import ReconnectPlanner
 from acp_client.reconnect._recoverer import SessionRecoverer
 from acp_client.reconnect._session_api import SessionCalls
 from acp_client.reconnect._store_writer import StoreWriter
-from acp_client.reconnect._supervisor import BackgroundTasks, ChangeSignal, ConnectionSupervisor
+from acp_client.reconnect._supervisor import ConnectionSupervisor
 from acp_client.reconnect.options import Limits, McpSecrets, RecoveryPolicy, Timeouts
 from acp_client.reconnect.strategy import RecoveryStrategy
 from acp_client.sessions import MemorySessionStore, SessionOwner, SessionRegistry, SessionStore, SharedSessionStore
@@ -137,12 +139,15 @@ def assemble(
         timeouts=timeouts,
         client_info=client_info,
         clock=clock,
-        backoff=backoff,
-        breaker=breaker or CrashLoopBreaker(clock=clock.monotonic),
-        classifier=classifier,
-        stable_after=policy.stable_after,
-        suspended_interval=policy.suspended_interval,
-        startup_refusals=policy.startup_refusals,
+        planner=ReconnectPlanner(
+            classifier=classifier,
+            backoff=backoff,
+            breaker=breaker or CrashLoopBreaker(clock=clock.monotonic),
+            stable_after=policy.stable_after,
+            suspended_interval=policy.suspended_interval,
+            startup_refusals=policy.startup_refusals,
+            refreshes_headers=options.refreshes_headers,
+        ),
         authenticate=auth.on_new_connection,
         registry=registry,
         session_owner=owner,

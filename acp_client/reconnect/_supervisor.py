@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 
 from tenacity import AsyncRetrying, RetryCallState, stop_never
 
@@ -30,89 +29,19 @@ from acp_client.client._connect import Connector, Target, open_transport
 from acp_client.client.options import Timeouts
 from acp_client.exceptions import ACPError, ACPTimeoutError, ClientClosed, ConnectionLost, ReconnectFailed
 from acp_client.handlers import ClientHandlers
-from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
-from acp_client.reconnect._classify import Classifier
+from acp_client.reconnect._background import ChangeSignal
+from acp_client.reconnect._backoff import Clock
 from acp_client.reconnect._events import LEGAL_TRANSITIONS, ClientState, ConnectionDropped, Event, StateChanged
+from acp_client.reconnect._planner import Ended, Plan, ReconnectPlanner
 from acp_client.reconnect._roles import Recovery, TaskSpawner
 from acp_client.sessions import SessionLink, SessionOwner, SessionRegistry
 from acp_client.transports import Transport, TransportOptions
 
-__all__ = ["BackgroundTasks", "ChangeSignal", "ConnectionSupervisor"]
+__all__ = ["ConnectionSupervisor"]
 
 log = get_logger("acp_client.reconnect")
 
 _PAUSED = (ClientState.BACKOFF, ClientState.SUSPENDED)
-
-
-class BackgroundTasks:
-    """The helper tasks of one client (a liveness ping, a re-attach, a recovery of adopted sessions):
-    named, kept referenced while they run, and cancelled together when the client closes."""
-
-    __slots__ = ("_tasks",)
-
-    def __init__(self) -> None:
-        self._tasks: set[asyncio.Future[object]] = set()
-
-    def spawn(self, coro: Awaitable[object], name: str) -> None:
-        """Run ``coro`` as a task named ``name``."""
-        task = asyncio.ensure_future(coro)
-        if isinstance(task, asyncio.Task):
-            task.set_name(name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def aclose(self) -> None:
-        """Cancel every helper task and wait until they ended."""
-        tasks = list(self._tasks)
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
-
-
-@dataclass(frozen=True, slots=True)
-class _Ended:
-    """How one attempt ended: the error that stopped the connect (``lived`` is ``None``), or the loss of
-    the connection and how long it lived after it became ready."""
-
-    error: BaseException
-    lived: float | None
-    generation: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """What follows an attempt: a pause in ``BACKOFF`` or ``SUSPENDED`` for ``delay`` seconds, or ``FAILED``."""
-
-    state: ClientState
-    delay: float
-    reason: str
-    attempt: int
-    failure: ReconnectFailed | None
-    cause: BaseException | None = None  #: how the attempt ended (what a ``BACKOFF`` reports as its ``error``)
-
-
-class ChangeSignal:
-    """ "Something changed": the client's state or a session's link. Waiters take :meth:`event` and wait on
-    it, then look again; :meth:`notify` sets it and starts a fresh one."""
-
-    __slots__ = ("_event",)
-
-    def __init__(self) -> None:
-        self._event: asyncio.Event | None = None
-
-    def event(self) -> asyncio.Event:
-        """The event the next :meth:`notify` sets."""
-        if self._event is None:
-            self._event = asyncio.Event()
-        return self._event
-
-    def notify(self) -> None:
-        """Wake everything waiting on :meth:`event` (nothing to do when no one asked for it since the last
-        notify: a recovery round notifies several times per session)."""
-        old, self._event = self._event, None
-        if old is not None:
-            old.set()
 
 
 class ConnectionSupervisor:
@@ -128,13 +57,8 @@ class ConnectionSupervisor:
         timeouts: Timeouts,
         client_info: Mapping[str, str] | None,
         clock: Clock,
-        backoff: Backoff,
-        breaker: CrashLoopBreaker,
-        classifier: Classifier,
-        stable_after: float,
-        suspended_interval: float,
+        planner: ReconnectPlanner,
         registry: SessionRegistry,
-        startup_refusals: int = 8,
         authenticate: Callable[[ACPClient], Awaitable[None]] | None = None,
         session_owner: SessionOwner,
         recovery: Recovery,
@@ -151,15 +75,10 @@ class ConnectionSupervisor:
         self._timeouts = timeouts
         self._client_info = client_info
         self._clock = clock
-        self._backoff = backoff
-        self._breaker = breaker
-        self._classify = classifier
-        self._stable_after = stable_after
-        self._suspended_interval = suspended_interval
-        self._startup_refusals = startup_refusals
         self._authenticate = authenticate
         self._path_rtt: float | None = None  # the last connection's initialize round trip (seconds)
         # collaborators
+        self._planner = planner
         self._registry = registry
         self._session_owner = session_owner
         self._recovery = recovery
@@ -178,11 +97,7 @@ class ConnectionSupervisor:
         self._ever_ready = False
         self._skip_pause_of: int | None = None  # reconnect_now() during this attempt: no backoff after it
         self._manual_cut_of: int | None = None  # reconnect_now() dropped this connection: not a crash
-        self._attempts = 0  # failed attempts since the last stable connection (the backoff's exponent)
-        self._auth_retry_used = False  # the header provider had its one chance since the last open
-        self._refusals = 0  # start-up refusals (HTTP 404/406) in a row since the last open
-        self._plan: _Plan | None = None  # what follows the attempt that just ended
-        self._last_error: BaseException | None = None  # how the last attempt ended (named when a wait times out)
+        self._plan: Plan | None = None  # what follows the attempt that just ended
 
     def __repr__(self) -> str:
         return f"<ConnectionSupervisor {self._state.value} generation={self._generation}>"
@@ -276,7 +191,7 @@ class ConnectionSupervisor:
         except TimeoutError as exc:
             if isinstance(exc, ACPError):
                 raise
-            raise self._not_ready_in(timeout) from self._last_error
+            raise self._not_ready_in(timeout) from self._planner.last_error
 
     def _not_ready_in(self, timeout: float | None) -> ACPTimeoutError:
         """The error of a ready wait that ran out: how long it waited, the state, and the last attempt's cause."""
@@ -284,7 +199,7 @@ class ConnectionSupervisor:
         if self._generation:
             waited += f", {self._generation} attempt{'s' if self._generation != 1 else ''}"
         waited += ")"
-        last = self._last_error
+        last = self._planner.last_error
         if last is None:
             return ACPTimeoutError(waited)
         return ACPTimeoutError(f"{waited}; last attempt: {last}")
@@ -292,13 +207,13 @@ class ConnectionSupervisor:
     def reconnect_now(self) -> None:
         """Reconnect without waiting; see :meth:`~acp_client.ReconnectingClient.reconnect_now`."""
         if self._state is ClientState.FAILED:
-            self._breaker.reset()
+            self._planner.forgive()
             self._failure = None
             self._skip_pause_of = self._generation + 1
             self._task = asyncio.create_task(self._run(), name="acp-reconnect")
         elif self._state in _PAUSED and self._wake is not None:
             if self._state is ClientState.SUSPENDED:
-                self._breaker.reset()
+                self._planner.forgive()
             self._wake.set()
         elif self._state in (ClientState.CONNECTING, ClientState.INITIALIZING):
             self._skip_pause_of = self._generation
@@ -375,8 +290,7 @@ class ConnectionSupervisor:
         :meth:`_decide` classifies the end and plans the pause, ``before_sleep`` enters ``BACKOFF`` or
         ``SUSPENDED``, and :meth:`_wait` sleeps until the pause is over or ``reconnect_now()`` wakes it.
         The loop only returns when a plan says ``FAILED``."""
-        self._attempts = 0
-        self._auth_retry_used = False
+        self._planner.start()
         retrying = AsyncRetrying(
             sleep=self._wait,
             stop=stop_never,
@@ -389,27 +303,26 @@ class ConnectionSupervisor:
         assert plan is not None and plan.failure is not None
         self._fail(plan.failure)
 
-    async def _attempt(self) -> _Ended:
+    async def _attempt(self) -> Ended:
         """One connection: open it (a new generation) and serve it until it ends."""
         self._failure = None  # a suspension is over once the next attempt starts
         self._generation += 1
         generation = self._generation
-        self._set_state(ClientState.CONNECTING, attempt=self._attempts)
+        self._set_state(ClientState.CONNECTING, attempt=self._planner.attempts)
         # one observed attempt (acp_client.otel): open, initialize and recover, until READY or a failure
-        with _observe.connection_attempt(generation, self._attempts) as scope:
+        with _observe.connection_attempt(generation, self._planner.attempts) as scope:
             try:
                 client = await self._open(generation)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 scope.outcome("failed")
-                return _Ended(exc, None, generation)
-            self._auth_retry_used = False
-            self._refusals = 0
+                return Ended(exc, None, generation)
+            self._planner.opened()
             await self._recover(client, generation)
             scope.outcome("ready" if not client.connection.closed else "dropped")
         loss, lived = await self._serve(client, generation)
-        return _Ended(loss, lived, generation)
+        return Ended(loss, lived, generation)
 
     def _decide(self, retry_state: RetryCallState) -> bool:
         """Tenacity's ``retry``: classify how the attempt ended and plan what follows (``True``: pause and
@@ -418,52 +331,14 @@ class ConnectionSupervisor:
         if outcome is None or outcome.failed:
             return False
         ended = outcome.result()
-        assert isinstance(ended, _Ended)
-        self._plan = plan = self._plan_after(ended)
+        assert isinstance(ended, Ended)
+        self._plan = plan = self._planner.after(
+            ended,
+            manual=self._manual_cut_of == ended.generation,  # reconnect_now() dropped it: not a crash of the agent
+            skip_pause=self._skip_pause_of == ended.generation,
+            ever_ready=self._ever_ready,
+        )
         return plan.state is not ClientState.FAILED
-
-    def _plan_after(self, ended: _Ended) -> _Plan:
-        error, generation = ended.error, ended.generation
-        verdict = self._classify(error)
-        self._last_error = error
-        detail: str | None = None
-        if ended.lived is None:  # the connection never opened
-            retry = verdict.retry
-            if not retry and verdict.auth and self._options.refreshes_headers and not self._auth_retry_used:
-                self._auth_retry_used = retry = True  # the header provider gets one chance to refresh
-            if not retry and verdict.refusal:
-                # the peer may be starting or restarting (its route not there yet): a bounded run is retried
-                self._refusals += 1
-                retry = self._refusals <= self._startup_refusals
-                detail = (
-                    f"refused {self._refusals} connection attempt{'s' if self._refusals != 1 else ''} in a row, "
-                    f"past the bound RecoveryPolicy.startup_refusals={self._startup_refusals}"
-                )
-            log.warning("acp.connect_failed", error=str(error), reason=verdict.reason, generation=generation)
-            # an agent that dies before initialize completes is a crash, not a slow network
-            crash = retry and isinstance(error, ConnectionLost) and self._breaker.record(0.0)
-            crash_reason = "agent_keeps_dying"
-        else:
-            manual = self._manual_cut_of == generation  # reconnect_now() dropped it: not a crash of the agent
-            retry = verdict.retry or manual
-            crash = retry and not manual and self._breaker.record(ended.lived)
-            crash_reason = "flapping"
-            if ended.lived >= self._stable_after:
-                self._attempts = 0
-        if not retry:
-            failed = ReconnectFailed(verdict.reason, error, detail=detail)
-            return _Plan(ClientState.FAILED, 0.0, verdict.reason, self._attempts, failed)
-        if crash:
-            # the breaker tripped: FAILED if never ready (``async with`` raises it), else a slow retry
-            self._attempts = 0
-            failure = ReconnectFailed(crash_reason, error)
-            state = ClientState.SUSPENDED if self._ever_ready else ClientState.FAILED
-            return _Plan(state, self._suspended_interval, crash_reason, 0, failure)
-        self._attempts += 1
-        delay = self._backoff.delay(self._attempts, verdict.retry_after)
-        if self._skip_pause_of == generation:
-            delay = 0.0  # reconnect_now() during this attempt
-        return _Plan(ClientState.BACKOFF, delay, verdict.reason, self._attempts, None, error)
 
     def _planned_delay(self, retry_state: RetryCallState) -> float:
         """Tenacity's ``wait``: the planned pause (full-jitter backoff honouring server hints, or the
