@@ -15,7 +15,8 @@ from typing import Any
 
 from acp_client._logging import get_logger
 from acp_client.sessions._lease import Lease, Renewal
-from acp_client.sessions.redis._link import RedisLink, ScriptCall, bucket_of, json_list
+from acp_client.sessions.redis._keys import bucket_of, by_bucket
+from acp_client.sessions.redis._link import RedisLink, ScriptCall, json_list
 from acp_client.sessions.redis._scripts import _GROUP
 
 __all__ = ["LeaseBook", "holder_of", "lease_value"]
@@ -94,7 +95,8 @@ class LeaseBook:
     async def claim(self, session_id: str) -> tuple[Lease | None, str | None]:
         """Claim one session: the lease, or ``None`` and the id of the worker that holds it."""
         link = self._link
-        keys = (link.key("lease", session_id), link.key("fence", session_id), link.key("rec", session_id))
+        names = link.keys
+        keys = (names.key("lease", session_id), names.key("fence", session_id), names.key("rec", session_id))
         call: ScriptCall = ("claim", keys, (self._owner, self._ttl_ms()))
         sent_at = time.monotonic()
         answers = await link.retrying("claim", lambda c: link.scripts(c, [call]))
@@ -111,13 +113,13 @@ class LeaseBook:
         link = self._link
         chunks: list[list[str]] = []
         calls: list[ScriptCall] = []
-        for bucket, members in link.by_bucket(ids).items():
+        for bucket, members in by_bucket(ids).items():
             for start in range(0, len(members), _GROUP):
                 chunk = members[start : start + _GROUP]
                 chunks.append(chunk)
                 calls.append(
-                    ("claim_many", (link.epoch_key(bucket),),
-                     (json.dumps(chunk), self._owner, self._ttl_ms(), link.prefix(bucket)))
+                    ("claim_many", (link.keys.epoch_key(bucket),),
+                     (json.dumps(chunk), self._owner, self._ttl_ms(), link.keys.prefix(bucket)))
                 )  # fmt: skip
         by_id: dict[str, Any] = {}
         for chunk, encoded in zip(chunks, await link.scripts(client, calls), strict=True):
@@ -165,9 +167,9 @@ class LeaseBook:
             calls: list[ScriptCall] = [
                 (
                     "renew_many",
-                    (link.epoch_key(bucket),),
+                    (link.keys.epoch_key(bucket),),
                     (json.dumps([[one.session_id, lease_value(one)] for one in group]), self._ttl_ms(),
-                     link.bucket_epoch(bucket), link.prefix(bucket)),
+                     link.bucket_epoch(bucket), link.keys.prefix(bucket)),
                 )
                 for bucket, group in groups
             ]  # fmt: skip
@@ -210,7 +212,7 @@ class LeaseBook:
 
     def release_calls(self, leases: list[Lease]) -> list[ScriptCall]:
         """The scripted calls that give ``leases`` up (each only if still held by this worker)."""
-        return [("release", (self._link.key("lease", one.session_id),), (lease_value(one),)) for one in leases]
+        return [("release", (self._link.keys.key("lease", one.session_id),), (lease_value(one),)) for one in leases]
 
     async def release(self, session_id: str) -> bool:
         """Give one lease up; ``False`` if this worker did not hold it (any more)."""

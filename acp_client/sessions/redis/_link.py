@@ -1,25 +1,16 @@
 """The connection side of :class:`~acp_client.sessions.RedisSessionStore`: one server link per store.
 
 A :class:`RedisLink` owns the redis-py client and its connections (made on first use, closed once; a client
-the application passed in is used, never closed), the key names of one namespace, the store's epochs (read
-or written before the first command, forgotten after a data loss), and the count of round trips. It bounds
+the application passed in is used, never closed), the key names of one namespace (:attr:`RedisLink.keys`),
+the store's epochs (read or written before the first command, forgotten after a data loss), and the count
+of round trips. It bounds
 every round trip by ``socket_timeout``, retries lost links and "try again" replies through tenacity
 (full-jitter waits under a cap, :mod:`._retry`), and sends scripted calls as pipelines of ``batch_size``
 (loading the scripts on the nodes that lack them). It knows nothing of leases or records: the store and
 its lease book (``_leases.py``) decide what to send and read the answers.
 
-**Key layout 2** (the one a Redis Cluster can serve). Sessions fall into :data:`BUCKETS` groups by a CRC32 of
-their id; every key of a group carries the group's hash tag, so it lives in one cluster slot, and every
-script touches the keys of one group only. For namespace ``ns``, group ``b`` and session ``sid``::
-
-    ns:{ns:b}:epoch        a random id; a different or missing value means the group's data was lost
-    ns:{ns:b}:index        the set of the group's session ids
-    ns:{ns:b}:rec:sid      a hash: record (JSON), token (of the last accepted write), owner
-    ns:{ns:b}:lease:sid    "token|owner", set with SET NX PX; its expiry is the lease's
-    ns:{ns:b}:fence:sid    the session's fencing counter
-
-Layout 1 (``ns:index``, ``ns:epoch``, ``ns:rec:sid``...; releases up to 0.x) is only read by
-:meth:`~acp_client.sessions.RedisSessionStore.migrate_layout_1`.
+The key names are :class:`~acp_client.sessions.redis._keys.KeyLayout`'s (layout 2, the one a Redis Cluster
+can serve).
 
 A URL ``redis+cluster://`` (``rediss+cluster://`` for TLS) or a ``RedisCluster`` client selects redis-py's
 cluster client; its pipelines split by node, and a bulk call never spans two groups.
@@ -31,13 +22,13 @@ import asyncio
 import inspect
 import json
 import uuid
-import zlib
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from acp_client._logging import get_logger
 from acp_client.exceptions import StoreError, StoreUnavailable, UsageError
+from acp_client.sessions.redis._keys import BUCKETS, KeyLayout, bucket_of
 from acp_client.sessions.redis._retry import Deadline, FullJitter
 from acp_client.sessions.redis._scripts import _SCRIPTS, _SHAS
 
@@ -46,7 +37,7 @@ if TYPE_CHECKING:
     from redis.asyncio.cluster import RedisCluster
     from tenacity import RetryCallState
 
-__all__ = ["BUCKETS", "CLUSTER_SCHEMES", "RedisLink", "ScriptCall", "bucket_of", "json_list"]
+__all__ = ["CLUSTER_SCHEMES", "RedisLink", "ScriptCall", "json_list"]
 
 log = get_logger("acp_client.sessions.redis")
 
@@ -62,20 +53,11 @@ _RETRYABLE_REPLIES = (
 _RETRY_BASE = 0.05
 _RETRY_CAP = 1.0
 
-#: session groups of key layout 2: each is one hash tag, so one cluster slot. Part of the layout: workers
-#: that disagree on it would not find each other's sessions, so it never changes within a layout version.
-BUCKETS = 64
-
 #: URL schemes that select the cluster client, and the plain scheme redis-py is given instead
 CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
 
 #: one scripted call: (script name, keys, args)
 ScriptCall = tuple[str, Sequence[str], Sequence[Any]]
-
-
-def bucket_of(session_id: str) -> int:
-    """The group (hash tag) of ``session_id``'s keys."""
-    return zlib.crc32(session_id.encode("utf-8")) % BUCKETS
 
 
 def json_list(encoded: Any) -> list[Any]:
@@ -141,6 +123,8 @@ class RedisLink:
             self._redis, self._cluster = target, self._is_cluster_client(target)
             self._owns_client = False
         self._ns = namespace
+        self.keys = KeyLayout(namespace)
+        """The key names of this namespace."""
         self._retry_for = retry_for
         self._socket_timeout = socket_timeout
         self._batch = batch_size
@@ -207,36 +191,6 @@ class RedisLink:
     def forget_epoch(self) -> None:
         """Drop the known epochs: the next command writes (or reads) the server's current ones."""
         self._epochs = None
-
-    # ------------------------------------------------------------------ keys (layout 2)
-
-    def prefix(self, bucket: int) -> str:
-        """What every key of group ``bucket`` starts with (the bulk scripts build keys from it)."""
-        return f"{self._ns}:{{{self._ns}:{bucket}}}:"
-
-    def key(self, kind: str, session_id: str) -> str:
-        """The key of one session's ``kind`` (``rec``, ``lease`` or ``fence``)."""
-        return f"{self.prefix(bucket_of(session_id))}{kind}:{session_id}"
-
-    def index_key(self, bucket: int) -> str:
-        """The set of group ``bucket``'s session ids."""
-        return f"{self.prefix(bucket)}index"
-
-    def epoch_key(self, bucket: int) -> str:
-        """The key holding group ``bucket``'s epoch."""
-        return f"{self.prefix(bucket)}epoch"
-
-    def legacy_key(self, name: str) -> str:
-        """A key of layout 1 (``index``, ``epoch``, ``rec:<sid>``, ``lease:<sid>``, ``fence:<sid>``)."""
-        return f"{self._ns}:{name}"
-
-    @staticmethod
-    def by_bucket(ids: Iterable[str]) -> dict[int, list[str]]:
-        """``ids`` grouped by their key group, each group in the order given."""
-        groups: dict[int, list[str]] = {}
-        for sid in ids:
-            groups.setdefault(bucket_of(sid), []).append(sid)
-        return groups
 
     # ------------------------------------------------------------------ connection and retries
 
@@ -399,10 +353,10 @@ class RedisLink:
             fresh = uuid.uuid4().hex
             async with client.pipeline(transaction=False) as pipe:
                 for bucket in range(BUCKETS):
-                    pipe.set(self.epoch_key(bucket), fresh, nx=True)
-                    pipe.get(self.epoch_key(bucket))
+                    pipe.set(self.keys.epoch_key(bucket), fresh, nx=True)
+                    pipe.get(self.keys.epoch_key(bucket))
                 for name in ("epoch", "index"):  # one key each: on a cluster they live in different slots
-                    pipe.exists(self.legacy_key(name))
+                    pipe.exists(self.keys.legacy_key(name))
                 answers = await self._rt(pipe.execute())
             self._epochs = [str(epoch) for epoch in answers[1 : 2 * BUCKETS : 2]]
             if any(answers[2 * BUCKETS :]) and not self._legacy_seen:
@@ -421,7 +375,7 @@ class RedisLink:
             self._round_trips += 1
             async with client.pipeline(transaction=False) as pipe:
                 for bucket in range(BUCKETS):
-                    pipe.get(self.epoch_key(bucket))
+                    pipe.get(self.keys.epoch_key(bucket))
                 answers: list[Any] = await self._rt(pipe.execute())
             return answers
 
@@ -489,9 +443,9 @@ class RedisLink:
         ids: list[str] = []
         cursors: dict[int, Any] = dict.fromkeys(range(BUCKETS), 0)
         while cursors:
-            buckets = list(cursors)
+            buckets, names = list(cursors), self.keys
             calls: list[ScriptCall] = [
-                ("scan", (self.index_key(b),), (cursors[b], 5000, self.prefix(b) + "lease:" if free_only else ""))
+                ("scan", (names.index_key(b),), (cursors[b], 5000, names.prefix(b) + "lease:" if free_only else ""))
                 for b in buckets
             ]
             cursors = {}

@@ -33,8 +33,9 @@ from acp_client._logging import get_logger
 from acp_client.exceptions import LeaseLost, StoreUnavailable, UsageError
 from acp_client.sessions._lease import Lease, Renewal
 from acp_client.sessions._store import SessionRecord
+from acp_client.sessions.redis._keys import bucket_of
 from acp_client.sessions.redis._leases import LeaseBook, holder_of, lease_value
-from acp_client.sessions.redis._link import RedisLink, ScriptCall, bucket_of
+from acp_client.sessions.redis._link import RedisLink, ScriptCall
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -231,7 +232,7 @@ class RedisSessionStore:
 
         async def run(client: Any) -> list[SessionRecord]:
             ids = await link.ids(client)
-            texts = await link.hget_many(client, [link.key("rec", sid) for sid in ids], "record")
+            texts = await link.hget_many(client, [link.keys.key("rec", sid) for sid in ids], "record")
             records: list[SessionRecord] = []
             for sid, text in zip(ids, texts, strict=True):
                 record = self._record(sid, text)
@@ -261,13 +262,13 @@ class RedisSessionStore:
         return record
 
     def _save_call(self, record: SessionRecord) -> ScriptCall:
-        link = self._link
         sid = record.session_id
         lease = self._book.get(sid)
         if lease is None:
             raise KeyError(sid)  # callers check the lease first
         bucket = bucket_of(sid)
-        keys = (link.key("lease", sid), link.key("rec", sid), link.index_key(bucket), link.epoch_key(bucket))
+        names = self._link.keys
+        keys = (names.key("lease", sid), names.key("rec", sid), names.index_key(bucket), names.epoch_key(bucket))
         return ("save", keys, (lease_value(lease), lease.token, self.owner_id, record.to_json(), sid, None))
 
     async def _hold(self, session_id: str) -> Lease:
@@ -369,13 +370,13 @@ class RedisSessionStore:
 
     async def delete(self, session_id: str) -> None:
         """Remove the record, fenced like :meth:`save`; removing a missing one is not an error."""
-        link = self._link
+        names = self._link.keys
         lease = await self._hold(session_id)
         sid = session_id
         bucket = bucket_of(sid)
         keys = (
-            link.key("lease", sid), link.key("rec", sid), link.index_key(bucket), link.key("fence", sid),
-            link.epoch_key(bucket),
+            names.key("lease", sid), names.key("rec", sid), names.index_key(bucket), names.key("fence", sid),
+            names.epoch_key(bucket),
         )  # fmt: skip
         await self._write([("delete", keys, (lease_value(lease), sid, None))], "delete")
         self._book.drop(session_id)
@@ -394,13 +395,13 @@ class RedisSessionStore:
             ids: list[str] = []
             cursor: Any = 0
             while True:
-                scan = ("SSCAN", (link.legacy_key("index"), cursor, "COUNT", 5000))
+                scan = ("SSCAN", (link.keys.legacy_key("index"), cursor, "COUNT", 5000))
                 [(cursor, page)] = await link.commands(client, [scan])
                 ids.extend(str(sid) for sid in page)
                 if int(cursor) == 0:
                     break
             ids = list(dict.fromkeys(ids))
-            texts = await link.hget_many(client, [link.legacy_key(f"rec:{sid}") for sid in ids], "record")
+            texts = await link.hget_many(client, [link.keys.legacy_key(f"rec:{sid}") for sid in ids], "record")
             return ids, texts
 
         ids, texts = await link.retrying("migrate", read)
@@ -427,8 +428,8 @@ class RedisSessionStore:
             if held:
                 release = book.release_calls(held)
                 await link.retrying("migrate", lambda c: link.scripts(c, release))
-        old = [link.legacy_key(kind + sid) for sid in ids for kind in ("rec:", "lease:", "fence:")]
-        old += [link.legacy_key("index"), link.legacy_key("epoch")]
+        old = [link.keys.legacy_key(kind + sid) for sid in ids for kind in ("rec:", "lease:", "fence:")]
+        old += [link.keys.legacy_key("index"), link.keys.legacy_key("epoch")]
         await link.retrying("migrate", lambda c: link.commands(c, [("DEL", (key,)) for key in old]))
         log.info("acp.store_migrated", namespace=self.namespace, records=moved, found=len(ids))
         return moved
