@@ -41,6 +41,10 @@ log = get_logger("acp_client.reconnect")
 class ClientState(enum.Enum):
     """The reconnect manager's lifecycle (see ``LEGAL_TRANSITIONS``)."""
 
+    # members are singletons compared by identity: hash them so too (Enum hashes the name in Python, and
+    # every link move looks the link up in a transition table)
+    __hash__ = object.__hash__
+
     IDLE = "idle"  #: created, not started
     CONNECTING = "connecting"  #: opening the transport
     INITIALIZING = "initializing"  #: sending initialize on the new connection

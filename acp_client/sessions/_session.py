@@ -48,6 +48,10 @@ _KNOWN_STATES = {state: state for state in ("idle", "running", "requires_action"
 class SessionLink(enum.Enum):
     """Where a session stands with respect to the current connection."""
 
+    # members are singletons compared by identity: hash them so too (Enum hashes the name in Python, and
+    # every link move looks the link up in a transition table)
+    __hash__ = object.__hash__
+
     ATTACHED = "attached"  #: created or re-attached on the current connection; prompts go out
     DETACHED = "detached"  #: the connection it was attached to is gone; recovery has not started
     RECOVERING = "recovering"  #: status probe / resume / load in progress on a new connection
