@@ -276,6 +276,13 @@ class JsonRpcCore:
         :func:`decode`: the same checks and events, without decoding it a second time."""
         if type(obj) is not dict or len(text) > self.max_frame_chars:
             return self.receive_one(text)  # a batch, or the oversize answer: the general path
+        method = obj.get("method")
+        if type(method) is str and "id" not in obj and obj.get("jsonrpc") == _JSONRPC:
+            # the hot path, a well-formed notification (one per streamed update): what _message finds for
+            # it, without its call and its checks for the other kinds
+            params = obj.get("params")
+            if params is None or isinstance(params, _PARAMS_TYPES):
+                return Notification(method, params)
         return self._message(obj)
 
     def _message(self, obj: Any) -> Event:

@@ -205,8 +205,11 @@ class Transcript:
     def apply(self, update: dict[str, Any]) -> None:
         """Apply one ``update`` object (the value of ``params.update``); unknown kinds are ignored."""
         kind = update.get("sessionUpdate")
-        if type(kind) is not str:
-            return
+        if type(kind) is str:
+            self._apply(kind, update)
+
+    def _apply(self, kind: str, update: dict[str, Any]) -> None:
+        """:meth:`apply` of an ``update`` whose ``sessionUpdate`` is ``kind`` (a session read it already)."""
         role = _CHUNK_ROLES.get(kind)
         if role is not None:  # the hot path: one chunk of a streamed message
             content = update.get("content")
