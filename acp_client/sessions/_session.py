@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from acp_client._logging import get_logger
 from acp_client.exceptions import ACPTimeoutError, ConnectionLost, NotConnected, SessionLost, UsageError
 from acp_client.schema import parse_state_update
+from acp_client.schema._parse import _DEFERRED
 from acp_client.schema.content import PromptContent, prompt_blocks
 from acp_client.sessions._store import SessionRecord
 from acp_client.sessions._stream import (
@@ -352,10 +353,13 @@ class Session:
             if replay and self._rebuilding:
                 if self._shadow is None:
                     self._shadow = Transcript()
-                self._shadow._apply(kind, raw)
+                transcript = self._shadow
             else:
-                transcript = self._transcript
-                (transcript if transcript is not None else self.transcript)._apply(kind, raw)
+                transcript = self._transcript or self.transcript
+            if update is _DEFERRED:  # deferred only for a message chunk whose content is a text block
+                transcript._text_chunk(kind, raw)
+            else:
+                transcript._apply(kind, raw)
         elif kind == "state_update":
             new = parse_state_update(raw)
             old = self._state
