@@ -276,14 +276,20 @@ class JsonRpcCore:
         :func:`decode`: the same checks and events, without decoding it a second time."""
         if type(obj) is not dict or len(text) > self.max_frame_chars:
             return self.receive_one(text)  # a batch, or the oversize answer: the general path
-        method = obj.get("method")
-        if type(method) is str and "id" not in obj and obj.get("jsonrpc") == _JSONRPC:
-            # the hot path, a well-formed notification (one per streamed update): what _message finds for
-            # it, without its call and its checks for the other kinds
-            params = obj.get("params")
-            if params is None or isinstance(params, _PARAMS_TYPES):
-                return Notification(method, params)
         return self._message(obj)
+
+    def receive_notification(self, text: str, obj: object) -> tuple[str, Any] | None:
+        """For ``text`` already decoded to ``obj`` (as for :meth:`receive_decoded`): the ``(method, params)``
+        of the :class:`Notification` that :meth:`receive_decoded` gives when the frame is a well-formed
+        notification, without making that object (a stream of updates is one notification per frame);
+        ``None`` for anything else (ask :meth:`receive_decoded` then)."""
+        if type(obj) is dict and len(text) <= self.max_frame_chars:
+            method = obj.get("method")
+            if type(method) is str and "id" not in obj and obj.get("jsonrpc") == _JSONRPC:
+                params = obj.get("params")
+                if params is None or isinstance(params, _PARAMS_TYPES):
+                    return method, params
+        return None
 
     def _message(self, obj: Any) -> Event:
         if not isinstance(obj, dict):
