@@ -172,17 +172,18 @@ StreamItem = SessionUpdate | RecoveryMarker | UpdatesDropped
 
 
 class _Subscription:
-    """One subscription's bounded buffer. A consumer that finds it empty waits on ``arrived``, made at
-    that moment and shared by every task waiting on this subscription; a push wakes it once, so a burst
-    of updates costs an append each and one wake-up."""
+    """One subscription's bounded buffer. A consumer that finds it empty waits on ``arrived``, counted in
+    ``sleepers`` while it waits; a push sets the event only when someone waits, so a burst of updates costs
+    an append each (no ``Event.set()`` call per item) and the consumer wakes as soon as it did before."""
 
-    __slots__ = ("arrived", "buffer", "dropped", "maxsize")
+    __slots__ = ("arrived", "buffer", "dropped", "maxsize", "sleepers")
 
     def __init__(self, maxsize: int) -> None:
         self.maxsize = maxsize
         self.buffer: collections.deque[StreamItem | None] = collections.deque()
         self.dropped = 0
-        self.arrived: asyncio.Future[None] | None = None
+        self.arrived = asyncio.Event()
+        self.sleepers = 0
 
     def push(self, item: StreamItem | None) -> None:
         buffer = self.buffer
@@ -190,18 +191,17 @@ class _Subscription:
             buffer.popleft()
             self.dropped += 1
         buffer.append(item)
-        arrived = self.arrived
-        if arrived is not None:
-            self.arrived = None
-            if not arrived.done():
-                arrived.set_result(None)
+        if self.sleepers:
+            self.arrived.set()
 
     async def wait(self) -> None:
-        """Wait until something is pushed. Cancelling one waiter wakes or spoils no other one."""
-        arrived = self.arrived
-        if arrived is None:
-            arrived = self.arrived = asyncio.get_running_loop().create_future()
-        await asyncio.shield(arrived)
+        """Wait until something is pushed (several tasks may wait; a cancelled one spoils no other)."""
+        self.arrived.clear()
+        self.sleepers += 1
+        try:
+            await self.arrived.wait()
+        finally:
+            self.sleepers -= 1
 
 
 class _UpdatesIterator:
