@@ -79,25 +79,22 @@ class ACPClient:
         request_timeout: float | None = 30.0,
         generation: int | None = None,
     ) -> None:
+        self.handlers = handlers or ClientHandlers()
+        # a reconnecting client lends its registry (it owns it); on its own this client owns a fresh one
+        self._registry = registry if registry is not None else SessionRegistry()
+        # made first: the connection calls its methods directly, one call per update less than a lambda
+        self._inbound = InboundRouter(handlers=self.handlers, registry=self._registry, versions=self)
         #: The JSON-RPC connection over ``transport``; what the agent sends goes to this client's router.
         self.connection = Connection(
             transport,
             request_timeout=request_timeout,
             generation=generation,
-            on_request=lambda method, params: self._inbound.on_request(method, params),
-            on_notification=lambda method, params: self._inbound.on_notification(method, params),
-            on_close=lambda loss: self._inbound.on_connection_lost(loss),
+            on_request=self._inbound.on_request,
+            on_notification=self._inbound.on_notification,
+            on_close=self._inbound.on_connection_lost,
             facts=ClientFacts(transport, lambda: self.protocol_version),
         )
-        self.handlers = handlers or ClientHandlers()
-        # a reconnecting client lends its registry (it owns it); on its own this client owns a fresh one
-        self._registry = registry if registry is not None else SessionRegistry()
-        self._inbound = InboundRouter(
-            self.connection,
-            handlers=self.handlers,
-            registry=self._registry,
-            protocol_version=lambda: self.protocol_version,
-        )
+        self._inbound.bind(self.connection)
         self.client_info = dict(client_info or {"name": "acp-client", "version": __version__})
         self.protocol_version: int = 0
         self.agent_capabilities: dict[str, Any] = {}

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 from acp_client._logging import get_logger
 from acp_client.exceptions import ConnectionLost, ProtocolError
 from acp_client.handlers import ClientHandlers, dispatch_request
-from acp_client.schema import session_update_fields
+from acp_client.schema._parse import update_fields
 from acp_client.sessions import SessionLink, SessionRegistry
 
 if TYPE_CHECKING:
@@ -27,6 +27,13 @@ log = get_logger("acp_client.client")
 EARLY_UPDATES = 256
 
 
+class VersionSource(Protocol):
+    """Where the router reads the negotiated protocol version (the client: ``0`` before ``initialize``)."""
+
+    @property
+    def protocol_version(self) -> int: ...
+
+
 class InboundRouter:
     """The agent-to-client side of one :class:`~acp_client.client.ACPClient`: requests go to the handlers (a
     permission request races its session's cancel), updates to the session they name.
@@ -35,21 +42,24 @@ class InboundRouter:
     resume/load is outstanding (their updates are routed here before the answer), and the updates kept for a
     session id not registered yet while a ``session/new`` is outstanding. The client tells it when those
     begin and end (:meth:`cancel_permissions`, :meth:`attaching`, :meth:`new_session_pending`); it reads the
-    negotiated version through ``protocol_version`` (a callable: it is known only after ``initialize``).
+    negotiated version from ``versions`` (the client: it is known only after ``initialize``). The client
+    makes it before its connection, whose handlers are the router's own methods (no extra call per
+    update), and then binds it to that connection (:meth:`bind`).
     """
 
     def __init__(
         self,
-        connection: Connection,
         *,
         handlers: ClientHandlers,
         registry: SessionRegistry,
-        protocol_version: Callable[[], int],
+        versions: VersionSource,
     ) -> None:
-        self.connection = connection
         self.handlers = handlers
         self._registry = registry
-        self._version = protocol_version
+        self._lookup = registry.view.get  # the live view's lookup: no Python call per update
+        self._versions = versions
+        self._connection: Connection | None = None
+        self._connection_id = 0
         self._permission_waiters: dict[str, set[asyncio.Event]] = {}
         # sessions with a resume/load outstanding on this connection: their updates are routed here
         self._attaching: set[str] = set()
@@ -57,10 +67,25 @@ class InboundRouter:
         self._early: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
         self._new_pending = 0
 
+    def bind(self, connection: Connection) -> None:
+        """Route what ``connection`` receives (called once, right after the connection was made with this
+        router's ``on_request``/``on_notification``/``on_connection_lost`` as its handlers)."""
+        if self._connection is not None:
+            raise RuntimeError("this router already routes a connection")
+        self._connection = connection
+        self._connection_id = connection.id
+
+    @property
+    def connection(self) -> Connection:
+        """The connection whose agent messages this router routes."""
+        if self._connection is None:
+            raise RuntimeError("the router is not bound to a connection yet")
+        return self._connection
+
     @property
     def protocol_version(self) -> int:
         """The protocol version of the connection (``0`` before ``initialize``)."""
-        return self._version()
+        return self._versions.protocol_version
 
     @property
     def waiting_permissions(self) -> int:
@@ -142,7 +167,7 @@ class InboundRouter:
             self.connection.stats["updates_malformed"] += 1
             return
         session_id = params.get("sessionId")
-        session = self._registry.get(session_id) if isinstance(session_id, str) else None
+        session = self._lookup(session_id) if isinstance(session_id, str) else None
         if session is None:
             # An agent may send updates (available commands, a title) right behind its session/new answer,
             # in the same read: they arrive before the caller registered the session. Keep a few, briefly.
@@ -153,18 +178,20 @@ class InboundRouter:
                     self._early.popleft()
                     self.connection.stats["early_updates_dropped"] += 1
             return
-        if not session._attached_to(self.connection.id) and session.id not in self._attaching:
+        if not session._attached_to(self._connection_id) and session_id not in self._attaching:
             # late frames of a connection the session has left (or never joined) reach nothing
             self.connection.stats["updates_other_connection"] += 1
             return
+        raw: Any = params.get("update")
         try:
-            # lazy: a text chunk's typed model is built only if someone reads SessionUpdate.update
-            _, kind, update, params, version = session_update_fields(params, self.protocol_version, lazy=True)
+            # the envelope and the session id are checked above: only the update object is left to check
+            # (lazy: a text chunk's typed model is built only if someone reads SessionUpdate.update)
+            kind, update, version = update_fields(raw, self._versions.protocol_version, lazy=True)
         except ProtocolError as exc:
             self.connection.stats["updates_malformed"] += 1
-            log.warning("update_discarded", session_id=session.id, error=str(exc))
+            log.warning("update_discarded", session_id=session_id, error=str(exc))
             return
-        session._handle_update(kind, update, params["update"], version)
+        session._handle_update(kind, update, raw, version)
 
     def detach_all(self) -> None:
         """The client closed the connection: its attached sessions become detached."""

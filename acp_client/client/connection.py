@@ -467,7 +467,7 @@ class Connection:
             stats["frames_in"] += 1
             events = receive_one(text)
             if type(events) is Notification:  # the hot path (a stream of updates): no coroutine per frame
-                self._notification(events)
+                self._notification(events.method, events.params)
                 burst += 1
                 if burst >= _YIELD_EVERY:
                     # A fast agent's frames arrive in bursts of hundreds that recv() returns without
@@ -481,22 +481,31 @@ class Connection:
     async def _read_batches(self, transport: BatchTransport) -> None:
         """Read every frame the transport holds per wake-up (``recv_batch``), taking the ones it already
         decoded as they are, until the transport raises."""
-        recv_batch, stats = transport.recv_batch, self.stats
-        receive_one, receive_decoded = self._core.receive_one, self._core.receive_decoded
+        recv_batch, stats, core = transport.recv_batch, self.stats, self._core
+        receive_one, receive_decoded, receive_notification = (
+            core.receive_one,
+            core.receive_decoded,
+            core.receive_notification,
+        )
+        notification = self._notification
         burst = 0
         while True:
             frames = await recv_batch()
             stats["frames_in"] += len(frames)
             for frame in frames:
-                events = receive_one(frame) if type(frame) is str else receive_decoded(*frame)
-                if type(events) is Notification:
-                    self._notification(events)
-                    burst += 1
-                    if burst >= _YIELD_EVERY:  # let the consumers run now and then (see _read_frames)
-                        burst = 0
-                        await asyncio.sleep(0)
-                else:
-                    await self._dispatch_all(events)
+                # the hot path, a decoded notification (a streamed update): its method and params, no event
+                fields = None if type(frame) is str else receive_notification(*frame)
+                if fields is None:
+                    events = receive_one(frame) if type(frame) is str else receive_decoded(*frame)
+                    if type(events) is not Notification:
+                        await self._dispatch_all(events)
+                        continue
+                    fields = (events.method, events.params)
+                notification(*fields)
+                burst += 1
+                if burst >= _YIELD_EVERY:  # let the consumers run now and then (see _read_frames)
+                    burst = 0
+                    await asyncio.sleep(0)
 
     async def _dispatch_all(self, events: Event | list[Event]) -> None:
         """Handle what a frame held besides a notification: one event, or each of a batch's in order."""
@@ -539,7 +548,7 @@ class Connection:
             else:
                 self.stats["late_responses"] += 1
         elif isinstance(event, Notification):
-            self._notification(event)
+            self._notification(event.method, event.params)
         elif isinstance(event, Request):
             self.stats["requests_in"] += 1
             await self._inbound.admit(event)
@@ -567,17 +576,19 @@ class Connection:
                 with contextlib.suppress(ConnectionLost):
                     await self.transport.send(event.reply)
 
-    def _notification(self, event: Notification) -> None:
+    def _notification(self, method: str, params: Any) -> None:
+        """One notification from the agent (every read loop comes here): ``$/cancel_request`` cancels an
+        inbound request; any other goes to the notification handler, whose errors are counted and logged."""
         self.stats["notifications_in"] += 1
-        if event.method == _CANCEL_METHOD:
-            target = event.params.get("requestId") if isinstance(event.params, dict) else None
+        if method == _CANCEL_METHOD:
+            target = params.get("requestId") if isinstance(params, dict) else None
             self._inbound.cancel(target, _CANCEL_METHOD)
         elif self._on_notification is not None:
             try:
-                self._on_notification(event.method, event.params)
+                self._on_notification(method, params)
             except Exception:
                 self.stats["notification_handler_errors"] += 1
-                self._log.exception("notification_handler_failed", method=event.method)
+                self._log.exception("notification_handler_failed", method=method)
 
     async def _send_quietly(self, frame: str) -> None:
         with contextlib.suppress(ConnectionLost):

@@ -6,7 +6,6 @@ that a driver can count, log, and answer with the frame in ``Invalid.reply`` whe
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -123,18 +122,22 @@ class Invalid:
 Event: TypeAlias = Request | Notification | Response | ErrorResponse | Invalid
 
 
-#: JSON text -> Python objects. pydantic_core's parser caches decoded strings; caching the *values* of a
-#: stream of updates (every chunk text is new) costs more than it saves, so only keys are cached.
 #: What ``params`` may be (a tuple: ``dict | list`` would build a union object on every message).
 _PARAMS_TYPES = (dict, list)
-_LOADS: Callable[[str], Any] = functools.partial(from_json, cache_strings="keys")
+
+
+def _loads_keys(text: str) -> Any:
+    """JSON text -> Python objects. pydantic_core's parser caches decoded strings; caching the *values* of a
+    stream of updates (every chunk text is new) costs more than it saves, so only keys are cached. (A
+    function, not a ``functools.partial``: calling the partial costs more than this frame.)"""
+    return from_json(text, cache_strings="keys")
 
 
 def decode(text: str) -> Any:
     """The JSON value of ``text``, read as :class:`JsonRpcCore` reads frames; ``ValueError`` for anything it
     cannot read (not JSON, nested too deep, not valid Unicode), never ``RecursionError``."""
     try:
-        return _LOADS(text)
+        return from_json(text, cache_strings="keys")  # as _loads_keys does, one call less (one per frame)
     except RecursionError:
         raise ValueError("JSON nested too deep") from None
     except TypeError as exc:  # a lone surrogate (see JsonRpcCore.receive_one)
@@ -178,7 +181,7 @@ class JsonRpcCore:
     accept_batches: bool = True
     _next_id: int = 0
     _pending: dict[int, Pending] = field(default_factory=dict)
-    _loads: Callable[[str], Any] = field(default=_LOADS)
+    _loads: Callable[[str], Any] = field(default=_loads_keys)
 
     # ------------------------------------------------------------------ outbound
 
@@ -281,6 +284,19 @@ class JsonRpcCore:
         if type(obj) is not dict or len(text) > self.max_frame_chars:
             return self.receive_one(text)  # a batch, or the oversize answer: the general path
         return self._message(obj)
+
+    def receive_notification(self, text: str, obj: object) -> tuple[str, Any] | None:
+        """For ``text`` already decoded to ``obj`` (as for :meth:`receive_decoded`): the ``(method, params)``
+        of the :class:`Notification` that :meth:`receive_decoded` gives when the frame is a well-formed
+        notification, without making that object (a stream of updates is one notification per frame);
+        ``None`` for anything else (ask :meth:`receive_decoded` then)."""
+        if type(obj) is dict and len(text) <= self.max_frame_chars:
+            method = obj.get("method")
+            if type(method) is str and "id" not in obj and obj.get("jsonrpc") == _JSONRPC:
+                params = obj.get("params")
+                if params is None or isinstance(params, _PARAMS_TYPES):
+                    return method, params
+        return None
 
     def _message(self, obj: Any) -> Event:
         if not isinstance(obj, dict):

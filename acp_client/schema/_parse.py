@@ -40,6 +40,7 @@ __all__ = [
     "session_update_fields",
     "status_supported",
     "supports_status",
+    "update_fields",
 ]
 
 #: The generated module of each protocol version, imported the first time it is needed (each takes a few
@@ -210,17 +211,31 @@ def session_update_fields(
     stream of updates builds its own item): ``(session_id, kind, update, params, version)``, where
     ``update`` is the typed model, an :class:`UnknownUpdate`, or (``lazy``) a marker that the model is to be
     built from ``params["update"]`` as protocol ``version`` when first read. Raises as it does."""
-    validators = _UPDATE_VALIDATORS.get(version)
-    if validators is None:
-        if version not in _MODULE_NAMES:
-            raise UsageError(f"protocol version {version!r} has no models; this SDK speaks 1 and 2")
-        validators = _validators(version)
+    _versioned(version)  # an unknown version is a usage error before any check of the input
     if not isinstance(params, dict):
         raise ProtocolError(f"session/update params must be an object, got {type(params).__name__}")
     session_id = params.get("sessionId")
     if not isinstance(session_id, str):
         raise ProtocolError("session/update params need a string sessionId")
-    update = params.get("update")
+    kind, update, version = update_fields(params.get("update"), version, lazy=lazy)
+    return session_id, kind, update, params, version
+
+
+def _versioned(version: int) -> dict[str, Callable[[Any], Any]]:
+    validators = _UPDATE_VALIDATORS.get(version)
+    if validators is None:
+        if version not in _MODULE_NAMES:
+            raise UsageError(f"protocol version {version!r} has no models; this SDK speaks 1 and 2")
+        validators = _validators(version)
+    return validators
+
+
+def update_fields(update: Any, version: int, *, lazy: bool = False) -> tuple[str, Any, int]:
+    """The checks of :func:`session_update_fields` for the ``update`` object alone (a caller that already
+    read the envelope and the ``sessionId``): ``(kind, update, version)``, as there. Raises as it does."""
+    validators = _UPDATE_VALIDATORS.get(version)
+    if validators is None:
+        validators = _versioned(version)
     if not isinstance(update, dict):
         raise ProtocolError("session/update params need an update object")
     kind = update.get("sessionUpdate")
@@ -237,17 +252,17 @@ def session_update_fields(
             and type(content.get("text")) is str
             and (version < 2 or type(update.get("messageId")) is str)
         ):
-            return session_id, kind, _DEFERRED, params, version
+            return kind, _DEFERRED, version
     if not isinstance(kind, str):
         raise ProtocolError("session/update update needs a string sessionUpdate")
     validate = validators.get(kind)
     if validate is None:
-        return session_id, kind, UnknownUpdate(kind, update), params, 0
+        return kind, UnknownUpdate(kind, update), 0
     try:
         model = validate(update)
     except ValidationError as exc:
         raise _fail(f"session/update {kind!r}", exc) from exc
-    return session_id, kind, model, params, 0
+    return kind, model, 0
 
 
 def parse_state_update(update: Any) -> StateSnapshot | None:

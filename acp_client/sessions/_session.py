@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from acp_client._logging import get_logger
 from acp_client.exceptions import ACPTimeoutError, ConnectionLost, NotConnected, SessionLost, UsageError
 from acp_client.schema import parse_state_update
+from acp_client.schema._parse import _DEFERRED
 from acp_client.schema.content import PromptContent, prompt_blocks
 from acp_client.sessions._store import SessionRecord
 from acp_client.sessions._stream import (
@@ -349,17 +350,21 @@ class Session:
     def _handle_update(self, kind: str, update: Any, raw: dict[str, Any], version: int) -> None:
         """Apply one update from the agent (live, or history while a resume/load is outstanding): its
         ``kind``, its ``update`` model (or the marker of one built from ``raw`` as ``version`` when first
-        read, see :func:`~acp_client.schema.session_update_fields`), and ``raw``, the ``update`` object."""
+        read, see :func:`~acp_client.schema.session_update_fields`), and ``raw``, the ``update`` object, whose
+        ``sessionUpdate`` is ``kind`` (the router checked both)."""
         replay = self._replaying > 0
-        if kind in KEPT_KINDS:
+        if kind in KEPT_KINDS:  # never a state_update nor a usage_update
             if replay and self._rebuilding:
                 if self._shadow is None:
                     self._shadow = Transcript()
-                self._shadow.apply(raw)
+                transcript = self._shadow
             else:
-                transcript = self._transcript
-                (transcript if transcript is not None else self.transcript).apply(raw)
-        if kind == "state_update":
+                transcript = self._transcript or self.transcript
+            if update is _DEFERRED:  # deferred only for a message chunk whose content is a text block
+                transcript._text_chunk(kind, raw)
+            else:
+                transcript._apply(kind, raw)
+        elif kind == "state_update":
             new = parse_state_update(raw)
             old = self._state
             if new is None:
@@ -384,9 +389,10 @@ class Session:
             self._replayed_updates += 1
         else:
             self._live_updates += 1
-        if self._subs:
-            item = SessionUpdate._from_fields(self.id, kind, update, raw, replay, version)
-            for sub in self._subs:
+        subs = self._subs
+        if subs:
+            item = SessionUpdate._from_fields(self.record.session_id, kind, update, raw, replay, version)
+            for sub in subs:
                 sub.push(item)
 
     def _fire_turn_finished(self, stop_reason: str | None) -> None:

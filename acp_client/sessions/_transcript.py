@@ -87,24 +87,29 @@ class Message:
         """Append one chunk's content block (a plain text block extends the open text run)."""
         text = block.get("text")
         if type(text) is str and len(block) == 2 and block.get("type") == "text":
-            run = self._run
-            if run is not None and self._content and self._content[-1] is run:
-                parts = self._parts
-                parts.append(text)
-                if len(parts) >= _COLLAPSE_EVERY:
-                    self._done.append("".join(parts))
-                    parts.clear()
-                return
-            if self._parts:
-                self._flush()
-            self._run = {"type": "text", "text": text}  # our own dict: the agent's is never mutated
-            self._done, self._parts = [text], []
-            self._content.append(self._run)
+            self._append_text(text)
             return
         if self._parts:
             self._flush()
         self._run = None
         self._content.append(block)
+
+    def _append_text(self, text: str) -> None:
+        """Append the text of a plain text block (``{"type": "text", "text": text}``): it extends the open
+        text run, or starts one."""
+        run = self._run
+        if run is not None and self._content and self._content[-1] is run:
+            parts = self._parts
+            parts.append(text)
+            if len(parts) >= _COLLAPSE_EVERY:
+                self._done.append("".join(parts))
+                parts.clear()
+            return
+        if self._parts:
+            self._flush()
+        self._run = {"type": "text", "text": text}  # our own dict: the agent's is never mutated
+        self._done, self._parts = [text], []
+        self._content.append(self._run)
 
     def _flush(self) -> None:
         run = self._run
@@ -205,8 +210,11 @@ class Transcript:
     def apply(self, update: dict[str, Any]) -> None:
         """Apply one ``update`` object (the value of ``params.update``); unknown kinds are ignored."""
         kind = update.get("sessionUpdate")
-        if type(kind) is not str:
-            return
+        if type(kind) is str:
+            self._apply(kind, update)
+
+    def _apply(self, kind: str, update: dict[str, Any]) -> None:
+        """:meth:`apply` of an ``update`` whose ``sessionUpdate`` is ``kind`` (a session read it already)."""
         role = _CHUNK_ROLES.get(kind)
         if role is not None:  # the hot path: one chunk of a streamed message
             content = update.get("content")
@@ -237,6 +245,19 @@ class Transcript:
         elif kind == "session_info_update" and "title" in update:
             title = update["title"]
             self.title = title if isinstance(title, str) else None
+
+    def _text_chunk(self, kind: str, update: dict[str, Any]) -> None:
+        """:meth:`_apply` of a message chunk (``kind``) whose ``content`` is known to be a text block: a
+        dictionary with ``"type": "text"`` and a string ``text`` (the session's caller checked it)."""
+        message_id = update.get("messageId")
+        message = self._by_id.get(message_id) if type(message_id) is str else None
+        if message is None:
+            message = self._chunk_message(_CHUNK_ROLES[kind], message_id)
+        content = update["content"]
+        if len(content) == 2:  # nothing but the type and the text: a plain block
+            message._append_text(content["text"])
+        else:
+            message._append(content)
 
     # ------------------------------------------------------------------ turns (the owning session calls these)
 

@@ -681,3 +681,38 @@ def test_error_round_trips(code: int, message: str, data: Any) -> None:
     assert isinstance(request, Request)
     event = only(sender.receive(receiver.respond_error(request.id, code, message, data)))
     assert event == ErrorResponse(id_, code, message, data, Pending(id_, "m"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        frame(method="session/update", params={"sessionId": "s", "update": {}}),
+        frame(method="n"),
+        frame(method="n", params=None),
+        frame(method="n", params=[1]),
+        frame(method="n", params=3),
+        frame(method=5),
+        frame(method="r", id_=1),
+        frame(id_=1, result={}),
+        json.dumps({"method": "no-version"}),
+        json.dumps({"jsonrpc": "1.0", "method": "old"}),
+        json.dumps([{"jsonrpc": "2.0", "method": "in-a-batch"}]),
+        json.dumps("text"),
+    ],
+)
+def test_receive_notification_gives_what_receive_decoded_makes_a_notification_of(text: str) -> None:
+    core = JsonRpcCore()
+    core.request("pending")  # id 0: a response frame settles it in receive_decoded
+    fields = JsonRpcCore().receive_notification(text, json.loads(text))
+    event = core.receive_decoded(text, json.loads(text))
+    if isinstance(event, Notification):
+        assert fields == (event.method, event.params)
+    else:
+        assert fields is None
+
+
+def test_receive_notification_leaves_an_oversize_frame_to_receive_decoded() -> None:
+    core = JsonRpcCore(max_frame_chars=20)
+    text = frame(method="n", params={"padding": "x" * 40})
+    assert core.receive_notification(text, json.loads(text)) is None
+    assert isinstance(core.receive_decoded(text, json.loads(text)), Invalid)

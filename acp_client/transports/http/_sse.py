@@ -111,16 +111,26 @@ class SSEParser:
         last = data.rfind(b"\n\n", start, end + 1)
         if last != -1:
             # whole events: each block between blank lines is an event's lines (the common block is a
-            # single data line: dispatched as it is)
+            # single data line: dispatched as it is). Split where a blank line is followed by "data: ": when
+            # no other line end is left, every piece is the data of a one-line event (a whole read at once)
             texts = self._texts
             last_id = self.last_event_id
-            for block in bytes(data[start:last]).decode("utf-8", "replace").split("\n\n"):
-                if block.startswith("data:") and "\n" not in block:
-                    value = block[6:] if block[5:6] == " " else block[5:]
-                    out.append(value if texts else SSEEvent(value, "message", last_id))
-                else:
-                    self._lines(block + "\n", out)  # its lines, then the blank line after it
-                    last_id = self.last_event_id
+            # decoded from a view (a temporary, released at once: ``data`` is resized below), not a copy
+            whole = str(memoryview(data)[start:last], "utf-8", "replace")
+            pieces = whole.split("\n\ndata: ")
+            first = pieces[0]
+            if first.startswith("data: ") and whole.count("\n") == 2 * (len(pieces) - 1):
+                pieces[0] = first[6:]
+                out.extend(pieces if texts else [SSEEvent(value, "message", last_id) for value in pieces])
+            else:
+                for index, piece in enumerate(pieces):
+                    block = piece if index == 0 else "data: " + piece  # what the split took off it
+                    if block.startswith("data:") and "\n" not in block:
+                        value = block[6:] if block[5:6] == " " else block[5:]
+                        out.append(value if texts else SSEEvent(value, "message", last_id))
+                    else:
+                        self._lines(block + "\n", out)  # its lines, then the blank line after it
+                        last_id = self.last_event_id
             start = last + 2
         if start <= end:
             self._lines(bytes(data[start:end]).decode("utf-8", "replace"), out)  # the lines of a partial event

@@ -452,7 +452,8 @@ class StreamReader:
             except ValueError:
                 message = None
             if type(message) is dict and "id" not in message:
-                if not (session_stream and _is_state_update(message)):
+                # a state_update names itself in the text, unless the server escaped a letter of it (a "\\")
+                if not (session_stream and ("state_update" in text or "\\" in text) and _is_state_update(message)):
                     plain.append((text, message))
                     continue
             elif type(message) is not dict and type(message) is not list:
