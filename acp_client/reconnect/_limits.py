@@ -114,9 +114,8 @@ class FixedLimit:
     def _observe(self, rtt: float, *, ok: bool, overloaded: bool) -> None:
         """Fixed: nothing to learn."""
 
-    def new_path(self, rtt: float | None = None) -> None:
-        """A new connection starts (it may run over another network path; ``rtt``: the round trip of its
-        ``initialize``, seconds, if known). Fixed: nothing to forget."""
+    def new_path(self) -> None:
+        """A new connection starts (it may run over another network path). Fixed: nothing to forget."""
 
     def _wake(self) -> None:
         """Wake as many waiters, oldest first, as there are free slots (O(woken), whatever the queue's
@@ -152,7 +151,6 @@ class AdaptiveLimit(FixedLimit):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(initial, clock=clock)
-        self._initial = initial
         self._value = float(initial)
         self._minimum = minimum
         self._maximum = maximum
@@ -189,25 +187,11 @@ class AdaptiveLimit(FixedLimit):
         """The baseline: the fastest fine round trip of the last ``baseline_window`` seconds on this path."""
         return self._window[0][1] if self._window else None
 
-    def new_path(self, rtt: float | None = None) -> None:
-        """A new connection starts: forget the baseline. A laptop that moved from the office network to a
-        tether, or a VPN that came up, has a new round trip; a baseline kept from the old path would read
-        every answer of the new one as congestion and pin the limit near 4.
-
-        The limit stays, unless ``rtt`` (the new connection's ``initialize`` round trip, taken with nothing
-        else in flight) is under a quarter of the old baseline: the same pace then needs that share of the
-        requests in flight, and a limit sized for the slow path would only queue at the client and the
-        agent (its first burst is answered before the baseline can show it). It is scaled down by the ratio
-        of the round trips, not below the initial limit; slow start regrows it within a few round trips if
-        the new path has room."""
-        old = self.fastest
+    def new_path(self) -> None:
+        """A new connection starts: forget the baseline (the limit stays). A laptop that moved from the
+        office network to a tether, or a VPN that came up, has a new round trip; a baseline kept from the
+        old path would read every answer of the new one as congestion and pin the limit near 4."""
         self._window.clear()
-        if rtt is None or old is None or not 0.0 < rtt < old / 4:
-            return
-        scaled = max(float(self._initial), self._value * rtt / old)
-        if scaled < self._value:
-            self._value = scaled
-            self._clamp()
 
     def _remember(self, now: float, rtt: float) -> None:
         window = self._window

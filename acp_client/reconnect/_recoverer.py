@@ -162,15 +162,12 @@ class SessionRecoverer:
         ``SessionRecovered`` events carry it."""
         self._cut_resumption = stream_resumption
 
-    async def run_round(
-        self, client: ACPClient, sessions: list[Session], generation: int, *, path_rtt: float | None = None
-    ) -> RecoveryRoundFinished:
+    async def run_round(self, client: ACPClient, sessions: list[Session], generation: int) -> RecoveryRoundFinished:
         """Recover ``sessions`` on ``client``; returns when each has a first outcome (failed ones go on
         retrying in the background while the connection lives), or after ``Timeouts.recovery_round``:
         a session still recovering then is reported failed-and-retrying while its attempt goes on, so one
-        replay that never ends cannot keep the client from ``READY``. ``path_rtt``: the connection's
-        ``initialize`` round trip (seconds), which tells the adaptive limit how fast the new path is."""
-        self.limit.new_path(path_rtt)  # a new connection: the adaptive limit re-learns the round trip
+        replay that never ends cannot keep the client from ``READY``."""
+        self.limit.new_path()  # a new connection: the adaptive limit re-learns the round trip
         round_ = Round()
         jobs = [self._start(client, s, generation, jitter=True) for s in sessions]
         for job in jobs:

@@ -74,11 +74,8 @@ class Recovery(Protocol):
         resumption on that transport); that round's ``SessionRecovered`` events carry it."""
         ...
 
-    async def run_round(
-        self, client: ACPClient, sessions: list[Session], generation: int, *, path_rtt: float | None = None
-    ) -> RecoveryRoundFinished:
-        """Recover ``sessions`` on ``client``; returns when each has a first outcome. ``path_rtt``: the
-        connection's ``initialize`` round trip in seconds (how fast the new path is), if measured."""
+    async def run_round(self, client: ACPClient, sessions: list[Session], generation: int) -> RecoveryRoundFinished:
+        """Recover ``sessions`` on ``client``; returns when each has a first outcome."""
         ...
 
     async def recover_now(self, client: ACPClient, session: Session, generation: int) -> str:

@@ -17,7 +17,6 @@ wait that ``reconnect_now()`` cuts short.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Mapping
 
 from tenacity import AsyncRetrying, RetryCallState, stop_never
@@ -76,7 +75,6 @@ class ConnectionSupervisor:
         self._client_info = client_info
         self._clock = clock
         self._authenticate = authenticate
-        self._path_rtt: float | None = None  # the last connection's initialize round trip (seconds)
         # collaborators
         self._planner = planner
         self._registry = registry
@@ -374,7 +372,7 @@ class ConnectionSupervisor:
         ]
         if todo:
             with _observe.recovery_round(generation, len(todo), client.connection.facts) as scope:
-                finished = await self._recovery.run_round(client, todo, generation, path_rtt=self._path_rtt)
+                finished = await self._recovery.run_round(client, todo, generation)
                 scope.outcome("complete" if not finished.failed else "partial")
             self._emit(finished)
 
@@ -434,12 +432,8 @@ class ConnectionSupervisor:
             session_owner=self._session_owner,
             generation=generation,
         )
-        started = time.monotonic()  # the recovery limit's clock (real time, as its round trips)
         try:
-            client = await connector
-            # the initialize round trip, with nothing else in flight: how fast this (maybe new) path is
-            self._path_rtt = time.monotonic() - started
-            return client
+            return await connector
         finally:
             for leftover in first:  # the factory was never called (initialize not reached)
                 await leftover.close()

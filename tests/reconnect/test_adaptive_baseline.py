@@ -136,24 +136,3 @@ async def test_a_standing_queue_of_a_busy_pipeline_trims_the_limit_without_colla
     assert path.limit.limit == 512
     await path.round_trips(TETHER * 2.6, 4)
     assert 256 <= path.limit.limit < 512, path.limit.limit
-
-
-async def test_a_much_faster_new_path_scales_the_limit_down_by_its_round_trip() -> None:
-    """From a 20 ms tether back to loopback: a limit of 512 sized for the tether would send the first
-    burst of 512 at once, where it only queues (the burst is answered before the baseline can show it).
-    The new connection's initialize round trip tells the limit the path is 60 times faster: it starts from
-    the initial limit, and slow start regrows it while loopback answers stay fast."""
-    path = Path()
-    await path.round_trips(TETHER, 12)
-    assert path.limit.limit == 512
-    path.limit.new_path(rtt=LOOPBACK)
-    assert path.limit.limit == 8  # 512 * 0.3 / 20 is under the initial limit
-    await trips_until(path, LOOPBACK, 64, bound=4)
-
-
-@pytest.mark.parametrize("rtt", [TETHER, TETHER * 0.5, TETHER * 3, None])
-async def test_a_path_as_fast_or_slower_keeps_the_limit(rtt: float | None) -> None:
-    path = Path()
-    await path.round_trips(TETHER, 12)
-    path.limit.new_path(rtt=rtt)
-    assert path.limit.limit == 512 and path.limit.fastest is None  # the baseline is re-learnt all the same
