@@ -34,6 +34,23 @@ class VersionSource(Protocol):
     def protocol_version(self) -> int: ...
 
 
+class _Member:
+    """A context manager that keeps ``item`` in ``members`` while it is entered (a plain class: a recovery
+    round enters one per session, and a generator-based one costs two objects more)."""
+
+    __slots__ = ("_item", "_members")
+
+    def __init__(self, members: set[str], item: str) -> None:
+        self._members = members
+        self._item = item
+
+    def __enter__(self) -> None:
+        self._members.add(self._item)
+
+    def __exit__(self, *exc: object) -> None:
+        self._members.discard(self._item)
+
+
 class InboundRouter:
     """The agent-to-client side of one :class:`~acp_client.client.ACPClient`: requests go to the handlers (a
     permission request races its session's cancel), updates to the session they name.
@@ -103,14 +120,9 @@ class InboundRouter:
         for waiter in list(self._permission_waiters.get(session_id, ())):
             waiter.set()
 
-    @contextlib.contextmanager
-    def attaching(self, session_id: str) -> Iterator[None]:
+    def attaching(self, session_id: str) -> _Member:
         """While a resume/load of ``session_id`` is outstanding, its updates (a replay) are routed here."""
-        self._attaching.add(session_id)
-        try:
-            yield
-        finally:
-            self._attaching.discard(session_id)
+        return _Member(self._attaching, session_id)
 
     @contextlib.contextmanager
     def new_session_pending(self) -> Iterator[None]:
