@@ -93,3 +93,19 @@ def test_results_file_keeps_hand_written_notes_when_a_section_is_rewritten(tmp_p
     # the note stays under the section it follows, the closing note at the end
     assert text.index("new body") < text.index("Earlier runs of P1") < text.index("<!-- p2:start -->")
     assert text.rstrip().endswith("A closing note.")
+
+
+@pytest.mark.timeout(SCRIPT_TIMEOUT + 30)
+@pytest.mark.parametrize("extra", [[], ["--raw"], ["--concurrency", "adaptive"]])
+def test_the_callgrind_round_runs_without_valgrind(extra: list[str]) -> None:
+    """``callgrind_round.py`` counts nothing outside valgrind, but its steps run (and a machine without
+    valgrind's ``callgrind_control`` is no error)."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "callgrind_round.py"), "--sessions", "20", *extra],
+        capture_output=True,
+        text=True,
+        timeout=SCRIPT_TIMEOUT,
+        cwd=str(BENCHMARKS.parent),
+        check=False,
+    )
+    assert proc.returncode == 0, f"callgrind_round.py failed:\n{proc.stdout}\n{proc.stderr}"
