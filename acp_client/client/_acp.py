@@ -386,6 +386,9 @@ class ACPClient:
                         progress=session._replay_progress,
                         on_give_up=on_give_up,
                         max_progress=max_replay,
+                        # a reader of the session's stream gets the recovery marker before what follows
+                        # the answer (it costs a loop turn per session, so only when someone reads)
+                        waiter_first=session._has_subscribers(),
                     )
             ok = True
         finally:

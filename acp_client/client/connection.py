@@ -157,6 +157,10 @@ class Connection:
         self._futures: dict[int, asyncio.Future[Any]] = {}
         # ids of requests whose callers gave up: their late answers (e.g. -32800) are expected, not noise
         self._abandoned: collections.deque[int] = collections.deque(maxlen=256)
+        # watched requests asked to (a resume/load re-attaching a session someone reads): their waiter runs
+        # before the next frame is handled, so what it does with the answer (a recovery marker into the
+        # session's stream) comes before the live updates the agent sent right behind the answer
+        self._waiter_first: set[int] = set()
         self._aux: set[asyncio.Task[None]] = set()
         self._reader: asyncio.Task[None] | None = None
         self._closed = asyncio.Event()
@@ -342,6 +346,7 @@ class Connection:
         settle: float = 5.0,
         on_give_up: Callable[[], None] | None = None,
         max_progress: int | None = None,
+        waiter_first: bool = False,
     ) -> Any:
         """Send a request whose answer may take long while the agent shows progress (a replaying load).
 
@@ -352,9 +357,11 @@ class Connection:
         returned. ``on_give_up()`` is called when the request is given up, before that wait (a caller can
         free what it reserved for a request in flight). Raises ``ACPTimeoutError`` when given up, otherwise
         like :meth:`request`. With ``max_progress``, more than that much progress (replayed updates) also
-        gives it up, checked at every ``silence`` tick: the bound is named in the ``ACPTimeoutError``.
+        gives it up, checked at every ``silence`` tick: the bound is named in the ``ACPTimeoutError``. With
+        ``waiter_first``, the caller runs on with the answer before the connection handles the next frame
+        (one more loop turn): what it does with the answer comes before the updates sent right behind it.
         """
-        watch = (silence, progress, deadline, settle, on_give_up, max_progress)
+        watch = (silence, progress, deadline, settle, on_give_up, max_progress, waiter_first)
         if self._observer is None:
             return await self._request_watched(method, params, *watch)
         params, scope = self._observer.request(method, params, self._facts)
@@ -376,6 +383,7 @@ class Connection:
         settle: float,
         on_give_up: Callable[[], None] | None,
         max_progress: int | None,
+        waiter_first: bool,
     ) -> Any:
         id_, fut = await self._send_request(method, params)
 
@@ -387,6 +395,8 @@ class Connection:
         watch = ProgressWatch(
             fut, silence=silence, progress=progress, deadline=deadline, max_progress=max_progress, renew=renew
         )
+        if waiter_first:
+            self._waiter_first.add(id_)
         try:
             try:
                 return await fut
@@ -410,6 +420,7 @@ class Connection:
             self._abandon(id_)
             raise
         finally:
+            self._waiter_first.discard(id_)
             self._futures.pop(id_, None)
             self._core.forget(id_)
 
@@ -545,6 +556,8 @@ class Connection:
             if fut is not None and not fut.done():
                 self.answered_at = time.monotonic()
                 fut.set_result(event.result)
+                if event.id in self._waiter_first:
+                    await asyncio.sleep(0)  # the waiter, woken first, runs before the next frame
             else:
                 self.stats["late_responses"] += 1
         elif isinstance(event, Notification):
@@ -561,6 +574,8 @@ class Connection:
             if fut is not None and not fut.done():
                 self.answered_at = time.monotonic()
                 fut.set_exception(rpc_error_from_object(event.code, event.message, event.data))
+                if event.request.id in self._waiter_first:
+                    await asyncio.sleep(0)  # as for a result
             else:
                 self.stats["late_responses"] += 1
         else:

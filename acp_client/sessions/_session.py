@@ -324,6 +324,10 @@ class Session:
         if self.link is SessionLink.CLOSED:
             raise UsageError(f"session {self.id} was closed")
 
+    def _has_subscribers(self) -> bool:
+        """Whether an ``updates()`` subscription is open (the order of what it receives then matters)."""
+        return bool(self._subs)
+
     def _publish(self, item: StreamItem | None) -> None:
         for sub in self._subs or ():
             sub.push(item)
