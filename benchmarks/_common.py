@@ -453,6 +453,7 @@ async def measured_recovery(
     clock: Callable[[], float],
     *,
     before_restart: Callable[[], Awaitable[None]] | None = None,
+    when_ready: Callable[[], None] | None = None,
     timeout: float = 300.0,
 ) -> float:
     """One timed recovery round of a ``ReconnectingClient`` (P1 and P13 share it).
@@ -460,7 +461,8 @@ async def measured_recovery(
     The client (v2, ``recovery_start_jitter=0``, ``Backoff(base=0.001)``, ``concurrency``) starts on ``url``
     with ``store`` holding ``n`` sessions and recovers them all once, untimed. Then ``before_restart`` runs
     (a path change, a GC pass, a profiler switched on), the agent restarts, and ``clock`` is read from
-    just before the restart command until the ``READY`` event; every session must be attached again.
+    just before the restart command until the ``READY`` event (then ``when_ready`` runs); every session
+    must be attached again.
     """
     from acp_client import Backoff, ClientState, Limits, ReconnectingClient, RecoveryPolicy, SessionLink, StateChanged
 
@@ -499,6 +501,8 @@ async def measured_recovery(
         async with asyncio.timeout(timeout):
             await ready.wait()
         elapsed = clock() - t0
+        if when_ready is not None:
+            when_ready()  # (callgrind_round.py stops counting here)
         await watcher
         if attached() != n or client.generation < 2:
             raise RuntimeError(f"only {attached()}/{n} sessions attached (generation {client.generation})")

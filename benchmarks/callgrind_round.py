@@ -23,19 +23,12 @@ import asyncio
 import contextlib
 import os
 import subprocess
+import time
 
 import _common
 import p1_recovery
 
-from acp_client import (
-    Backoff,
-    ClientState,
-    Limits,
-    MemorySessionStore,
-    ReconnectingClient,
-    RecoveryPolicy,
-    StateChanged,
-)
+from acp_client import MemorySessionStore
 
 
 def collect(on: bool) -> None:
@@ -49,35 +42,14 @@ async def ours(agent: _common.AgentProcess, n: int, concurrency: int | str) -> N
     store = MemorySessionStore()
     for record in records:
         await store.save(record)
-    client = ReconnectingClient(
-        agent.url,
-        store=store,
-        protocol_version=2,
-        policy=RecoveryPolicy(start_jitter=0.0, concurrency=concurrency),  # type: ignore[arg-type]
-        limits=Limits(event_buffer=4 * n + 64),
-        backoff=Backoff(base=0.001),
-    )
-    try:
-        await client.start()
-        await client.wait_ready(timeout=300)
-        events = client.events()
-        ready = asyncio.Event()
 
-        async def watch() -> None:
-            async for event in events:
-                if isinstance(event, StateChanged) and event.new is ClientState.READY:
-                    ready.set()
-                    return
-
-        watcher = asyncio.create_task(watch())
-        await asyncio.sleep(0)  # the watcher subscribes before the restart
+    async def start_counting() -> None:
         collect(True)
-        await agent.command("restart")
-        await asyncio.wait_for(ready.wait(), 300)
-        collect(False)
-        await watcher
-    finally:
-        await client.aclose()
+
+    await _common.measured_recovery(
+        agent, agent.url, store, n, concurrency, time.perf_counter, before_restart=start_counting,
+        when_ready=lambda: collect(False),
+    )  # fmt: skip
 
 
 async def raw(agent: _common.AgentProcess, n: int) -> None:
