@@ -76,6 +76,10 @@ class Agent:
     #: the recovery requests a :class:`~tests.interop._trap.Trap` may meet first (the one the client tries
     #: first for this agent)
     trap_springs_on: tuple[str, ...] = ("session/resume", "session/load")
+    #: ``True`` once the agent's own files hold what a load replays for this session id (``None``: listed
+    #: is enough). kimi lists a session by one file (``context.jsonl``) and replays it from another
+    #: (``wire.jsonl``), written later: killed in between, a new process replays nothing
+    written: Callable[[str], bool] | None = None
     options: dict[str, Any] = field(default_factory=dict)
 
     def client(self, **extra: Any) -> ReconnectingClient:
@@ -93,6 +97,8 @@ class Agent:
         # the agent writes its transcript after the turn; once session/list names it, it is on disk
         assert client.current is not None
         await wait_listed(client.current, session.id, str(self.cwd))
+        if self.written is not None:
+            await wait_written(self.written, session.id)
         return session
 
     def check_recovered(self, event: SessionRecovered) -> None:
@@ -120,6 +126,15 @@ async def wait_listed(client: ACPClient, session_id: str, cwd: str) -> None:
             return
         await asyncio.sleep(0.1)  # polling the agent's own files: it has no event to wait for
     raise AssertionError(f"session/list never named {session_id}")
+
+
+async def wait_written(written: Callable[[str], bool], session_id: str) -> None:
+    """Until ``written(session_id)``; bounded."""
+    for _ in range(int(bound(30) / 0.1)):
+        if written(session_id):
+            return
+        await asyncio.sleep(0.1)  # polling the agent's own files: it has no event to wait for
+    raise AssertionError(f"the agent never wrote down {session_id}")
 
 
 @contextlib.asynccontextmanager

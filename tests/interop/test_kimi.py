@@ -49,8 +49,17 @@ def kimi(kimi_python: Path, home: Path, project: Path) -> Callable[[], Awaitable
     return spawn
 
 
+def replayable(home: Path, session_id: str) -> bool:
+    """kimi's replay log of ``session_id`` holds the prompt (``session/list`` reads another file, written first)."""
+    return any(
+        scenario.PROMPT in log.read_text(encoding="utf-8", errors="replace")
+        for log in home.rglob("wire.jsonl")
+        if log.parent.name == session_id
+    )
+
+
 @pytest.fixture
-def agent(kimi: Callable[[], Awaitable[Transport]], project: Path) -> scenario.Agent:
+def agent(kimi: Callable[[], Awaitable[Transport]], project: Path, home: Path) -> scenario.Agent:
     # no session/status; v1 restores with session/load, which a new kimi process serves from its HOME; its
     # -32602 with data {"session_id": "Session not found"} is its unknown-session answer. After a transient
     # -32603 the client asks session/list whether the session still exists; kimi lists nothing without a
@@ -64,6 +73,7 @@ def agent(kimi: Callable[[], Awaitable[Transport]], project: Path) -> scenario.A
         unknown_via="session/load",
         replays=True,
         trap_springs_on=("session/load",),
+        written=lambda session_id: replayable(home, session_id),
         options=slow_options(replay_silence=10, list_check=60, backoff_cap=0.2),
     )
 
