@@ -9,10 +9,8 @@ its own, and, when the transport dies, fails every pending request at once with
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import itertools
-import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -20,6 +18,7 @@ from typing import Any, Final
 
 from acp_client import _observe
 from acp_client._logging import get_logger
+from acp_client.client._answers import Answers
 from acp_client.client._inbound import DEFAULT_MAX_INBOUND_REQUESTS, DEFAULT_MAX_QUEUED_INBOUND, InboundRequests
 from acp_client.client._watch import GaveUp, ProgressWatch
 from acp_client.exceptions import (
@@ -141,10 +140,6 @@ class Connection:
         self.transport = transport
         self.request_timeout = request_timeout
         self.id = next(_ids)
-        #: ``time.monotonic()`` when an answer (a result or an error) to one of this connection's requests
-        #: was last read. A caller resuming after its answer can tell the round trip from its own wait to
-        #: run: the adaptive recovery limit does, so that a busy client is not read as a congested agent.
-        self.answered_at = 0.0
         #: Which reconnect attempt produced this connection (set by the reconnect manager; for logs).
         self.generation = generation
         self._on_request = on_request
@@ -154,13 +149,7 @@ class Connection:
         self._observer = _observe.current()
         self._facts: _observe.LinkFacts = facts if facts is not None else _TransportFacts(transport)
         self._core = JsonRpcCore(max_frame_chars=max_frame_chars)
-        self._futures: dict[int, asyncio.Future[Any]] = {}
-        # ids of requests whose callers gave up: their late answers (e.g. -32800) are expected, not noise
-        self._abandoned: collections.deque[int] = collections.deque(maxlen=256)
-        # watched requests asked to (a resume/load re-attaching a session someone reads): their waiter runs
-        # before the next frame is handled, so what it does with the answer (a recovery marker into the
-        # session's stream) comes before the live updates the agent sent right behind the answer
-        self._waiter_first: set[int] = set()
+        self._answers = Answers()  # the futures of the requests waiting for their answers
         self._aux: set[asyncio.Task[None]] = set()
         self._reader: asyncio.Task[None] | None = None
         self._closed = asyncio.Event()
@@ -221,6 +210,18 @@ class Connection:
     def facts(self) -> _observe.LinkFacts:
         """What an instrumentation reads about this connection: its peer and protocol version."""
         return self._facts
+
+    @property
+    def answered_at(self) -> float:
+        """``time.monotonic()`` when an answer (a result or an error) to one of this connection's requests
+        was last read. A caller resuming after its answer can tell the round trip from its own wait to run:
+        the adaptive recovery limit does, so that a busy client is not read as a congested agent."""
+        return self._answers.answered_at
+
+    @property
+    def waiting(self) -> int:
+        """How many of this connection's requests wait for an answer."""
+        return len(self._answers)
 
     @property
     def inbound_in_flight(self) -> int:
@@ -299,7 +300,7 @@ class Connection:
         finally:
             if timer is not None:
                 timer.cancel()
-            self._futures.pop(id_, None)
+            self._answers.forget(id_)
             self._core.forget(id_)
 
     async def _send_request(self, method: str, params: Any) -> tuple[int, asyncio.Future[Any]]:
@@ -312,12 +313,11 @@ class Connection:
         if self._reader is None:
             raise RuntimeError("call start() before sending requests")
         id_, frame = self._core.request(method, params)
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._futures[id_] = fut
+        fut = self._answers.expect(id_)
         try:
             await self.transport.send(frame)
         except BaseException as exc:
-            self._futures.pop(id_, None)
+            self._answers.forget(id_)
             self._core.forget(id_)
             if fut.done() and not fut.cancelled():
                 fut.exception()  # the link died during the write and settled it: retrieved, never "lost"
@@ -332,7 +332,7 @@ class Connection:
     def _abandon(self, id_: int) -> None:
         """The caller gave up on a written request: its late answer is expected, and the agent is told."""
         if self._loss is None:
-            self._abandoned.append(id_)
+            self._answers.abandon(id_)
             self._send_cancel_request(id_)
 
     async def request_watched(
@@ -387,16 +387,19 @@ class Connection:
     ) -> Any:
         id_, fut = await self._send_request(method, params)
 
-        def renew() -> asyncio.Future[Any]:
-            late: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            self._futures[id_] = late  # an answer that comes after the give-up still settles something
-            return late
-
+        # a give-up hands the id a new future: an answer that comes after it still settles something
         watch = ProgressWatch(
-            fut, silence=silence, progress=progress, deadline=deadline, max_progress=max_progress, renew=renew
+            fut,
+            silence=silence,
+            progress=progress,
+            deadline=deadline,
+            max_progress=max_progress,
+            renew=lambda: self._answers.expect(id_),
         )
         if waiter_first:
-            self._waiter_first.add(id_)
+            # (a resume/load re-attaching a session someone reads) what the caller does with the answer, a
+            # recovery marker into the session's stream, comes before the live updates right behind it
+            self._answers.waiter_first(id_)
         try:
             try:
                 return await fut
@@ -414,14 +417,13 @@ class Connection:
                 if late.exception() is None:
                     return late.result()
             else:
-                self._abandoned.append(id_)
+                self._answers.abandon(id_)
             raise ACPTimeoutError(f"{method}: {why}")
         except asyncio.CancelledError:
             self._abandon(id_)
             raise
         finally:
-            self._waiter_first.discard(id_)
-            self._futures.pop(id_, None)
+            self._answers.forget(id_)
             self._core.forget(id_)
 
     async def notify(self, method: str, params: Any = None) -> None:
@@ -530,12 +532,8 @@ class Connection:
         if self._loss is not None:
             return
         self._loss = loss
-        failed = 0
-        for pending in self._core.drop_all():
-            fut = self._futures.pop(pending.id, None)
-            if fut is not None and not fut.done():
-                fut.set_exception(loss.with_request_sent(True))
-                failed += 1
+        ids = [pending.id for pending in self._core.drop_all()]
+        failed = self._answers.fail(ids, lambda: loss.with_request_sent(True))
         self._inbound.stop()  # their ids belong to this dead connection
         self._closed.set()
         if self._on_close is not None:
@@ -552,14 +550,11 @@ class Connection:
 
     async def _dispatch(self, event: Event) -> None:
         if isinstance(event, Response):
-            fut = self._futures.get(event.id)
-            if fut is not None and not fut.done():
-                self.answered_at = time.monotonic()
-                fut.set_result(event.result)
-                if event.id in self._waiter_first:
-                    await asyncio.sleep(0)  # the waiter, woken first, runs before the next frame
-            else:
+            first = self._answers.settle(event.id, event.result)
+            if first is None:
                 self.stats["late_responses"] += 1
+            elif first:
+                await asyncio.sleep(0)  # the waiter, woken first, runs before the next frame
         elif isinstance(event, Notification):
             self._notification(event.method, event.params)
         elif isinstance(event, Request):
@@ -570,16 +565,14 @@ class Connection:
                 self.stats["orphan_errors"] += 1
                 self._log.warning("peer_reported_error", code=event.code, message=event.message)
                 return
-            fut = self._futures.get(event.request.id)
-            if fut is not None and not fut.done():
-                self.answered_at = time.monotonic()
-                fut.set_exception(rpc_error_from_object(event.code, event.message, event.data))
-                if event.request.id in self._waiter_first:
-                    await asyncio.sleep(0)  # as for a result
-            else:
+            error = rpc_error_from_object(event.code, event.message, event.data)
+            first = self._answers.settle(event.request.id, error=error)
+            if first is None:
                 self.stats["late_responses"] += 1
+            elif first:
+                await asyncio.sleep(0)  # as for a result
         else:
-            if event.kind == "unknown_id" and event.id in self._abandoned:
+            if event.kind == "unknown_id" and self._answers.abandoned(event.id):
                 self.stats["late_responses"] += 1  # the answer to a request we gave up on
                 self._log.debug("late_response_discarded", request_id=event.id)
                 return

@@ -258,7 +258,7 @@ async def test_pending_requests_fail_when_the_link_dies(link: Link, agent: Refer
             with pytest.raises(ConnectionLost) as info:
                 await asyncio.wait_for(task, bound(2))
             assert info.value.request_sent is True
-        assert client.connection._futures == {}
+        assert client.connection.waiting == 0
         assert client.connection._core.pending == {}
 
 

@@ -60,7 +60,7 @@ async def test_timeout_sends_cancel_request_and_cleans_pending() -> None:
         sent = await next_message(peer)
         cancel = await next_message(peer)
         assert cancel == {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": sent["id"]}}
-        assert conn._futures == {} and conn._core.pending == {}
+        assert conn.waiting == 0 and conn._core.pending == {}
         # a late answer is a counted discard, not a crash
         await peer.send(json.dumps({"jsonrpc": "2.0", "id": sent["id"], "result": {}}))
         probe = asyncio.create_task(conn.request("ping", {}))
@@ -143,7 +143,7 @@ async def test_killed_stdio_agent_fails_pending_requests_quickly() -> None:
         elapsed = loop.time() - killed_at
         # the bound of the issue is 100 ms; slow CI machines get ACP_TESTS_TIMEOUT_FACTOR
         assert elapsed < bound(0.1), f"pending requests took {elapsed:.3f}s to fail"
-        assert client.connection._futures == {}
+        assert client.connection.waiting == 0
 
 
 async def test_a_session_call_after_the_client_was_closed_says_closed() -> None:

@@ -135,7 +135,7 @@ async def test_stdio_agent_killed_fails_the_prompt(official_stdio_agent_command:
         turn = asyncio.create_task(session.prompt("/wait until cancelled"))
         with pytest.raises(MethodNotFound):  # answered in order: the prompt before it is now pending
             await client.request("_interop/probe", {})
-        assert len(client.connection._futures) == 1
+        assert client.connection.waiting == 1
         os.kill(client.connection.transport.pid, signal.SIGKILL)  # type: ignore[attr-defined]
         with pytest.raises(ConnectionLost):
             await asyncio.wait_for(turn, bound(5))

@@ -185,7 +185,7 @@ async def test_fm04_in_flight_requests_fail_fast_and_nothing_stays_pending(link:
         assert loop.time() - reset_at <= bound(0.05) * 4
         for (error,) in (prompt_error, custom_error):
             assert isinstance(error, ConnectionLost) and error.request_sent
-        assert connection._futures == {} and connection._core.pending == {}
+        assert connection.waiting == 0 and connection._core.pending == {}
         proxy.restore()
         # session/status is read-only: it was retried once on the next connection and answered
         status = await asyncio.wait_for(calls[1], bound(5))
