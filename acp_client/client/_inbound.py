@@ -9,11 +9,12 @@ its own, and every one of them ended with the link.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine
+import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from acp_client._logging import LibraryLogger
-from acp_client.exceptions import RequestCancelled, UsageError
+from acp_client.exceptions import ConnectionLost, RequestCancelled, RPCError, UsageError, rpc_error_from_object
 from acp_client.jsonrpc import Request
 
 __all__ = ["DEFAULT_MAX_INBOUND_REQUESTS", "DEFAULT_MAX_QUEUED_INBOUND", "InboundRequests"]
@@ -25,18 +26,24 @@ DEFAULT_MAX_QUEUED_INBOUND = 1024
 
 #: ``(request id, code, message, data)`` -> the error frame answering it
 ErrorFrame = Callable[[int | str, int, str, Any], str]
+#: ``(request id, result)`` -> the frame answering it
+ResultFrame = Callable[[int | str, Any], str]
 
 
 class InboundRequests:
-    """At most ``max_running`` requests served at once (``serve`` runs each in a task); up to ``max_queued``
-    wait in arrival order; past that a request is answered ``-32603`` ``client_busy`` naming both bounds. An
-    id already in flight is answered ``-32600`` ``duplicate_request_id`` and never served."""
+    """At most ``max_running`` requests served at once, each in a task that runs ``handler`` and sends its
+    answer; up to ``max_queued`` wait in arrival order; past that a request is answered ``-32603``
+    ``client_busy`` naming both bounds. An id already in flight is answered ``-32600``
+    ``duplicate_request_id`` and never served. ``gone()`` says the connection ended (a cancelled handler
+    then answers nothing)."""
 
     def __init__(
         self,
         *,
-        serve: Callable[[Request], Coroutine[Any, Any, None]],
+        handler: Callable[[str, Any], Awaitable[Any]] | None,
+        respond: ResultFrame,
         send: Callable[[str], Awaitable[None]],
+        gone: Callable[[], bool],
         error_frame: ErrorFrame,
         spawn: Callable[[Awaitable[None], str], None],
         stats: dict[str, int],
@@ -49,8 +56,10 @@ class InboundRequests:
             raise UsageError(
                 f"max_inbound_requests must be >= 1 and max_queued_inbound >= 0, not {max_running} and {max_queued}"
             )
-        self._serve = serve
-        self._send = send  # never raises: a lost link is the connection's business
+        self._handler = handler
+        self._respond = respond
+        self._send = send  # raises ConnectionLost once the link is gone
+        self._gone = gone
         self._error_frame = error_frame
         self._spawn = spawn
         self._stats = stats
@@ -73,7 +82,7 @@ class InboundRequests:
             self._stats["duplicate_request_ids"] += 1
             self._log.warning("duplicate_request_id_refused", request_id=request.id, method=request.method)
             message = f"request id {request.id!r} is already in use by a request in flight"
-            await self._send(self._error_frame(request.id, -32600, message, {"reason": "duplicate_request_id"}))
+            await self._send_quietly(self._error_frame(request.id, -32600, message, {"reason": "duplicate_request_id"}))
         elif len(self._running) < self._max_running:
             self._start(request)
         elif len(self._queued) < self._max_queued:
@@ -87,7 +96,7 @@ class InboundRequests:
                 "waiting (max_inbound_requests, max_queued_inbound)"
             )
             data = {"reason": "client_busy", "maxInboundRequests": self._max_running, "maxQueued": self._max_queued}
-            await self._send(self._error_frame(request.id, -32603, message, data))
+            await self._send_quietly(self._error_frame(request.id, -32603, message, data))
 
     def cancel(self, request_id: object, msg: str) -> None:
         """The agent cancelled ``request_id``: a served one is cancelled (its handler answers ``-32800``), a
@@ -100,7 +109,7 @@ class InboundRequests:
         elif request_id in self._queued:
             request = self._queued.pop(request_id)
             frame = self._error_frame(request.id, RequestCancelled.default_code or -32800, "Request cancelled", None)
-            self._spawn(self._send(frame), f"acp-cancelled-{self._name}-{request.id}")
+            self._spawn(self._send_quietly(frame), f"acp-cancelled-{self._name}-{request.id}")
 
     def stop(self) -> None:
         """The link ended: every handler is cancelled (their ids belong to it) and the waiting ones dropped."""
@@ -122,3 +131,31 @@ class InboundRequests:
                 self._start(self._queued.pop(next(iter(self._queued))))
 
         task.add_done_callback(done)
+
+    async def _serve(self, request: Request) -> None:
+        """Run the handler for ``request`` and send its answer: ``-32601`` without a handler, the error of an
+        ``RPCError``, ``-32603`` for any other exception, ``-32800`` when the agent cancelled it."""
+        try:
+            if self._handler is None:
+                raise rpc_error_from_object(-32601, "Method not found", {"method": request.method})
+            frame = self._respond(request.id, await self._handler(request.method, request.params))
+        except asyncio.CancelledError:
+            if self._gone():
+                raise  # the connection is gone: nothing can be answered
+            # the agent asked us to cancel it ($/cancel_request): answer -32800 as the spec requires
+            code = RequestCancelled.default_code or -32800
+            await self._send_quietly(self._error_frame(request.id, code, "Request cancelled", None))
+            raise
+        except RPCError as exc:
+            frame = self._error_frame(request.id, exc.code, exc.message, exc.data)
+        except Exception as exc:
+            self._log.exception("request_handler_failed", method=request.method)
+            frame = self._error_frame(request.id, -32603, "Internal error", {"details": type(exc).__name__})
+        try:
+            await self._send(frame)
+        except ConnectionLost:
+            self._stats["responses_lost"] += 1
+
+    async def _send_quietly(self, frame: str) -> None:
+        with contextlib.suppress(ConnectionLost):  # a lost link is the connection's business
+            await self._send(frame)

@@ -20,25 +20,18 @@ from acp_client import _observe
 from acp_client._logging import get_logger
 from acp_client.client._answers import Answers
 from acp_client.client._inbound import DEFAULT_MAX_INBOUND_REQUESTS, DEFAULT_MAX_QUEUED_INBOUND, InboundRequests
+from acp_client.client._reader import CANCEL_METHOD, FrameReader
 from acp_client.client._watch import GaveUp, ProgressWatch
 from acp_client.exceptions import (
     ACPTimeoutError,
     ClientClosed,
     ConnectionLost,
-    RequestCancelled,
-    RPCError,
-    rpc_error_from_object,
 )
 from acp_client.jsonrpc import (
     DEFAULT_MAX_FRAME_CHARS,
-    ErrorResponse,
-    Event,
     JsonRpcCore,
-    Notification,
-    Request,
-    Response,
 )
-from acp_client.transports.base import BatchTransport, Transport
+from acp_client.transports.base import Transport
 
 __all__ = [
     "DEFAULT",
@@ -93,9 +86,6 @@ class _Default:
 #: Marker for "use the connection's default timeout".
 DEFAULT: Final = _Default()
 
-_CANCEL_METHOD = "$/cancel_request"
-#: Notifications handled in a row before the reader yields to other tasks once.
-_YIELD_EVERY = 64
 _CANCEL_WRITE_TIMEOUT = 1.0
 _ids = itertools.count(1)
 _LOCAL_CLOSE = ConnectionLost("the connection was closed by the client", reason="closed locally")
@@ -142,8 +132,6 @@ class Connection:
         self.id = next(_ids)
         #: Which reconnect attempt produced this connection (set by the reconnect manager; for logs).
         self.generation = generation
-        self._on_request = on_request
-        self._on_notification = on_notification
         self._on_close = on_close
         # the instrumentation installed when this connection was made (acp_client.otel), if any
         self._observer = _observe.current()
@@ -157,13 +145,12 @@ class Connection:
         self._closing = False
         #: Counters of what this connection saw: frames, invalid frames by kind, discarded responses, ...
         self.stats: Counter[str] = Counter()
-        #: the last frame from the agent that was discarded as unusable: its kind (``"parse_error"`` ...) and
-        #: an excerpt. Error texts quote it (an agent that logs to stdout answers nothing readable).
-        self.last_discarded: tuple[str, str] | None = None
         self._log = log.bind(connection_id=self.id, generation=generation, peer=transport.description)
         self._inbound = InboundRequests(
-            serve=self._serve,
-            send=self._send_quietly,
+            handler=on_request,
+            respond=self._core.respond,
+            send=transport.send,
+            gone=lambda: self._loss is not None or self._closing,
             error_frame=self._core.respond_error,
             spawn=self._spawn,
             stats=self.stats,
@@ -171,6 +158,15 @@ class Connection:
             name=str(self.id),
             max_running=max_inbound_requests,
             max_queued=max_queued_inbound,
+        )
+        self._frames = FrameReader(
+            transport,
+            core=self._core,
+            answers=self._answers,
+            inbound=self._inbound,
+            on_notification=on_notification,
+            stats=lambda: self.stats,
+            log=self._log,
         )
 
     def __repr__(self) -> str:
@@ -217,6 +213,12 @@ class Connection:
         was last read. A caller resuming after its answer can tell the round trip from its own wait to run:
         the adaptive recovery limit does, so that a busy client is not read as a congested agent."""
         return self._answers.answered_at
+
+    @property
+    def last_discarded(self) -> tuple[str, str] | None:
+        """The last frame from the agent that was discarded as unusable: its kind (``"parse_error"`` ...) and
+        an excerpt. Error texts quote it (an agent that logs to stdout answers nothing readable)."""
+        return self._frames.last_discarded
 
     @property
     def waiting(self) -> int:
@@ -437,7 +439,7 @@ class Connection:
         async def send() -> None:
             try:
                 async with asyncio.timeout(_CANCEL_WRITE_TIMEOUT):
-                    await self.transport.send(self._core.notification(_CANCEL_METHOD, {"requestId": id_}))
+                    await self.transport.send(self._core.notification(CANCEL_METHOD, {"requestId": id_}))
                 self.stats["cancel_requests_out"] += 1
             except (ConnectionLost, TimeoutError) as exc:
                 self._log.debug("cancel_request_not_sent", request_id=id_, error=str(exc))
@@ -455,10 +457,7 @@ class Connection:
     async def _read_loop(self) -> None:
         loss: ConnectionLost | None = None
         try:
-            if isinstance(self.transport, BatchTransport):
-                await self._read_batches(self.transport)
-            else:
-                await self._read_frames()
+            await self._frames.run()
         except ConnectionLost as exc:
             loss = _LOCAL_CLOSE if self._closing else exc
         except asyncio.CancelledError:
@@ -470,63 +469,6 @@ class Connection:
             self._spawn(self.transport.close(), f"acp-close-{self.id}")
         finally:
             self._finish(loss or ConnectionLost(reason="reader stopped"))
-
-    async def _read_frames(self) -> None:
-        """Read frame by frame (``recv``) until the transport raises."""
-        recv, receive_one, stats = self.transport.recv, self._core.receive_one, self.stats
-        burst = 0
-        while True:
-            text = await recv()
-            stats["frames_in"] += 1
-            events = receive_one(text)
-            if type(events) is Notification:  # the hot path (a stream of updates): no coroutine per frame
-                self._notification(events.method, events.params)
-                burst += 1
-                if burst >= _YIELD_EVERY:
-                    # A fast agent's frames arrive in bursts of hundreds that recv() returns without
-                    # suspending: let the tasks consuming them run now and then, so a subscriber keeps
-                    # up (no overflowing buffer, no pile of live objects for the garbage collector).
-                    burst = 0
-                    await asyncio.sleep(0)
-            else:
-                await self._dispatch_all(events)
-
-    async def _read_batches(self, transport: BatchTransport) -> None:
-        """Read every frame the transport holds per wake-up (``recv_batch``), taking the ones it already
-        decoded as they are, until the transport raises."""
-        recv_batch, stats, core = transport.recv_batch, self.stats, self._core
-        receive_one, receive_decoded, receive_notification = (
-            core.receive_one,
-            core.receive_decoded,
-            core.receive_notification,
-        )
-        notification = self._notification
-        burst = 0
-        while True:
-            frames = await recv_batch()
-            stats["frames_in"] += len(frames)
-            for frame in frames:
-                # the hot path, a decoded notification (a streamed update): its method and params, no event
-                fields = None if type(frame) is str else receive_notification(*frame)
-                if fields is None:
-                    events = receive_one(frame) if type(frame) is str else receive_decoded(*frame)
-                    if type(events) is not Notification:
-                        await self._dispatch_all(events)
-                        continue
-                    fields = (events.method, events.params)
-                notification(*fields)
-                burst += 1
-                if burst >= _YIELD_EVERY:  # let the consumers run now and then (see _read_frames)
-                    burst = 0
-                    await asyncio.sleep(0)
-
-    async def _dispatch_all(self, events: Event | list[Event]) -> None:
-        """Handle what a frame held besides a notification: one event, or each of a batch's in order."""
-        if isinstance(events, list):
-            for event in events:
-                await self._dispatch(event)
-        else:
-            await self._dispatch(events)
 
     def _finish(self, loss: ConnectionLost) -> None:
         if self._loss is not None:
@@ -547,81 +489,3 @@ class Connection:
             close_code=loss.close_code,
             pending_failed=failed,
         )
-
-    async def _dispatch(self, event: Event) -> None:
-        if isinstance(event, Response):
-            first = self._answers.settle(event.id, event.result)
-            if first is None:
-                self.stats["late_responses"] += 1
-            elif first:
-                await asyncio.sleep(0)  # the waiter, woken first, runs before the next frame
-        elif isinstance(event, Notification):
-            self._notification(event.method, event.params)
-        elif isinstance(event, Request):
-            self.stats["requests_in"] += 1
-            await self._inbound.admit(event)
-        elif isinstance(event, ErrorResponse):
-            if event.request is None:
-                self.stats["orphan_errors"] += 1
-                self._log.warning("peer_reported_error", code=event.code, message=event.message)
-                return
-            error = rpc_error_from_object(event.code, event.message, event.data)
-            first = self._answers.settle(event.request.id, error=error)
-            if first is None:
-                self.stats["late_responses"] += 1
-            elif first:
-                await asyncio.sleep(0)  # as for a result
-        else:
-            if event.kind == "unknown_id" and self._answers.abandoned(event.id):
-                self.stats["late_responses"] += 1  # the answer to a request we gave up on
-                self._log.debug("late_response_discarded", request_id=event.id)
-                return
-            self.stats[f"invalid_{event.kind}"] += 1
-            self.last_discarded = (event.kind, event.excerpt)
-            self._log.warning("invalid_frame_discarded", kind=event.kind, detail=event.detail)
-            self._log.debug("invalid_frame_excerpt", kind=event.kind, excerpt=event.excerpt)
-            if event.reply is not None:
-                with contextlib.suppress(ConnectionLost):
-                    await self.transport.send(event.reply)
-
-    def _notification(self, method: str, params: Any) -> None:
-        """One notification from the agent (every read loop comes here): ``$/cancel_request`` cancels an
-        inbound request; any other goes to the notification handler, whose errors are counted and logged."""
-        self.stats["notifications_in"] += 1
-        if method == _CANCEL_METHOD:
-            target = params.get("requestId") if isinstance(params, dict) else None
-            self._inbound.cancel(target, _CANCEL_METHOD)
-        elif self._on_notification is not None:
-            try:
-                self._on_notification(method, params)
-            except Exception:
-                self.stats["notification_handler_errors"] += 1
-                self._log.exception("notification_handler_failed", method=method)
-
-    async def _send_quietly(self, frame: str) -> None:
-        with contextlib.suppress(ConnectionLost):
-            await self.transport.send(frame)
-
-    async def _serve(self, request: Request) -> None:
-        try:
-            if self._on_request is None:
-                raise rpc_error_from_object(-32601, "Method not found", {"method": request.method})
-            result = await self._on_request(request.method, request.params)
-            frame = self._core.respond(request.id, result)
-        except asyncio.CancelledError:
-            if self._loss is not None or self._closing:
-                raise  # the connection is gone: nothing can be answered
-            # the agent asked us to cancel it ($/cancel_request): answer -32800 as the spec requires
-            frame = self._core.respond_error(request.id, RequestCancelled.default_code or -32800, "Request cancelled")
-            with contextlib.suppress(ConnectionLost):
-                await self.transport.send(frame)
-            raise
-        except RPCError as exc:
-            frame = self._core.respond_error(request.id, exc.code, exc.message, exc.data)
-        except Exception as exc:
-            self._log.exception("request_handler_failed", method=request.method)
-            frame = self._core.respond_error(request.id, -32603, "Internal error", {"details": type(exc).__name__})
-        try:
-            await self.transport.send(frame)
-        except ConnectionLost:
-            self.stats["responses_lost"] += 1
