@@ -106,7 +106,6 @@ from acp_client.transports.http._base import (
     SESSION_ID_HEADER,
     BoundedResponse,
     HTTPTransportStats,
-    Inbox,
     LinkState,
     _connect_error,
     _describe_error,
@@ -115,6 +114,7 @@ from acp_client.transports.http._base import (
     _log,
 )
 from acp_client.transports.http._h2c import speaks_h2c
+from acp_client.transports.http._inbox import Inbox
 from acp_client.transports.http._order import REPLAY_BARRIER_METHOD as REPLAY_BARRIER_METHOD
 from acp_client.transports.http._order import REPLAY_HOLD_MAX as REPLAY_HOLD_MAX
 from acp_client.transports.http._order import StreamRouter

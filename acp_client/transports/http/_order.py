@@ -21,13 +21,14 @@ from acp_client.transports.http._base import (
     _ATTACH_METHODS,
     _CREATE_METHODS,
     _DETACH_METHODS,
-    Inbound,
     LinkView,
     _is_id,
     _log,
     _session_id,
 )
-from acp_client.transports.http._streams import StreamReader, StreamView
+from acp_client.transports.http._inbox import Inbound
+from acp_client.transports.http._stream import StreamView
+from acp_client.transports.http._streams import StreamReader
 
 #: The method of the request that marks the end of a v1 replay on its session stream (see ``_replay_barrier``):
 #: an extension method no agent serves, so every agent answers it ``-32601`` (JSON-RPC requires an answer).

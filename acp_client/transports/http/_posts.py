@@ -19,7 +19,6 @@ from acp_client.exceptions import (
 )
 from acp_client.transports.http._base import (
     BoundedResponse,
-    Inbound,
     LinkView,
     _describe_error,
     _http_error,
@@ -29,6 +28,7 @@ from acp_client.transports.http._base import (
     send_bounded,
 )
 from acp_client.transports.http._h1post import H1Poster, NotHTTP11, usable
+from acp_client.transports.http._inbox import Inbound
 from acp_client.transports.http._sse import SSEParser
 
 _LOST_STATUSES = frozenset({401, 403, 404, 408, 409, 410, 429, 500, 502, 503, 504})

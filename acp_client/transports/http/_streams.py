@@ -22,20 +22,20 @@ from acp_client.transports.base import Decoded
 from acp_client.transports.http._base import (
     _EXCERPT,
     ERROR_BODY_LIMIT,
-    Inbound,
     LinkView,
     _describe_error,
     _log,
-    _retrieve,
     read_bounded,
 )
+from acp_client.transports.http._inbox import Inbound
 from acp_client.transports.http._sse import SSEParser
+from acp_client.transports.http._stream import Stream, StreamView
 
 #: A watchdog that fires this late (seconds) was held up by a blocked event loop, not by a silent peer.
 _STALL_GRACE = 0.1
 
 
-class _StreamRefused(Exception):
+class StreamRefused(Exception):
     """An SSE GET was answered with something other than a 200 event stream."""
 
     def __init__(self, status: int, content_type: str | None, excerpt: str) -> None:
@@ -43,26 +43,6 @@ class _StreamRefused(Exception):
         self.status = status
         self.content_type = content_type
         self.excerpt = excerpt
-
-
-class StreamView(Protocol):
-    """What the router may read of one stream."""
-
-    @property
-    def session_id(self) -> str | None: ...
-
-    @property
-    def label(self) -> str: ...
-
-    @property
-    def is_open(self) -> bool: ...
-
-    @property
-    def state_updates(self) -> int: ...
-
-    async def next_message(self) -> None: ...
-
-    async def wait_opened(self) -> bool: ...
 
 
 def _looks_like_object(text: str) -> bool:
@@ -89,87 +69,6 @@ class MessageSink(Protocol):
         ...
 
 
-class _Stream:
-    """One SSE stream: its key (``None`` = the connection stream), task, and opening outcome."""
-
-    def __init__(self, session_id: str | None) -> None:
-        self._session_id = session_id
-        self.opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.opened.add_done_callback(_retrieve)  # an opening nobody awaits any more is not an error
-        self._task: asyncio.Task[None] | None = None
-        self._detached = False  # the client closed/deleted the session: its stream may end quietly
-        #: loop time since which the reader waits for bytes (``None`` while it delivers what it read): the
-        #: read-idle watchdog's clock
-        self._waiting_since: float | None = None
-        self._state_updates = 0  # v2 ``state_update`` notifications among the delivered messages
-        self._changed = asyncio.Event()  # set on every delivered message
-
-    @property
-    def session_id(self) -> str | None:
-        return self._session_id
-
-    @property
-    def label(self) -> str:
-        return "connection" if self._session_id is None else f"session {self._session_id}"
-
-    @property
-    def is_open(self) -> bool:
-        return self.opened.done() and not self.opened.cancelled() and self.opened.exception() is None
-
-    @property
-    def task(self) -> asyncio.Task[None] | None:
-        return self._task
-
-    @property
-    def detached(self) -> bool:
-        return self._detached
-
-    @property
-    def waiting_since(self) -> float | None:
-        return self._waiting_since
-
-    @property
-    def state_updates(self) -> int:
-        return self._state_updates
-
-    def start(self, task: asyncio.Task[None]) -> None:
-        self._task = task
-
-    def set_detached(self, detached: bool) -> None:
-        self._detached = detached
-
-    def waiting(self, since: float | None) -> None:
-        self._waiting_since = since
-
-    def note_plain(self) -> None:
-        """Messages that are not ``state_update`` were delivered: wake :meth:`next_message`."""
-        self._changed.set()
-
-    def note(self, message: dict[str, Any] | list[Any]) -> None:
-        """Count a delivered message (and whether it is a v2 ``state_update``); wake :meth:`next_message`."""
-        if self._session_id is not None and isinstance(message, dict) and message.get("method") == "session/update":
-            params = message.get("params")
-            update = params.get("update") if isinstance(params, dict) else None
-            if isinstance(update, dict) and update.get("sessionUpdate") == "state_update":
-                self._state_updates += 1
-        self._changed.set()
-
-    async def next_message(self) -> None:
-        """Wait until the stream delivers another message."""
-        self._changed.clear()
-        await self._changed.wait()
-
-    async def wait_opened(self) -> bool:
-        """Wait until the server answered the stream's GET; ``True`` when it was opened."""
-        await asyncio.wait({self.opened})
-        return self.is_open
-
-    def cancel(self) -> None:
-        """Stop the reading task (unless it is the caller)."""
-        if self._task is not None and self._task is not asyncio.current_task():
-            self._task.cancel()
-
-
 class StreamReader:
     """Opens, reads, resumes and watches the SSE streams of a link, and owns them: each stream is keyed by its
     session id (``None`` for the connection stream). Every message read goes to the ``sink``; a stream that
@@ -179,7 +78,7 @@ class StreamReader:
         self._link = link
         self._inbox = inbox
         self._sink = sink
-        self._streams: dict[str | None, _Stream] = {}
+        self._streams: dict[str | None, Stream] = {}
         self._refusals: dict[str, int] = {}  # session id -> the status its stream was last refused with
 
     def get(self, session_id: str) -> StreamView | None:
@@ -235,7 +134,7 @@ class StreamReader:
     async def open(self, session_id: str | None, *, required: bool) -> bool:
         """Open an SSE stream and wait until the server answered it. ``False`` (or, when ``required``, the
         typed error) when it was refused."""
-        stream = _Stream(session_id)
+        stream = Stream(session_id)
         self._streams[session_id] = stream
         description = self._link.description
         stream.start(
@@ -254,7 +153,7 @@ class StreamReader:
                 raise error from None
             _log.warning("http_stream_open_timeout", transport=description, stream=stream.label)
             return False
-        except _StreamRefused as refused:
+        except StreamRefused as refused:
             self._streams.pop(session_id, None)
             if session_id is not None:
                 self._link.stats.session_streams_refused += 1
@@ -280,7 +179,7 @@ class StreamReader:
             return False
         return True
 
-    async def _run_stream(self, stream: _Stream) -> None:
+    async def _run_stream(self, stream: Stream) -> None:
         parser = SSEParser(max_event_bytes=self._link.options.max_frame_bytes)
         resuming = False
         try:
@@ -301,7 +200,7 @@ class StreamReader:
                             self._report_resumed(stream)
                         bytes_before = parser.bytes_in
                         ended = await self._read_stream(stream, resp, parser)
-                except _StreamRefused as refused:
+                except StreamRefused as refused:
                     if not stream.opened.done():
                         stream.opened.set_exception(refused)
                         return
@@ -372,14 +271,14 @@ class StreamReader:
                         async with asyncio.timeout(self._link.options.close_timeout):
                             body, _more = await read_bounded(response, ERROR_BODY_LIMIT)  # never the whole body
                             excerpt = body.decode("utf-8", "replace")[:_EXCERPT]
-                    raise _StreamRefused(response.status_code, content_type or None, excerpt)
+                    raise StreamRefused(response.status_code, content_type or None, excerpt)
                 yield response
             finally:
                 await response.aclose()
         finally:
             await client.aclose()
 
-    async def _read_stream(self, stream: _Stream, response: httpx.Response, parser: SSEParser) -> str:
+    async def _read_stream(self, stream: Stream, response: httpx.Response, parser: SSEParser) -> str:
         """Read events until the stream ends; return why it ended. With liveness on, a watchdog ends the read
         after ``ping_interval + ping_timeout`` without a byte."""
         idle = None
@@ -416,7 +315,7 @@ class StreamReader:
             elif not reader.cancelled():
                 reader.exception()  # retrieved (it is re-raised above when it matters)
 
-    async def _read_chunks(self, stream: _Stream, response: httpx.Response, parser: SSEParser) -> str:
+    async def _read_chunks(self, stream: Stream, response: httpx.Response, parser: SSEParser) -> str:
         loop = asyncio.get_running_loop()
         stats = self._link.stats
         stream.waiting(loop.time())
@@ -441,7 +340,7 @@ class StreamReader:
             return f"the stream broke: {_describe_error(exc)}"
         return "the server ended the stream"
 
-    async def _deliver_each(self, stream: _Stream, texts: list[str]) -> None:
+    async def _deliver_each(self, stream: Stream, texts: list[str]) -> None:
         """Decode the messages of one read (once: the connection takes the decoded notifications as they
         are) and deliver them in order: notifications together, the rest one by one through the router."""
         plain: list[str | Decoded] = []  # routine notifications, handed on together (no await per event)
@@ -471,7 +370,7 @@ class StreamReader:
             stream.note_plain()
             await self._sink.deliver_plain(plain)
 
-    def _report_resumed(self, stream: _Stream) -> None:
+    def _report_resumed(self, stream: Stream) -> None:
         """Tell ``options.on_stream_resumed`` that ``stream`` was resumed (a failing callback is logged)."""
         callback = self._link.options.on_stream_resumed
         if callback is None:
@@ -481,11 +380,11 @@ class StreamReader:
         except Exception:
             _log.exception("http_stream_resumed_callback_failed", transport=self._link.description, stream=stream.label)
 
-    async def _deliver(self, stream: _Stream, text: str, message: dict[str, Any] | list[Any]) -> None:
+    async def _deliver(self, stream: Stream, text: str, message: dict[str, Any] | list[Any]) -> None:
         stream.note(message)
         await self._sink.deliver(stream, text, message)
 
-    def _lose_stream(self, stream: _Stream, why: str, not_resumed: str) -> None:
+    def _lose_stream(self, stream: Stream, why: str, not_resumed: str) -> None:
         """Fail the connection: ``stream`` ended for ``why`` and was not resumed because it ``not_resumed``
         (kept as ``ConnectionLost.stream_resumption``)."""
         if self._inbox.failed:
