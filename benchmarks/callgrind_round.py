@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import os
 import subprocess
+import sys
 import time
 
 import _common
@@ -30,11 +31,18 @@ import p1_recovery
 
 from acp_client import MemorySessionStore
 
+#: set when callgrind answered a switch: the script runs under it
+_COUNTED: list[bool] = []
+
 
 def collect(on: bool) -> None:
     """Switch callgrind's collection on or off for this process (nothing happens outside valgrind)."""
     with contextlib.suppress(OSError):  # no valgrind installed: nothing to switch
-        subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(os.getpid())], capture_output=True)
+        done = subprocess.run(
+            ["callgrind_control", "-i", "on" if on else "off", str(os.getpid())], capture_output=True, text=True
+        )
+        if not done.stdout.startswith("Error") and "not detected" not in done.stdout + done.stderr:
+            _COUNTED.append(True)
 
 
 async def ours(agent: _common.AgentProcess, n: int, concurrency: int | str) -> None:
@@ -73,6 +81,13 @@ async def main() -> None:
             await raw(agent, args.sessions)
         else:
             await ours(agent, args.sessions, concurrency)
+    if not _COUNTED:
+        print(
+            "callgrind_round.py: not running under callgrind, so nothing was counted; run it as\n"
+            "  valgrind --tool=callgrind --instr-atstart=no python benchmarks/callgrind_round.py"
+            + (" --raw" if args.raw else ""),
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

@@ -109,3 +109,4 @@ def test_the_callgrind_round_runs_without_valgrind(extra: list[str]) -> None:
         check=False,
     )
     assert proc.returncode == 0, f"callgrind_round.py failed:\n{proc.stdout}\n{proc.stderr}"
+    assert "not running under callgrind" in proc.stderr  # a run without valgrind says it counted nothing
