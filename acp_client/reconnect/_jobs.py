@@ -87,15 +87,40 @@ class Job:
 
 
 class Slot:
-    """One held recovery slot, given back exactly once (early by a given-up request, else at the end)."""
+    """A job's recovery slot: taken before a request, given back exactly once per taking (early by a
+    given-up request, else when the request ends), or kept for the job's next request (:meth:`renew`)."""
 
     __slots__ = ("_limit", "_started")
 
-    def __init__(self, limit: FixedLimit, started: float) -> None:
-        self._limit: FixedLimit | None = limit
-        self._started = started
+    def __init__(self, limit: FixedLimit) -> None:
+        self._limit = limit
+        self._started: float | None = None  # when the request on the held slot began; None: not held
+
+    @property
+    def held(self) -> bool:
+        """``True`` while the slot is taken."""
+        return self._started is not None
+
+    async def take(self) -> None:
+        """Take a slot (waiting in the limit's queue when none is free)."""
+        started = self._limit.try_acquire()
+        self._started = started if started is not None else await self._limit.acquire()
 
     def release(self, *, ok: bool, overloaded: bool = False, lag: float = 0.0) -> None:
-        limit, self._limit = self._limit, None
-        if limit is not None:
-            limit.release(self._started, ok=ok, overloaded=overloaded, lag=lag)
+        """Give the slot back and tell the limit how its request went (nothing when not held)."""
+        started, self._started = self._started, None
+        if started is not None:
+            self._limit.release(started, ok=ok, overloaded=overloaded, lag=lag)
+
+    def renew(self, *, lag: float = 0.0) -> None:
+        """Its request was answered fine: tell the limit and keep the slot if the limit has room
+        (:meth:`FixedLimit.renew`); otherwise it is given back."""
+        started = self._started
+        if started is not None:
+            self._started = self._limit.renew(started, lag=lag)
+
+    def give_back(self) -> None:
+        """Give back a slot kept for a request that was not made (no round trip to report)."""
+        if self._started is not None:
+            self._started = None
+            self._limit.give_back()

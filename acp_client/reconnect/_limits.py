@@ -107,8 +107,31 @@ class FixedLimit:
         """Give the slot back; ``ok`` is ``False`` after a timeout or an error (``overloaded`` for an
         agent that said it is busy). ``lag``: how long ago the answer was read (seconds), a wait of the
         client's own that is not part of the round trip."""
-        self.in_flight -= 1
         self._observe(max(0.0, self._clock() - started - lag), ok=ok, overloaded=overloaded)
+        self._returned()
+
+    def renew(self, started: float, *, lag: float = 0.0) -> float | None:
+        """Report a request answered fine, as :meth:`release` does, but keep its slot for the same job's next
+        request while the limit has room for it: the next start time, or ``None`` when the slot was given
+        back (the limit shrank below what is in flight; wait in :meth:`acquire` again).
+
+        A session's resume follows its status probe on the slot the probe held: the session that started
+        finishes first instead of queueing again behind every session still waiting for its probe (one wait,
+        one wake-up and one hand-over less per recovered session)."""
+        now = self._clock()
+        self._observe(max(0.0, now - started - lag), ok=True, overloaded=False)
+        if self.in_flight + self._woken <= self._limit:
+            self._wake()  # the limit may have grown
+            return now
+        self._returned()
+        return None
+
+    def give_back(self) -> None:
+        """Return a slot that carried no request (kept for a request that was not made): nothing to learn."""
+        self._returned()
+
+    def _returned(self) -> None:
+        self.in_flight -= 1
         self._wake()
 
     def _observe(self, rtt: float, *, ok: bool, overloaded: bool) -> None:
@@ -176,9 +199,8 @@ class AdaptiveLimit(FixedLimit):
         if self.in_flight > self._peak:
             self._peak = self.in_flight
 
-    def release(self, started: float, *, ok: bool, overloaded: bool = False, lag: float = 0.0) -> None:
-        """Give the slot back (see :meth:`FixedLimit.release`)."""
-        super().release(started, ok=ok, overloaded=overloaded, lag=lag)
+    def _returned(self) -> None:
+        super()._returned()
         if not self.in_flight:
             self._peak = 0
 

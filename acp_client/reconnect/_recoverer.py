@@ -307,71 +307,83 @@ class SessionRecoverer:
 
     async def _attempt(self, client: ACPClient, session: Session, generation: int) -> str:
         caps = self._capabilities(client)
-        via = "session/status"
-        probe = await self._limited(client, lambda _slot: self._probe(client, session, caps))
-        if probe.state is not None and caps.protocol_version >= 2:
-            session._apply_snapshot(probe.state.state)
-        action = await self._decide(session, probe, caps)  # holds no slot: a strategy may take its time
-        if isinstance(action, Reattach):
-            via = f"session/{action.mode}"
-            before, had_history = session.stats["replayed"], bool(session.transcript.messages)
-            try:
-                mode, replayed = await self._limited(
-                    client, lambda slot: self._reattach(client, session, action, caps, slot)
-                )
-            except AuthRequired:
-                raise  # the job calls on_auth_required and tries again
-            except RPCError as exc:
-                kind = self._read(exc)
-                if kind == "unknown":
-                    return await self._not_found(session, caps, via, generation)
-                # "live on another connection" is never proof of absence: the attempt fails and is retried
-                if kind == "elsewhere" or not await self._absent_from_list(client, session, exc):
-                    raise
-                await self._host.forget_session(session, "not_listed", via, generation)
+        # the probe's slot is kept for the resume/load that usually follows (given back when none does)
+        slot = Slot(self.limit)
+        try:
+            via = "session/status"
+            if caps.status:
+                probe = await self._limited(client, slot, lambda: self._probe(client, session), keep=True)
+            else:
+                probe = StatusProbe(None, skipped_reason="not_advertised")  # no request: no slot needed
+            if probe.state is not None and caps.protocol_version >= 2:
+                session._apply_snapshot(probe.state.state)
+            action = await self._decide(session, probe, caps, slot)
+            if not isinstance(action, Reattach):
+                slot.give_back()  # no request follows
+            else:
+                via = f"session/{action.mode}"
+                before, had_history = session.stats["replayed"], bool(session.transcript.messages)
+                try:
+                    mode, replayed = await self._limited(
+                        client, slot, lambda: self._reattach(client, session, action, caps, slot)
+                    )
+                except AuthRequired:
+                    raise  # the job calls on_auth_required and tries again
+                except RPCError as exc:
+                    kind = self._read(exc)
+                    if kind == "unknown":
+                        return await self._not_found(session, caps, via, generation)
+                    # "live on another connection" is never proof of absence: the attempt fails and is retried
+                    if kind == "elsewhere" or not await self._absent_from_list(client, session, exc):
+                        raise
+                    await self._host.forget_session(session, "not_listed", via, generation)
+                    return "forgotten"
+                empty = replayed and had_history and session.stats["replayed"] == before
+                if empty and await self._empty_replay_unlisted(client, session):
+                    # the session had a history, the agent answered success but replayed none of it, and does not
+                    # list the session: it made a fresh, empty one under the old id (pydantic-acp answers a load
+                    # of an unknown id so)
+                    await self._host.forget_session(session, "not_listed", via, generation)
+                    return "forgotten"
+            if isinstance(action, Forget):
+                await self._host.forget_session(session, action.reason, via, generation)
                 return "forgotten"
-            empty = replayed and had_history and session.stats["replayed"] == before
-            if empty and await self._empty_replay_unlisted(client, session):
-                # the session had a history, the agent answered success but replayed none of it, and does not
-                # list the session: it made a fresh, empty one under the old id (pydantic-acp answers a load
-                # of an unknown id so)
-                await self._host.forget_session(session, "not_listed", via, generation)
-                return "forgotten"
-        if isinstance(action, Forget):
-            await self._host.forget_session(session, action.reason, via, generation)
-            return "forgotten"
-        if isinstance(action, Keep):
-            self._keep(session, action, probe.not_found, generation)
-            return "kept"
-        outcome = Reattached(
-            action.outcome,
-            mode,
-            replayed,
-            not replayed,
-            probe.status,
-            generation,
-            stream_resumption=self._cut_resumption,
-        )
-        self._host.report(session, outcome)
-        await self._host.save_record(session)
-        return str(action.outcome)
+            if isinstance(action, Keep):
+                self._keep(session, action, probe.not_found, generation)
+                return "kept"
+            outcome = Reattached(
+                action.outcome,
+                mode,
+                replayed,
+                not replayed,
+                probe.status,
+                generation,
+                stream_resumption=self._cut_resumption,
+            )
+            self._host.report(session, outcome)
+            await self._host.save_record(session)
+            return str(action.outcome)
+        finally:
+            slot.give_back()
 
-    async def _limited(self, client: ACPClient, call: Callable[[Slot], Awaitable[_T]]) -> _T:
-        """Run one recovery request holding a concurrency slot, and tell the limit how it went (a timeout,
-        a lost link or an overload answer is a congestion signal; an RPC answer is not). The request is
-        made only once the slot is held; it may give the slot back early (a given-up request).
+    async def _limited(
+        self, client: ACPClient, slot: Slot, call: Callable[[], Awaitable[_T]], *, keep: bool = False
+    ) -> _T:
+        """Run one recovery request holding ``slot`` (taken first unless kept from the job's last request),
+        and tell the limit how it went (a timeout, a lost link or an overload answer is a congestion signal;
+        an RPC answer is not). The request may give the slot back early (a given-up request). With ``keep``,
+        a request answered fine keeps the slot for the job's next request while the limit has room.
 
         The round trip the limit learns from ends when the connection read the answer, not when this task
         got to run again: the wait behind the other answers of the same read is the client's own backlog,
         and counting it would read a busy client as a congested agent (on loopback, where an answer takes
         well under a millisecond, it would pin the limit low and cost CPU per session in smaller batches)."""
-        limit = self.limit
-        started = limit.try_acquire()
-        slot = Slot(limit, started if started is not None else await limit.acquire())
+        if not slot.held:
+            await slot.take()
         sent = time.monotonic()
         ok = overloaded = answered = False
         try:
-            result = await call(slot)
+            result = await call()
             ok = answered = True
             return result
         except RPCError as exc:
@@ -382,7 +394,10 @@ class SessionRecoverer:
         finally:
             read = client.connection.answered_at  # an answer read before this request went out is not its own
             lag = time.monotonic() - read if answered and read >= sent else 0.0
-            slot.release(ok=ok, overloaded=overloaded, lag=lag)
+            if keep and ok:
+                slot.renew(lag=lag)
+            else:
+                slot.release(ok=ok, overloaded=overloaded, lag=lag)
 
     def _read(self, exc: RPCError) -> SessionErrorKind:
         """What an error answer about one session says: ``-32002`` and ``unknown_session_codes`` are
@@ -402,9 +417,7 @@ class SessionRecoverer:
     def _keep(self, session: Session, action: Keep, not_found: bool, generation: int) -> None:
         self._host.report(session, LeftDetached(action.reason, not_found, generation))
 
-    async def _probe(self, client: ACPClient, session: Session, caps: Capabilities) -> StatusProbe:
-        if not caps.status:
-            return StatusProbe(None, skipped_reason="not_advertised")
+    async def _probe(self, client: ACPClient, session: Session) -> StatusProbe:
         try:
             answer = await client.session_status(session.id, timeout=self.timeouts.probe)
         except SessionNotFound as exc:
@@ -423,9 +436,13 @@ class SessionRecoverer:
             return StatusProbe(None, skipped_reason="malformed", error=exc)
         return StatusProbe(answer.status, state=answer.state)
 
-    async def _decide(self, session: Session, probe: StatusProbe, caps: Capabilities) -> Action:
+    async def _decide(
+        self, session: Session, probe: StatusProbe, caps: Capabilities, slot: Slot | None = None
+    ) -> Action:
         decided: Action | Awaitable[Action] = self._host.strategy_for(session.id).decide(session.record, probe, caps)
         if inspect.isawaitable(decided):
+            if slot is not None:
+                slot.give_back()  # a strategy may take its time: hold no slot meanwhile
             async with asyncio.timeout(self.timeouts.strategy):
                 return await decided
         return decided

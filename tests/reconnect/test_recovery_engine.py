@@ -1035,6 +1035,28 @@ async def test_a_given_up_request_frees_its_slot_before_its_cancel_is_answered()
         assert len(agent.requests("session/resume", silent.id)) == 1
 
 
+async def test_a_session_resumes_on_the_slot_its_probe_held() -> None:
+    """With one slot, each session's resume goes out right after its own status answer: a started session
+    finishes first instead of queueing again behind every session still waiting for its probe."""
+    one_slot = replace(FAST_POLICY, concurrency=1)
+    async with ScriptedAgent(2, status=True) as agent, client_of(agent.url, policy=one_slot) as (client, rec):
+        sessions = [await client.new_session(f"/w/{i}") for i in range(3)]
+
+        async def inactive(call: ScriptedCall) -> dict[str, Any]:
+            return {"status": "inactive"}  # the agent restarted: every session is resumed
+
+        agent.handlers["session/status"] = inactive
+        before = len(agent.log)
+        await agent.drop()
+        for session in sessions:
+            await rec.wait(recovered(session.id), timeout=15)
+        wire = [(m, p.get("sessionId")) for _n, m, p in agent.log[before:] if m in ("session/status", "session/resume")]
+        assert len(wire) == 6
+        pairs = [(wire[i], wire[i + 1]) for i in range(0, 6, 2)]
+        assert all(s[0] == "session/status" and r == ("session/resume", s[1]) for s, r in pairs)
+        assert {s[1] for s, _r in pairs} == {session.id for session in sessions}
+
+
 class FakeTime:
     def __init__(self) -> None:
         self.now = 0.0
@@ -1067,3 +1089,25 @@ async def test_a_hung_request_does_not_halve_the_adaptive_limit_while_others_are
     clock.now += 1.0
     limit.release(busy, ok=True, overloaded=True)
     assert limit.limit == before // 4
+
+
+async def test_a_renewed_slot_is_kept_while_the_limit_has_room_and_given_back_when_it_shrank() -> None:
+    from acp_client.reconnect import AdaptiveLimit
+
+    clock = FakeTime()
+    limit = AdaptiveLimit(2, maximum=2, clock=clock)
+    first, _second = await limit.acquire(), await limit.acquire()
+    waiter = asyncio.create_task(limit.acquire())
+    await asyncio.sleep(0)  # queued behind the two held slots
+    clock.now += 0.01
+    kept = limit.renew(first)  # answered fine: the same job's next request goes out on this slot
+    assert kept == clock.now and limit.in_flight == 2 and not waiter.done()
+    assert limit.fastest == pytest.approx(0.01)  # the answer was learnt from, as by release()
+    limit.maximum = 1  # the limit shrank below what is in flight: the renewed slot is given back
+    clock.now += 0.01
+    assert limit.renew(kept) is None and limit.in_flight == 1 and not waiter.done()
+    limit.give_back()  # kept for a request that was not made: freed, and the waiter gets it
+    async with asyncio.timeout(bound(5)):
+        await waiter
+    assert limit.in_flight == 1
+    assert limit.fastest == pytest.approx(0.01)  # nothing learnt from a slot that carried no request
