@@ -716,3 +716,39 @@ def test_receive_notification_leaves_an_oversize_frame_to_receive_decoded() -> N
     text = frame(method="n", params={"padding": "x" * 40})
     assert core.receive_notification(text, json.loads(text)) is None
     assert isinstance(core.receive_decoded(text, json.loads(text)), Invalid)
+
+
+# --------------------------------------------------------------------------- encode: the fast path agrees with json
+
+any_floats = st.floats()  # NaN and the infinities included
+encodable = st.recursive(
+    st.none() | st.booleans() | st.integers() | any_floats | st.text(),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=10), children, max_size=5),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=encodable)
+def test_encode_writes_what_the_standard_encoder_writes_or_fails_as_it_does(value: Any) -> None:
+    reference = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    message = {"jsonrpc": "2.0", "id": 1, "method": "m", "params": value}
+    try:
+        expected = reference.encode(message)
+    except ValueError:
+        with pytest.raises(ValueError):  # a non-finite float anywhere: refused, as json refuses it
+            encode(message)
+        return
+    text = encode(message)
+    assert "\n" not in text  # one line: valid for newline-delimited stdio
+    assert json.loads(text) == json.loads(expected)
+
+
+@pytest.mark.parametrize("word", ["NaN", "Infinity", "-Infinity"])
+def test_a_string_holding_a_non_finite_word_is_written_as_a_string(word: str) -> None:
+    assert json.loads(encode({"a": word, "b": f"x{word}y"})) == {"a": word, "b": f"x{word}y"}
+
+
+def test_encode_hands_a_lone_surrogate_to_the_standard_encoder() -> None:
+    # pydantic-core cannot write it; json writes it into the str (the transport's UTF-8 encoding refuses it)
+    assert encode({"a": "\ud800"}) == '{"a":"\ud800"}'
