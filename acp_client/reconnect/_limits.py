@@ -107,7 +107,8 @@ class FixedLimit:
         """Give the slot back; ``ok`` is ``False`` after a timeout or an error (``overloaded`` for an
         agent that said it is busy). ``lag``: how long ago the answer was read (seconds), a wait of the
         client's own that is not part of the round trip."""
-        self._observe(max(0.0, self._clock() - started - lag), ok=ok, overloaded=overloaded)
+        rtt = self._clock() - started - lag
+        self._observe(rtt if rtt > 0.0 else 0.0, ok=ok, overloaded=overloaded)
         self._returned()
 
     def renew(self, started: float, *, lag: float = 0.0) -> float | None:
@@ -119,7 +120,8 @@ class FixedLimit:
         finishes first instead of queueing again behind every session still waiting for its probe (one wait,
         one wake-up and one hand-over less per recovered session)."""
         now = self._clock()
-        self._observe(max(0.0, now - started - lag), ok=True, overloaded=False)
+        rtt = now - started - lag
+        self._observe(rtt if rtt > 0.0 else 0.0, ok=True, overloaded=False)
         if self.in_flight + self._woken <= self._limit:
             self._wake()  # the limit may have grown
             return now
@@ -251,7 +253,9 @@ class AdaptiveLimit(FixedLimit):
 
     def _clamp(self) -> None:
         # kept as an int, not computed at every read: each request reads the limit several times
-        self._limit = max(self._minimum, min(self._maximum, int(self._value)))
+        # (conditionals, not min()/max(): those parse their arguments as keywords, per answer)
+        value = int(self._value)
+        self._limit = self._minimum if value < self._minimum else self._maximum if value > self._maximum else value
 
     def _observe(self, rtt: float, *, ok: bool, overloaded: bool) -> None:
         now = self._clock()
@@ -267,8 +271,11 @@ class AdaptiveLimit(FixedLimit):
         self._last_ok = now
         self._remember(now, rtt)
         fastest = self._window[0][1]
-        allowed = max(fastest * self.tolerance, fastest + self.noise)
-        gradient = max(0.5, min(1.0, allowed / rtt)) if rtt > 0 else 1.0
+        allowed = fastest * self.tolerance
+        if allowed < fastest + self.noise:
+            allowed = fastest + self.noise
+        ratio = allowed / rtt if rtt > 0 else 1.0
+        gradient = 1.0 if ratio > 1.0 else 0.5 if ratio < 0.5 else ratio
         target = self._value * gradient + self._value**0.5
         if target > self._value and self._peak < self.limit / 2:
             return  # grow only a limit that is actually used
@@ -276,20 +283,22 @@ class AdaptiveLimit(FixedLimit):
         # limit ``1/limit`` of the way, so a round trip's answers together move it ``smoothing`` of the way to
         # the target once (a per-answer step would compound over a burst: hundreds of answers from a busy
         # but healthy pipeline took 512 to 60 in four round trips, below what the path needs)
-        value = self._value + self.smoothing * (target - self._value) / max(self._value, 1.0)
+        value = self._value + self.smoothing * (target - self._value) / (self._value if self._value > 1.0 else 1.0)
         if value < self._value:
             # each slow answer moves the limit down a little; a round trip's worth of them (hundreds, after an
             # overshoot) would compound to the minimum, so within one baseline round trip at most halve it
             if now >= self._shrink_until:
                 self._shrink_floor = self._value / 2
                 self._shrink_until = now + fastest
-            value = max(value, self._shrink_floor)
-        if gradient >= 1.0:
-            # no queueing seen: at least one more per fine answer, so a small limit doubles every round trip
-            # (TCP's slow start); ``sqrt(limit)`` alone adds only ~1.6 per round trip at 4, which is where a
-            # limit learned against a busy agent on loopback starts when the next connection is a 20 ms path
-            value = max(value, self._value + 1.0)
-        self._value = max(float(self.minimum), min(float(self.maximum), value))
+            if value < self._shrink_floor:
+                value = self._shrink_floor
+        # no queueing seen: at least one more per fine answer, so a small limit doubles every round trip (TCP's
+        # slow start); ``sqrt(limit)`` alone adds only ~1.6 per round trip at 4, which is where a limit learned
+        # against a busy agent on loopback starts when the next connection is a 20 ms path
+        if gradient >= 1.0 and value < self._value + 1.0:
+            value = self._value + 1.0
+        low, high = float(self._minimum), float(self._maximum)
+        self._value = low if value < low else high if value > high else value
         self._clamp()
 
 

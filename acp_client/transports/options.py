@@ -66,8 +66,11 @@ class TransportOptions:
 
     ``max_frame_bytes`` (default 16 MiB, an int >= 1)
         one inbound message (WebSocket message, SSE event, stdio line); larger fails the link.
-    ``compression`` (default ``"deflate"``)
-        ``"deflate"`` offers WebSocket permessage-deflate, ``None`` turns it off.
+    ``compression`` (default ``"auto"``)
+        ``"deflate"`` offers WebSocket permessage-deflate, ``None`` turns it off, ``"auto"`` offers it
+        unless the host is a loopback address (``localhost``, ``127.0.0.0/8``, ``::1``): bytes on loopback
+        cost nothing, while compressing every small frame costs both processes CPU (about a tenth of the
+        client's CPU in a recovery round) and each connection a compression context.
     ``transport`` (default ``None``)
         which transport a URL opens, see :data:`TransportKind`.
     ``http2`` (default ``True``)
@@ -105,7 +108,7 @@ class TransportOptions:
     ping_timeout: float | None = 20.0
     close_timeout: float = 10.0
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    compression: Literal["deflate"] | None = "deflate"
+    compression: Literal["deflate", "auto"] | None = "auto"
     transport: TransportKind = None
     stdio_env: Mapping[str, str] | None = None
     stdio_cwd: str | os.PathLike[str] | None = None
@@ -139,8 +142,8 @@ class TransportOptions:
             and self.max_frame_bytes >= 1
         ):
             raise bad("max_frame_bytes", "an int >= 1")
-        if self.compression not in ("deflate", None):
-            raise bad("compression", "'deflate' or None")
+        if self.compression not in ("deflate", "auto", None):
+            raise bad("compression", "'deflate', 'auto' or None")
         if self.transport not in (None, "websocket", "http", "auto"):
             raise bad("transport", "'websocket', 'http', 'auto' or None")
         if self.http2 not in (True, False, "prior_knowledge") or (self.http2 in (0, 1) and type(self.http2) is int):

@@ -26,6 +26,7 @@ The open link itself (sending, receiving, the keepalive, closing) is
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import ssl as _ssl
 from collections.abc import Sequence
@@ -135,7 +136,7 @@ async def connect_websocket(
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     max_queue: int | None = 16,
     proxy: str | bool | None = True,
-    compression: str | None = "deflate",
+    compression: str | None = "auto",
     follow_redirects: bool = False,
 ) -> WebSocketTransport:
     """Open a WebSocket to an ACP agent at ``url`` (``ws://`` or ``wss://``).
@@ -165,7 +166,9 @@ async def connect_websocket(
         ``max_frame_bytes`` bounds one inbound message (larger: close 1009, ``ConnectionLost``);
         ``max_queue`` is how many inbound messages are buffered before reading from the socket pauses.
         ``compression``: ``"deflate"`` offers permessage-deflate, ``None`` turns it off (cheaper on CPU
-        for the many small frames of a streaming turn, at the cost of bytes on the wire).
+        for the many small frames of a streaming turn, at the cost of bytes on the wire), ``"auto"``
+        (default) offers it except to a loopback host (``localhost``, ``127.0.0.0/8``, ``::1``), where bytes
+        cost nothing.
 
     The keywords are gathered into one :class:`~acp_client.transports.TransportOptions` (which checks
     them) and handed to :func:`open_websocket`; a client opens its links with that function directly.
@@ -187,6 +190,27 @@ async def connect_websocket(
         follow_redirects=follow_redirects,
     )
     return await open_websocket(url, options, subprotocols=subprotocols, max_queue=max_queue, proxy=proxy)
+
+
+def _compression(setting: str | None, host: str) -> str | None:
+    """What to offer the agent at ``host``: ``"auto"`` is deflate, except to a loopback host."""
+    if setting != "auto":
+        return setting
+    return None if _is_loopback_host(host) else "deflate"
+
+
+def _is_loopback_host(host: str) -> bool:
+    """``True`` for ``localhost`` (and its subdomains, RFC 6761) and the loopback addresses ``127.0.0.0/8``
+    and ``::1`` (also written in brackets or IPv4-mapped)."""
+    name = host.strip("[]").rstrip(".").lower()
+    if name == "localhost" or name.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
 
 
 async def open_websocket(
@@ -236,7 +260,7 @@ async def open_websocket(
         close_timeout=options.close_timeout,
         max_size=options.max_frame_bytes,
         max_queue=max_queue,
-        compression=options.compression,
+        compression=_compression(options.compression, uri.host),
         ssl=tls,  # None for ws://
         logger=_WEBSOCKETS_LOGGER,
     )
