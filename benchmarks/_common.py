@@ -455,6 +455,7 @@ async def measured_recovery(
     before_restart: Callable[[], Awaitable[None]] | None = None,
     when_ready: Callable[[], None] | None = None,
     timeout: float = 300.0,
+    compression: str | None = "auto",
 ) -> float:
     """One timed recovery round of a ``ReconnectingClient`` (P1 and P13 share it).
 
@@ -462,9 +463,10 @@ async def measured_recovery(
     with ``store`` holding ``n`` sessions and recovers them all once, untimed. Then ``before_restart`` runs
     (a path change, a GC pass, a profiler switched on), the agent restarts, and ``clock`` is read from
     just before the restart command until the ``READY`` event (then ``when_ready`` runs); every session
-    must be attached again.
+    must be attached again. ``compression`` is the client's ``TransportOptions.compression``.
     """
     from acp_client import Backoff, ClientState, Limits, ReconnectingClient, RecoveryPolicy, SessionLink, StateChanged
+    from acp_client.transports import TransportOptions
 
     client = ReconnectingClient(
         url,
@@ -473,6 +475,7 @@ async def measured_recovery(
         policy=RecoveryPolicy(start_jitter=0.0, concurrency=concurrency),  # type: ignore[arg-type]
         limits=Limits(event_buffer=4 * n + 64),
         backoff=Backoff(base=0.001),
+        transport_options=TransportOptions(compression=compression),  # type: ignore[arg-type]
     )
 
     def attached() -> int:

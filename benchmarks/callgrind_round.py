@@ -62,9 +62,9 @@ async def ours(agent: _common.AgentProcess, n: int, concurrency: int | str) -> N
 
 async def raw(agent: _common.AgentProcess, n: int) -> None:
     records = await p1_recovery.make_sessions(agent.url, n)
-    await p1_recovery.raw(agent, agent.url, records)  # warm-up: imports, first restart
+    await p1_recovery.raw(agent, agent.url, records, p1_recovery.LOOPBACK)  # warm-up: imports, first restart
     collect(True)
-    await p1_recovery.raw(agent, agent.url, records)
+    await p1_recovery.raw(agent, agent.url, records, p1_recovery.LOOPBACK)
     collect(False)
 
 

@@ -81,7 +81,7 @@ async def _round(
 async def raw(agent: _common.AgentProcess, records: list[SessionRecord]) -> float:
     gc.collect()
     t0 = time.process_time()
-    await p1_recovery.raw(agent, agent.url, records)
+    await p1_recovery.raw(agent, agent.url, records, p1_recovery.LOOPBACK)
     return time.process_time() - t0
 
 

@@ -21,6 +21,12 @@ link slower the busier the client is, which a network does not.
 - **raw floor**: one ``websockets`` connection; ``initialize``; all N status frames sent back to back, all
   answers awaited; then all N resume frames, all answers awaited. Same frames as ours, no bookkeeping.
 
+Every client of a run speaks the wire format a real deployment of that link would: on loopback no
+compression (what ``compression="auto"``, our default, offers a loopback host); through the delay proxy,
+which stands for a remote agent, permessage-deflate (what ``"auto"`` offers a remote host, and the
+``websockets`` default the raw floor uses). The proxy listens on 127.0.0.1, so ours is told ``"deflate"``
+there explicitly.
+
 Methods alternate within each repetition. Targets: ours ≤ 2x the raw floor, and through the delay proxy ≥ 10x
 faster than sequential.
 """
@@ -32,6 +38,7 @@ import json
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from typing import Literal
 
 import _common
 import websockets
@@ -41,11 +48,17 @@ from acp_client import (
     SessionRecord,
     connect,
 )
+from acp_client.transports import TransportOptions
 
 FLOOR_TARGET = 2.0
 SEQUENTIAL_TARGET = 10.0
 CWD = "/tmp"
 STEP_TIMEOUT = 300.0
+
+Compression = Literal["deflate"] | None
+#: what a loopback agent is offered (``compression="auto"``) and what a remote one is
+LOOPBACK: Compression = None
+REMOTE: Compression = "deflate"
 
 
 async def make_sessions(url: str, n: int) -> list[SessionRecord]:
@@ -63,6 +76,7 @@ async def ours(
     url: str,
     records: list[SessionRecord],
     concurrency: int | str,
+    compression: Compression,
     path_change: Callable[[], Awaitable[None]] | None = None,
 ) -> float:
     """Wall time of one recovery round; ``path_change`` runs after the first connection learned the path."""
@@ -70,14 +84,17 @@ async def ours(
     for record in records:
         await store.save(record)
     return await _common.measured_recovery(
-        agent, url, store, len(records), concurrency, time.perf_counter, before_restart=path_change
-    )
+        agent, url, store, len(records), concurrency, time.perf_counter, before_restart=path_change,
+        compression=compression,
+    )  # fmt: skip
 
 
-async def sequential(agent: _common.AgentProcess, url: str, records: list[SessionRecord], limit: int) -> float:
+async def sequential(
+    agent: _common.AgentProcess, url: str, records: list[SessionRecord], limit: int, compression: Compression
+) -> float:
     t0 = time.perf_counter()
     await agent.command("restart")
-    async with connect(url, protocol_version=2) as client:
+    async with connect(url, protocol_version=2, transport_options=TransportOptions(compression=compression)) as client:
         for record in records[:limit]:
             status = await client.session_status(record.session_id)
             if status.status != "inactive":
@@ -86,12 +103,10 @@ async def sequential(agent: _common.AgentProcess, url: str, records: list[Sessio
         return (time.perf_counter() - t0) * len(records) / min(limit, len(records))
 
 
-async def raw(agent: _common.AgentProcess, url: str, records: list[SessionRecord]) -> float:
+async def raw(agent: _common.AgentProcess, url: str, records: list[SessionRecord], compression: Compression) -> float:
     t0 = time.perf_counter()
     await agent.command("restart")
-    # no permessage-deflate: the same wire format as our client, which offers none to a loopback host (the
-    # agent and the delaying proxy are on 127.0.0.1), so the ratio is client overhead, not compression
-    async with websockets.connect(url, max_size=16 * 1024 * 1024, compression=None) as ws:
+    async with websockets.connect(url, max_size=16 * 1024 * 1024, compression=compression) as ws:
         init = {"protocolVersion": 2, "capabilities": {}, "info": {"name": "raw-bench", "version": "0"}}
         await ws.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}))
         json.loads(await ws.recv())
@@ -115,15 +130,21 @@ async def raw(agent: _common.AgentProcess, url: str, records: list[SessionRecord
 
 
 async def scenario(
-    agent: _common.AgentProcess, url: str, records: list[SessionRecord], reps: int, label: str, seq_limit: int
+    agent: _common.AgentProcess,
+    url: str,
+    records: list[SessionRecord],
+    reps: int,
+    label: str,
+    seq_limit: int,
+    compression: Compression,
 ) -> dict[str, list[float]]:
-    """Every method ``reps`` times, alternating, against ``url``."""
+    """Every method ``reps`` times, alternating, against ``url``, every client with ``compression``."""
     methods: dict[str, Callable[[], Awaitable[float]]] = {
-        "raw": lambda: raw(agent, url, records),
-        "sequential": lambda: sequential(agent, url, records, seq_limit),
-        "adaptive": lambda: ours(agent, url, records, "adaptive"),
-        "fixed8": lambda: ours(agent, url, records, 8),
-        "fixed64": lambda: ours(agent, url, records, 64),
+        "raw": lambda: raw(agent, url, records, compression),
+        "sequential": lambda: sequential(agent, url, records, seq_limit, compression),
+        "adaptive": lambda: ours(agent, url, records, "adaptive", compression),
+        "fixed8": lambda: ours(agent, url, records, 8, compression),
+        "fixed64": lambda: ours(agent, url, records, 64, compression),
     }
     await methods["raw"]()  # warm-up (imports, first restart)
     results: dict[str, list[float]] = {}
@@ -152,15 +173,17 @@ async def path_changed(
 
     async def changed(concurrency: int | str) -> float:
         await on(before)
-        return await ours(agent, proxy.url, records, concurrency, path_change=lambda: on(after))
+        return await ours(agent, proxy.url, records, concurrency, REMOTE, path_change=lambda: on(after))
 
     async def steady(run: Callable[[], Awaitable[float]]) -> float:
         await on(after)
         return await run()
 
     methods: dict[str, Callable[[], Awaitable[float]]] = {
-        "raw": lambda: steady(lambda: raw(agent, proxy.url, records)),
-        "sequential": lambda: steady(lambda: sequential(agent, proxy.url, records, 100 if after else len(records))),
+        "raw": lambda: steady(lambda: raw(agent, proxy.url, records, REMOTE)),
+        "sequential": lambda: steady(
+            lambda: sequential(agent, proxy.url, records, 100 if after else len(records), REMOTE)
+        ),
         "adaptive": lambda: changed("adaptive"),
         "fixed64": lambda: changed(64),
     }
@@ -200,9 +223,11 @@ async def main() -> int:
         port = int(agent.url.rsplit(":", 1)[1].split("/", 1)[0])
         runs: list[tuple[str, dict[str, list[float]]]] = []
         if not args.only_path_changed:
-            runs.append(("loopback", await scenario(agent, agent.url, records, reps, "loopback", n)))
+            runs.append(("loopback", await scenario(agent, agent.url, records, reps, "loopback", n, LOOPBACK)))
         async with _common.DelayProxyProcess(port, 0.010) as proxy:  # its own process: see _proxy_proc.py
-            runs.append(("10 ms each way", await scenario(agent, proxy.url, records, delayed_reps, "delay", 100)))
+            runs.append(
+                ("10 ms each way", await scenario(agent, proxy.url, records, delayed_reps, "delay", 100, REMOTE))
+            )
             for before, after, where in (
                 (0.0, 0.010, "path changed, loopback → 10 ms"),
                 (0.010, 0.0, "path changed, 10 ms → loopback"),
