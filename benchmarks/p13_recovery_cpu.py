@@ -65,8 +65,7 @@ async def _round(
     profile: cProfile.Profile | None,
 ) -> float:
     async def settle() -> None:
-        gc.collect()  # no garbage of the set-up left for the measured round's collections
-        if profile is not None:
+        if profile is not None:  # (measured_recovery collects the set-up's garbage just before this)
             profile.enable()
 
     try:

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import os
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -76,6 +76,17 @@ async def running_client(url: str, **options: Any) -> AsyncIterator[tuple[Reconn
     finally:
         await rec.close()
         await client.aclose()
+
+
+@contextlib.asynccontextmanager
+async def serve_raw(handler: Callable[[Any], Awaitable[None]], **options: Any) -> AsyncIterator[str]:
+    """Serve ``handler`` (a ``websockets`` connection handler: a raw agent a test scripts frame by frame) on
+    127.0.0.1, a free port, with ``options`` for ``websockets``' ``serve``; yields its ``ws://…/acp`` URL and
+    stops the server afterwards."""
+    from websockets.asyncio.server import serve
+
+    async with serve(handler, "127.0.0.1", 0, **options) as server:
+        yield f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/acp"
 
 
 async def started(target: str, **options: Any) -> tuple[ReconnectingClient, EventRecorder]:
@@ -230,6 +241,8 @@ def no_asyncio_errors_in_any_loop() -> Iterator[None]:
         f"{record.getMessage()[:600]} {record.exc_info[1]!r}" if record.exc_info else record.getMessage()[:600]
         for record in collector.records
     ]
+
+
 @pytest.fixture(autouse=True)
 def sigint_handler_restored() -> Iterator[None]:
     """Fail a test that leaves another SIGINT handler installed: tests share xdist worker processes, and a

@@ -1,14 +1,33 @@
 """The bookkeeping of a recovery round: one job per session (its task and outcomes), the round that counts
-its jobs' first outcomes, and a held recovery slot. Used by :class:`~acp_client.reconnect._recoverer.
-SessionRecoverer`, which owns them."""
+its jobs' first outcomes, and a recovery slot, which carries a job's requests and tells the limit how each
+went. Used by :class:`~acp_client.reconnect._recoverer.SessionRecoverer`, which owns them."""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Protocol, TypeVar
 
+from acp_client.exceptions import RPCError
 from acp_client.reconnect._limits import FixedLimit
 
-__all__ = ["Job", "Round", "Slot"]
+_T = TypeVar("_T")
+
+#: JSON-RPC "server busy / overloaded" answers that count as a congestion signal for the adaptive limit.
+_OVERLOAD_CODES = frozenset({-32000, -32603})
+
+
+class AnswerClock(Protocol):
+    """What :meth:`Slot.carry` reads of a connection: when it last read an answer to one of its requests."""
+
+    @property
+    def answered_at(self) -> float:
+        """``time.monotonic()`` of that read."""
+        ...
+
+
+__all__ = ["AnswerClock", "Job", "Round", "Slot"]
 
 
 class Round:
@@ -118,6 +137,38 @@ class Slot:
         started = self._started
         if started is not None:
             self._started = self._limit.renew(started, lag=lag)
+
+    async def carry(self, call: Callable[[], Awaitable[_T]], link: AnswerClock, *, keep: bool = False) -> _T:
+        """Run one recovery request (``call()``, on ``link``) holding this slot, taken first unless kept from
+        the job's last request, and tell the limit how it went (a timeout, a lost link or an overload answer
+        is a congestion signal; an RPC answer is not). The request may give the slot back early (a given-up
+        request). With ``keep``, a request answered fine keeps the slot for the job's next request while the
+        limit has room.
+
+        The round trip the limit learns from ends when ``link`` read the answer, not when this task got to
+        run again: the wait behind the other answers of the same read is the client's own backlog, and
+        counting it would read a busy client as a congested agent (on loopback, where an answer takes well
+        under a millisecond, it would pin the limit low and cost CPU per session in smaller batches)."""
+        if self._started is None:
+            await self.take()
+        sent = time.monotonic()
+        ok = overloaded = answered = False
+        try:
+            result = await call()
+            ok = answered = True
+            return result
+        except RPCError as exc:
+            overloaded = exc.code in _OVERLOAD_CODES
+            ok = not overloaded
+            answered = True
+            raise
+        finally:
+            read = link.answered_at  # an answer read before this request went out is not its own
+            lag = time.monotonic() - read if answered and read >= sent else 0.0
+            if keep and ok:
+                self.renew(lag=lag)
+            else:
+                self.release(ok=ok, overloaded=overloaded, lag=lag)
 
     def give_back(self) -> None:
         """Give back a slot kept for a request that was not made (no round trip to report)."""

@@ -15,9 +15,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import random
-import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from acp_client import _observe
 from acp_client._logging import get_logger
@@ -53,11 +52,6 @@ from acp_client.sessions import Session, SessionLink
 __all__ = ["RecoveryHost", "SessionRecoverer"]
 
 log = get_logger("acp_client.reconnect")
-
-_T = TypeVar("_T")
-
-#: JSON-RPC "server busy / overloaded" answers that count as a congestion signal for the adaptive limit.
-_OVERLOAD_CODES = frozenset({-32000, -32603})
 
 
 class RecoveryHost(Protocol):
@@ -312,7 +306,7 @@ class SessionRecoverer:
         try:
             via = "session/status"
             if caps.status:
-                probe = await self._limited(client, slot, lambda: self._probe(client, session), keep=True)
+                probe = await slot.carry(lambda: self._probe(client, session), client.connection, keep=True)
             else:
                 probe = StatusProbe(None, skipped_reason="not_advertised")  # no request: no slot needed
             if probe.state is not None and caps.protocol_version >= 2:
@@ -324,8 +318,8 @@ class SessionRecoverer:
                 via = f"session/{action.mode}"
                 before, had_history = session.stats["replayed"], bool(session.transcript.messages)
                 try:
-                    mode, replayed = await self._limited(
-                        client, slot, lambda: self._reattach(client, session, action, caps, slot)
+                    mode, replayed = await slot.carry(
+                        lambda: self._reattach(client, session, action, caps, slot), client.connection
                     )
                 except AuthRequired:
                     raise  # the job calls on_auth_required and tries again
@@ -365,39 +359,6 @@ class SessionRecoverer:
             return str(action.outcome)
         finally:
             slot.give_back()
-
-    async def _limited(
-        self, client: ACPClient, slot: Slot, call: Callable[[], Awaitable[_T]], *, keep: bool = False
-    ) -> _T:
-        """Run one recovery request holding ``slot`` (taken first unless kept from the job's last request),
-        and tell the limit how it went (a timeout, a lost link or an overload answer is a congestion signal;
-        an RPC answer is not). The request may give the slot back early (a given-up request). With ``keep``,
-        a request answered fine keeps the slot for the job's next request while the limit has room.
-
-        The round trip the limit learns from ends when the connection read the answer, not when this task
-        got to run again: the wait behind the other answers of the same read is the client's own backlog,
-        and counting it would read a busy client as a congested agent (on loopback, where an answer takes
-        well under a millisecond, it would pin the limit low and cost CPU per session in smaller batches)."""
-        if not slot.held:
-            await slot.take()
-        sent = time.monotonic()
-        ok = overloaded = answered = False
-        try:
-            result = await call()
-            ok = answered = True
-            return result
-        except RPCError as exc:
-            overloaded = exc.code in _OVERLOAD_CODES
-            ok = not overloaded
-            answered = True
-            raise
-        finally:
-            read = client.connection.answered_at  # an answer read before this request went out is not its own
-            lag = time.monotonic() - read if answered and read >= sent else 0.0
-            if keep and ok:
-                slot.renew(lag=lag)
-            else:
-                slot.release(ok=ok, overloaded=overloaded, lag=lag)
 
     def _read(self, exc: RPCError) -> SessionErrorKind:
         """What an error answer about one session says: ``-32002`` and ``unknown_session_codes`` are

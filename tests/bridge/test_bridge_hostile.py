@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from tests.bridge.bridge_kit import RawEditor
+from tests.conftest import serve_raw
 
 FAST = ("--ping-interval", "0.5", "--ping-timeout", "0.5", "--connect-timeout", "10")
 #: nested 5,000 deep, with "result" in it so the bridge looks inside (it answers a watched session/new)
@@ -72,8 +73,7 @@ class HostileAgent:
 @asynccontextmanager
 async def hostile_agent() -> AsyncIterator[HostileAgent]:
     agent = HostileAgent()
-    async with serve(agent.serve, "127.0.0.1", 0) as server:
-        agent.url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/acp"
+    async with serve_raw(agent.serve) as agent.url:
         yield agent
 
 

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 
 from acp_client import TransportOptions, connect
 from acp_client.client import ACPClient
 from acp_client.transports import memory_pair
-from tests.conftest import bound
+from tests.conftest import bound, serve_raw
 
 INIT_V2 = {"protocolVersion": 2, "info": {"name": "hostile", "version": "0"}, "capabilities": {"session": {}}}
 
@@ -102,8 +102,8 @@ async def hostile_agent() -> AsyncIterator[str]:
             elif "method" in msg:
                 await ws.send(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": {"echo": msg["method"]}}))
 
-    async with serve(handler, "127.0.0.1", 0, max_size=None) as server:
-        yield f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/acp"
+    async with serve_raw(handler, max_size=None) as url:
+        yield url
 
 
 async def test_a_barrage_of_hostile_frames_is_survived_and_counted() -> None:

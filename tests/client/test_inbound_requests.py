@@ -11,11 +11,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 
 from acp_client.client.connection import Connection
 from acp_client.transports.websocket import connect_websocket
-from tests.conftest import bound
+from tests.conftest import bound, serve_raw
 
 
 @dataclass
@@ -57,8 +57,7 @@ async def raw_agent() -> AsyncIterator[RawAgent]:
             agent.answers[message.get("id")] = message
             agent.changed.set()
 
-    async with serve(handler, "127.0.0.1", 0) as server:
-        agent.url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/acp"
+    async with serve_raw(handler) as agent.url:
         yield agent
 
 

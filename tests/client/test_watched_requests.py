@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 
 from acp_client import ACPTimeoutError, connect
-from tests.conftest import bound
+from tests.conftest import bound, serve_raw
 
 
 @dataclass
@@ -62,8 +62,7 @@ class Holder:
 @asynccontextmanager
 async def holder(on_cancel: str | None = "error") -> AsyncIterator[Holder]:
     agent = Holder(on_cancel)
-    async with serve(agent.serve, "127.0.0.1", 0) as server:
-        agent.url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/acp"
+    async with serve_raw(agent.serve) as agent.url:
         yield agent
 
 

@@ -117,24 +117,35 @@ class Agent:
         assert result.stop_reason == "end_turn", result
 
 
+async def _until(check: Callable[[], Awaitable[bool]], failure: str) -> None:
+    """Until ``check()`` holds, looked at every 0.1 s for at most ``bound(30)`` s: for state only a third-party
+    agent's own files hold (it offers no event to wait on), so polling is the only way to see it."""
+    try:
+        async with asyncio.timeout(bound(30)):
+            while not await check():  # noqa: ASYNC110 - no event exists: the state is in files
+                await asyncio.sleep(0.1)
+    except TimeoutError:
+        raise AssertionError(failure) from None
+
+
 async def wait_listed(client: ACPClient, session_id: str, cwd: str) -> None:
     """Until ``session/list`` (with ``cwd``) names ``session_id``; bounded."""
-    for _ in range(int(bound(30) / 0.1)):
+
+    async def listed() -> bool:
         # the raw request: qwen serve answers session/list without advertising it
-        listed = await client.request("session/list", {"cwd": cwd}, timeout=bound(30))
-        if session_id in [s.get("sessionId") for s in listed.get("sessions", [])]:
-            return
-        await asyncio.sleep(0.1)  # polling the agent's own files: it has no event to wait for
-    raise AssertionError(f"session/list never named {session_id}")
+        answer = await client.request("session/list", {"cwd": cwd}, timeout=bound(30))
+        return session_id in [s.get("sessionId") for s in answer.get("sessions", [])]
+
+    await _until(listed, f"session/list never named {session_id}")
 
 
 async def wait_written(written: Callable[[str], bool], session_id: str) -> None:
     """Until ``written(session_id)``; bounded."""
-    for _ in range(int(bound(30) / 0.1)):
-        if written(session_id):
-            return
-        await asyncio.sleep(0.1)  # polling the agent's own files: it has no event to wait for
-    raise AssertionError(f"the agent never wrote down {session_id}")
+
+    async def done() -> bool:
+        return written(session_id)
+
+    await _until(done, f"the agent never wrote down {session_id}")
 
 
 @contextlib.asynccontextmanager

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed
 
 from acp_client import (
@@ -24,7 +24,7 @@ from acp_client import (
     StateChanged,
     Timeouts,
 )
-from tests.conftest import bound, client_options, recorder
+from tests.conftest import bound, client_options, recorder, serve_raw
 
 
 @dataclass
@@ -46,8 +46,11 @@ class EndlessReplayer:
                 while True:
                     n += 1
                     chunk = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": f"{n} "}}
-                    update = {"jsonrpc": "2.0", "method": "session/update",
-                              "params": {"sessionId": session_id, "update": chunk}}
+                    update = {
+                        "jsonrpc": "2.0",
+                        "method": "session/update",
+                        "params": {"sessionId": session_id, "update": chunk},
+                    }
                     await ws.send(json.dumps(update))
                     await asyncio.sleep(self.pace)  # the agent's pace (a load, not a wait of the test)
 
@@ -72,8 +75,7 @@ class EndlessReplayer:
 @asynccontextmanager
 async def endless_replayer(pace: float) -> AsyncIterator[EndlessReplayer]:
     agent = EndlessReplayer(pace)
-    async with serve(agent.serve, "127.0.0.1", 0) as server:
-        agent.url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/acp"
+    async with serve_raw(agent.serve) as agent.url:
         yield agent
 
 

@@ -15,10 +15,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from websockets.asyncio.server import ServerConnection, serve
+from websockets.asyncio.server import ServerConnection
 
 from acp_client import MemorySessionStore, ReconnectingClient, RecoveryMarker, SessionRecord, SessionUpdate
-from tests.conftest import bound, client_options
+from tests.conftest import bound, client_options, serve_raw
 
 SESSION = "s-marker"
 CAPABILITIES = {"session": {"status": {}, "delete": {}}}
@@ -55,8 +55,7 @@ class AnswerThenChunk:
 @asynccontextmanager
 async def answer_then_chunk() -> AsyncIterator[AnswerThenChunk]:
     agent = AnswerThenChunk()
-    async with serve(agent.serve, "127.0.0.1", 0) as server:
-        agent.url = f"ws://127.0.0.1:{server.sockets[0].getsockname()[1]}/acp"
+    async with serve_raw(agent.serve) as agent.url:
         yield agent
 
 

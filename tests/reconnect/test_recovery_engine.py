@@ -1098,7 +1098,8 @@ async def test_a_renewed_slot_is_kept_while_the_limit_has_room_and_given_back_wh
     limit = AdaptiveLimit(2, maximum=2, clock=clock)
     first, _second = await limit.acquire(), await limit.acquire()
     waiter = asyncio.create_task(limit.acquire())
-    await asyncio.sleep(0)  # queued behind the two held slots
+    await asyncio.sleep(0)  # one loop turn: the task runs up to its wait (asserted next, not assumed)
+    assert limit.waiting == 1  # queued behind the two held slots
     clock.now += 0.01
     kept = limit.renew(first)  # answered fine: the same job's next request goes out on this slot
     assert kept == clock.now and limit.in_flight == 2 and not waiter.done()
