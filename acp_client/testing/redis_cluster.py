@@ -34,20 +34,13 @@ __all__ = ["RedisClusterServer"]
 _SLOTS = 16384
 
 
-def _free_ports(count: int) -> list[int]:
-    """``count`` distinct free ports on 127.0.0.1 (the sockets stay bound until all are picked)."""
+def _free_port() -> int:
+    """A free port on 127.0.0.1 (free when asked: a node that then fails to bind it is started again)."""
     import socket
 
-    socks = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            socks.append(sock)
-        return [int(sock.getsockname()[1]) for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 class RedisClusterServer(ManagedServer):
@@ -108,24 +101,39 @@ class RedisClusterServer(ManagedServer):
             return
         total = self.primaries_count * (1 + self.replicas_count)
         try:
-            for bus in _free_ports(total):
-                options = (
-                    "--cluster-enabled", "yes",
-                    "--cluster-config-file", "nodes.conf",
-                    "--cluster-node-timeout", str(self.node_timeout),
-                    "--cluster-port", str(bus),
-                    "--cluster-require-full-coverage", "yes",
-                    "--cluster-replica-validity-factor", "0",  # a replica may always take over (tests)
-                    "--repl-diskless-sync-delay", "0",  # a replica syncs at once
-                )  # fmt: skip
-                node = RedisServer("valkey", start_timeout=self.start_timeout, options=options)
-                self.nodes.append(node)
-                node.start()
-                self._bus[node.port] = bus
+            for _ in range(total):
+                self._start_node()
             self._form()
         except BaseException:
             self.stop()
             raise
+
+    def _start_node(self) -> None:
+        """Start one node on a free client port and a free cluster-bus port. Either may be taken by another
+        process between the pick and the bind (other tests start servers too): the node then fails to start,
+        and it is tried again on new ports, at most five times."""
+        for attempt in range(5):
+            bus = _free_port()
+            options = (
+                "--cluster-enabled", "yes",
+                "--cluster-config-file", "nodes.conf",
+                "--cluster-node-timeout", str(self.node_timeout),
+                "--cluster-port", str(bus),
+                "--cluster-require-full-coverage", "yes",
+                "--cluster-replica-validity-factor", "0",  # a replica may always take over (tests)
+                "--repl-diskless-sync-delay", "0",  # a replica syncs at once
+            )  # fmt: skip
+            node = RedisServer("valkey", start_timeout=self.start_timeout, options=options)
+            try:
+                node.start()
+            except RuntimeError:
+                node.stop()
+                if attempt == 4:
+                    raise
+                continue
+            self.nodes.append(node)
+            self._bus[node.port] = bus
+            return
 
     def _form(self) -> None:
         primaries = self.nodes[: self.primaries_count]

@@ -91,7 +91,8 @@ class RedisServer(ManagedServer):
         self._proc: subprocess.Popen[bytes] | None = None
         self._dir: str | None = None
         self._log: list[str] = []
-        self._ready = threading.Event()
+        self._ready = threading.Event()  # set on the "ready" line, or when the process's output ends
+        self._accepting = False  # the "ready" line was seen (an exit also sets ``_ready``: it wakes the waiter)
         self._reader: threading.Thread | None = None
         self.version = ""
 
@@ -150,6 +151,7 @@ class RedisServer(ManagedServer):
 
     def _spawn(self, binary: Path) -> bool:
         self._ready.clear()
+        self._accepting = False
         self._log = []
         args = [
             str(binary),
@@ -166,7 +168,9 @@ class RedisServer(ManagedServer):
         self._proc = proc
         self._reader = threading.Thread(target=self._read, args=(proc,), name="acp-redis-log", daemon=True)
         self._reader.start()
-        if self._ready.wait(self.start_timeout) and proc.poll() is None:
+        # the ready line, not ``poll()``: a server that failed to bind closes its output a moment before it can
+        # be reaped, and ``poll()`` in that moment still says it runs
+        if self._ready.wait(self.start_timeout) and self._accepting and proc.poll() is None:
             self.version = next((line for line in self._log if "version=" in line), "")
             return True
         self._terminate(proc)
@@ -177,6 +181,7 @@ class RedisServer(ManagedServer):
         for raw in proc.stdout:
             self._log.append(raw.decode("utf-8", "replace").rstrip())
             if _READY in raw:
+                self._accepting = True
                 self._ready.set()
         self._ready.set()  # exited: wake a waiter, which then sees the exit
 
