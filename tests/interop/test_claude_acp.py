@@ -55,6 +55,8 @@ async def test_lifecycle_speaks_v2(claude: Callable[[], Awaitable[Transport]], p
         assert [i.session_id async for i in client.list_sessions(timeout=bound(30))] == []
         result = await session.prompt("hello", timeout=bound(60))
         assert result.stop_reason == "error"  # v2, no credentials: the turn ends in error, not -32000
+        # the transcript is written behind the turn's end (CI once listed nothing right after the answer)
+        await scenario.wait_listed(client, session.id, str(project))
         listed = [i async for i in client.list_sessions(timeout=bound(30))]
         assert [i.session_id for i in listed] == [session.id]
         with pytest.raises(SessionNotFound) as unknown:  # a UUID it never had: -32002, data.sessionId

@@ -86,6 +86,7 @@ async def test_lifecycle_v1_echo_prompt_list_needs_cwd_and_unknown_is_32602(
         # the echo provider answers with the prompt
         assert "hello kimi" in await offline_turn(session, "hello kimi", timeout=bound(60))
         assert [info.session_id async for info in client.list_sessions(timeout=bound(30))] == []
+        await scenario.wait_listed(client, session.id, str(project))  # its session file may lag the turn
         listed = [info.session_id async for info in client.list_sessions(cwd=str(project), timeout=bound(30))]
         assert listed == [session.id]
         for method in ("session/load", "session/resume"):

@@ -55,6 +55,7 @@ async def test_lifecycle_and_dialect(qwen: Callable[[], Awaitable[Transport]], p
         with pytest.raises(InternalError) as prompted:
             await session.prompt("hello", timeout=bound(60))
         assert prompted.value.data == {"details": "Connection error."}
+        await scenario.wait_listed(client, session.id, str(project))  # its chat file may lag the failed turn
         listed = [i.session_id async for i in client.list_sessions(str(project), timeout=bound(30))]
         assert listed == [session.id]
         with pytest.raises(SessionNotFound) as unknown:
