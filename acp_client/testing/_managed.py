@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from abc import ABC, abstractmethod
 from types import TracebackType
 from typing import Self
 
-__all__ = ["ManagedServer"]
+__all__ = ["ManagedServer", "free_port"]
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 when asked. Another process may take it before the caller binds it: a server
+    started on it must fail visibly then, and its caller pick again."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 class ManagedServer(ABC):

