@@ -3,6 +3,7 @@ scale for slow machines."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -76,6 +77,17 @@ async def running_client(url: str, **options: Any) -> AsyncIterator[tuple[Reconn
     finally:
         await rec.close()
         await client.aclose()
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str, *, every: float = 0.02) -> None:
+    """Poll ``check`` every ``every`` seconds until it holds, for at most ``timeout``; fail naming ``what``. Only
+    for state no event reports: a server's clock (a lease's TTL) or a third-party agent's own files."""
+    try:
+        async with asyncio.timeout(timeout):
+            while not await check():  # noqa: ASYNC110 - no event to wait on (see the docstring)
+                await asyncio.sleep(every)
+    except TimeoutError:
+        raise AssertionError(f"not within {timeout:g} s: {what}") from None
 
 
 @contextlib.asynccontextmanager

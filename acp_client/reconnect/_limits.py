@@ -297,8 +297,11 @@ class AdaptiveLimit(FixedLimit):
         # against a busy agent on loopback starts when the next connection is a 20 ms path
         if gradient >= 1.0 and value < self._value + 1.0:
             value = self._value + 1.0
-        low, high = float(self._minimum), float(self._maximum)
-        self._value = low if value < low else high if value > high else value
+        if value < self._minimum:
+            value = float(self._minimum)
+        elif value > self._maximum:
+            value = float(self._maximum)
+        self._value = value
         self._clamp()
 
 

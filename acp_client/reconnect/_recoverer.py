@@ -300,65 +300,67 @@ class SessionRecoverer:
         return caps
 
     async def _attempt(self, client: ACPClient, session: Session, generation: int) -> str:
-        caps = self._capabilities(client)
         # the probe's slot is kept for the resume/load that usually follows (given back when none does)
         slot = Slot(self.limit)
         try:
-            via = "session/status"
-            if caps.status:
-                probe = await slot.carry(lambda: self._probe(client, session), client.connection, keep=True)
-            else:
-                probe = StatusProbe(None, skipped_reason="not_advertised")  # no request: no slot needed
-            if probe.state is not None and caps.protocol_version >= 2:
-                session._apply_snapshot(probe.state.state)
-            action = await self._decide(session, probe, caps, slot)
-            if not isinstance(action, Reattach):
-                slot.give_back()  # no request follows
-            else:
-                via = f"session/{action.mode}"
-                before, had_history = session.stats["replayed"], bool(session.transcript.messages)
-                try:
-                    mode, replayed = await slot.carry(
-                        lambda: self._reattach(client, session, action, caps, slot), client.connection
-                    )
-                except AuthRequired:
-                    raise  # the job calls on_auth_required and tries again
-                except RPCError as exc:
-                    kind = self._read(exc)
-                    if kind == "unknown":
-                        return await self._not_found(session, caps, via, generation)
-                    # "live on another connection" is never proof of absence: the attempt fails and is retried
-                    if kind == "elsewhere" or not await self._absent_from_list(client, session, exc):
-                        raise
-                    await self._host.forget_session(session, "not_listed", via, generation)
-                    return "forgotten"
-                empty = replayed and had_history and session.stats["replayed"] == before
-                if empty and await self._empty_replay_unlisted(client, session):
-                    # the session had a history, the agent answered success but replayed none of it, and does not
-                    # list the session: it made a fresh, empty one under the old id (pydantic-acp answers a load
-                    # of an unknown id so)
-                    await self._host.forget_session(session, "not_listed", via, generation)
-                    return "forgotten"
-            if isinstance(action, Forget):
-                await self._host.forget_session(session, action.reason, via, generation)
-                return "forgotten"
-            if isinstance(action, Keep):
-                self._keep(session, action, probe.not_found, generation)
-                return "kept"
-            outcome = Reattached(
-                action.outcome,
-                mode,
-                replayed,
-                not replayed,
-                probe.status,
-                generation,
-                stream_resumption=self._cut_resumption,
-            )
-            self._host.report(session, outcome)
-            await self._host.save_record(session)
-            return str(action.outcome)
+            return await self._attempt_on(slot, client, session, generation)
         finally:
             slot.give_back()
+
+    async def _attempt_on(self, slot: Slot, client: ACPClient, session: Session, generation: int) -> str:
+        caps = self._capabilities(client)
+        via = "session/status"
+        if caps.status:
+            probe = await slot.carry(lambda: self._probe(client, session), client.connection, keep=True)
+        else:
+            probe = StatusProbe(None, skipped_reason="not_advertised")  # no request: no slot needed
+        if probe.state is not None and caps.protocol_version >= 2:
+            session._apply_snapshot(probe.state.state)
+        action = await self._decide(session, probe, caps, slot)
+        if isinstance(action, Forget):
+            slot.give_back()  # no request follows
+            await self._host.forget_session(session, action.reason, via, generation)
+            return "forgotten"
+        if isinstance(action, Keep):
+            slot.give_back()
+            self._keep(session, action, probe.not_found, generation)
+            return "kept"
+        via = f"session/{action.mode}"
+        before, had_history = session.stats["replayed"], bool(session.transcript.messages)
+        try:
+            mode, replayed = await slot.carry(
+                lambda: self._reattach(client, session, action, caps, slot), client.connection
+            )
+        except AuthRequired:
+            raise  # the job calls on_auth_required and tries again
+        except RPCError as exc:
+            kind = self._read(exc)
+            if kind == "unknown":
+                return await self._not_found(session, caps, via, generation)
+            # "live on another connection" is never proof of absence: the attempt fails and is retried
+            if kind == "elsewhere" or not await self._absent_from_list(client, session, exc):
+                raise
+            await self._host.forget_session(session, "not_listed", via, generation)
+            return "forgotten"
+        empty = replayed and had_history and session.stats["replayed"] == before
+        if empty and await self._empty_replay_unlisted(client, session):
+            # the session had a history, the agent answered success but replayed none of it, and does not list
+            # the session: it made a fresh, empty one under the old id (pydantic-acp answers a load of an unknown
+            # id so)
+            await self._host.forget_session(session, "not_listed", via, generation)
+            return "forgotten"
+        outcome = Reattached(
+            action.outcome,
+            mode,
+            replayed,
+            not replayed,
+            probe.status,
+            generation,
+            stream_resumption=self._cut_resumption,
+        )
+        self._host.report(session, outcome)
+        await self._host.save_record(session)
+        return str(action.outcome)
 
     def _read(self, exc: RPCError) -> SessionErrorKind:
         """What an error answer about one session says: ``-32002`` and ``unknown_session_codes`` are

@@ -13,7 +13,6 @@ session is recovered (:meth:`Agent.after_recovery`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
@@ -40,7 +39,7 @@ from acp_client.sessions import SessionRecord
 from acp_client.testing import EventRecorder
 from acp_client.transports import Transport
 from acp_client.transports.stdio import StdioTransport
-from tests.conftest import bound, recorder
+from tests.conftest import bound, eventually, recorder
 from tests.interop._fixtures import slow_options
 from tests.interop._trap import Trap
 
@@ -117,17 +116,6 @@ class Agent:
         assert result.stop_reason == "end_turn", result
 
 
-async def _until(check: Callable[[], Awaitable[bool]], failure: str) -> None:
-    """Until ``check()`` holds, looked at every 0.1 s for at most ``bound(30)`` s: for state only a third-party
-    agent's own files hold (it offers no event to wait on), so polling is the only way to see it."""
-    try:
-        async with asyncio.timeout(bound(30)):
-            while not await check():  # noqa: ASYNC110 - no event exists: the state is in files
-                await asyncio.sleep(0.1)
-    except TimeoutError:
-        raise AssertionError(failure) from None
-
-
 async def wait_listed(client: ACPClient, session_id: str, cwd: str) -> None:
     """Until ``session/list`` (with ``cwd``) names ``session_id``; bounded."""
 
@@ -136,7 +124,8 @@ async def wait_listed(client: ACPClient, session_id: str, cwd: str) -> None:
         answer = await client.request("session/list", {"cwd": cwd}, timeout=bound(30))
         return session_id in [s.get("sessionId") for s in answer.get("sessions", [])]
 
-    await _until(listed, f"session/list never named {session_id}")
+    # polled: the agent lists what its own files hold, and offers no event when it writes them
+    await eventually(listed, bound(30), f"session/list names {session_id}", every=0.1)
 
 
 async def wait_written(written: Callable[[str], bool], session_id: str) -> None:
@@ -145,7 +134,7 @@ async def wait_written(written: Callable[[str], bool], session_id: str) -> None:
     async def done() -> bool:
         return written(session_id)
 
-    await _until(done, f"the agent never wrote down {session_id}")
+    await eventually(done, bound(30), f"the agent's files hold {session_id}", every=0.1)
 
 
 @contextlib.asynccontextmanager

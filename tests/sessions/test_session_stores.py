@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,18 +24,8 @@ from acp_client.sessions._lease import SharedSessionStore
 from acp_client.sessions.redis._store import RedisSessionStore
 from acp_client.testing import FaultProxy
 from acp_client.testing.redis_server import RedisServer
-from tests.conftest import CLUSTER, bound, raw_redis
+from tests.conftest import CLUSTER, bound, eventually, raw_redis
 from tests.sessions._layout import index_key, session_key
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout: float, what: str) -> None:
-    """Poll ``check`` until it holds (for conditions only the server's clock decides, like a lease TTL)."""
-    try:
-        async with asyncio.timeout(timeout):
-            while not await check():  # noqa: ASYNC110 - the server's clock decides, no event to wait on
-                await asyncio.sleep(0.02)
-    except TimeoutError:
-        raise AssertionError(f"not within {timeout:g} s: {what}") from None
 
 
 def record(sid: str, cwd: str = "/w", **meta: Any) -> SessionRecord:

@@ -33,56 +33,26 @@ class StreamView(Protocol):
 
 
 class Stream:
-    """One SSE stream: its key (``None`` = the connection stream), task, and opening outcome."""
+    """One SSE stream: its key (``None`` = the connection stream), task, and opening outcome. Its reader
+    (:class:`~acp_client.transports.http._streams.StreamReader`) writes its attributes; the router reads
+    them through :class:`StreamView`."""
 
     def __init__(self, session_id: str | None) -> None:
-        self._session_id = session_id
+        self.session_id = session_id
+        self.label = "connection" if session_id is None else f"session {session_id}"
         self.opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.opened.add_done_callback(_retrieve)  # an opening nobody awaits any more is not an error
-        self._task: asyncio.Task[None] | None = None
-        self._detached = False  # the client closed/deleted the session: its stream may end quietly
+        self.task: asyncio.Task[None] | None = None
+        self.detached = False  # the client closed/deleted the session: its stream may end quietly
         #: loop time since which the reader waits for bytes (``None`` while it delivers what it read): the
         #: read-idle watchdog's clock
-        self._waiting_since: float | None = None
-        self._state_updates = 0  # v2 ``state_update`` notifications among the delivered messages
+        self.waiting_since: float | None = None
+        self.state_updates = 0  # v2 ``state_update`` notifications among the delivered messages
         self._changed = asyncio.Event()  # set on every delivered message
-
-    @property
-    def session_id(self) -> str | None:
-        return self._session_id
-
-    @property
-    def label(self) -> str:
-        return "connection" if self._session_id is None else f"session {self._session_id}"
 
     @property
     def is_open(self) -> bool:
         return self.opened.done() and not self.opened.cancelled() and self.opened.exception() is None
-
-    @property
-    def task(self) -> asyncio.Task[None] | None:
-        return self._task
-
-    @property
-    def detached(self) -> bool:
-        return self._detached
-
-    @property
-    def waiting_since(self) -> float | None:
-        return self._waiting_since
-
-    @property
-    def state_updates(self) -> int:
-        return self._state_updates
-
-    def start(self, task: asyncio.Task[None]) -> None:
-        self._task = task
-
-    def set_detached(self, detached: bool) -> None:
-        self._detached = detached
-
-    def waiting(self, since: float | None) -> None:
-        self._waiting_since = since
 
     def note_plain(self) -> None:
         """Messages that are not ``state_update`` were delivered: wake :meth:`next_message`."""
@@ -90,11 +60,11 @@ class Stream:
 
     def note(self, message: dict[str, Any] | list[Any]) -> None:
         """Count a delivered message (and whether it is a v2 ``state_update``); wake :meth:`next_message`."""
-        if self._session_id is not None and isinstance(message, dict) and message.get("method") == "session/update":
+        if self.session_id is not None and isinstance(message, dict) and message.get("method") == "session/update":
             params = message.get("params")
             update = params.get("update") if isinstance(params, dict) else None
             if isinstance(update, dict) and update.get("sessionUpdate") == "state_update":
-                self._state_updates += 1
+                self.state_updates += 1
         self._changed.set()
 
     async def next_message(self) -> None:
@@ -109,5 +79,5 @@ class Stream:
 
     def cancel(self) -> None:
         """Stop the reading task (unless it is the caller)."""
-        if self._task is not None and self._task is not asyncio.current_task():
-            self._task.cancel()
+        if self.task is not None and self.task is not asyncio.current_task():
+            self.task.cancel()

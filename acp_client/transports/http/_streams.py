@@ -103,7 +103,7 @@ class StreamReader:
         stream = self._streams.get(session_id)
         if stream is None:
             return False
-        stream.set_detached(True)
+        stream.detached = True
         return True
 
     def end(self, session_id: str, *, closed: bool) -> None:
@@ -113,7 +113,7 @@ class StreamReader:
         if stream is None:
             return
         if not closed:
-            stream.set_detached(False)
+            stream.detached = False
             return
         del self._streams[session_id]
         stream.cancel()
@@ -137,10 +137,8 @@ class StreamReader:
         stream = Stream(session_id)
         self._streams[session_id] = stream
         description = self._link.description
-        stream.start(
-            asyncio.get_running_loop().create_task(
-                self._run_stream(stream), name=f"acp-client sse {stream.label} {description}"
-            )
+        stream.task = asyncio.get_running_loop().create_task(
+            self._run_stream(stream), name=f"acp-client sse {stream.label} {description}"
         )
         try:
             async with asyncio.timeout(self._link.options.open_timeout):
@@ -318,10 +316,10 @@ class StreamReader:
     async def _read_chunks(self, stream: Stream, response: httpx.Response, parser: SSEParser) -> str:
         loop = asyncio.get_running_loop()
         stats = self._link.stats
-        stream.waiting(loop.time())
+        stream.waiting_since = loop.time()
         try:
             async for chunk in response.aiter_raw():
-                stream.waiting(None)
+                stream.waiting_since = None
                 comments, skipped = parser.comments, parser.skipped
                 try:
                     texts = parser.feed_messages(chunk)
@@ -335,7 +333,7 @@ class StreamReader:
                     )
                 if texts:
                     await self._deliver_each(stream, texts)
-                stream.waiting(loop.time())
+                stream.waiting_since = loop.time()
         except httpx.HTTPError as exc:
             return f"the stream broke: {_describe_error(exc)}"
         return "the server ended the stream"
