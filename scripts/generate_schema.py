@@ -7,8 +7,9 @@ Usage::
     python scripts/generate_schema.py --out DIR     # write them somewhere else (the drift test does this)
     python scripts/generate_schema.py --check       # exit 1 if the committed modules are stale
 
-Input: ``acp_client/schema/_json/v{1,2}-schema.unstable.json`` (byte-for-byte copies of the upstream
-``schema/v{1,2}/schema.unstable.json``; the unstable schema is a superset of the stable one).
+Input: ``acp_client/schema/_json/v{1,2}/schema.unstable.json`` (byte-for-byte copies of the ``schema/`` folder
+of the npm package ``@agentclientprotocol/sdk``, put there by ``scripts/sync_schema.py``; the unstable schema is
+a superset of the stable one) and ``_json/SOURCE.json`` (their provenance).
 
 This is a small purpose-built JSON-Schema -> pydantic v2 emitter, not a general one: it understands exactly the
 shapes the ACP schemas use (objects, string/integer enums, tagged unions with optional default and ``other``
@@ -39,7 +40,8 @@ SCHEMA_DIR = ROOT / "acp_client" / "schema" / "_json"
 DEFAULT_OUT = ROOT / "acp_client" / "schema" / "_generated"
 GENERATOR_VERSION = "1"
 
-SOURCES = {1: "v1-schema.unstable.json", 2: "v2-schema.unstable.json"}
+SOURCES = {1: "v1/schema.unstable.json", 2: "v2/schema.unstable.json"}
+PROVENANCE = SCHEMA_DIR / "SOURCE.json"  # where the vendored files came from (written by sync_schema.py)
 
 # JSON-RPC envelope unions: routing is done by method name in the connection layer (see METHODS instead).
 SKIP_DEFS = frozenset(
@@ -190,6 +192,7 @@ class UnionDef:
     attr: str
     members: list[tuple[str, str]]
     default: str | None
+    null_is_default: bool = False  # a `null` (or malformed) tag also selects the default variant
 
 
 class GenerationError(Exception):
@@ -202,8 +205,11 @@ class GenerationError(Exception):
 class Emitter:
     """Turns one ACP schema into the source of one Python module."""
 
-    def __init__(self, schema: dict[str, Any], version: int, source_name: str, source_sha: str) -> None:
+    def __init__(
+        self, schema: dict[str, Any], version: int, source_name: str, source_sha: str, origin: str = "upstream"
+    ) -> None:
         self.schema = schema
+        self.origin = origin
         self.defs: dict[str, dict[str, Any]] = schema["$defs"]
         self.version = version
         self.source_name = source_name
@@ -245,6 +251,8 @@ class Emitter:
             return "plain_union"
         if "type" in s:
             return "alias"
+        if ref_name(s) is not None and not s.get("properties"):
+            return "ref_alias"  # `allOf: [{$ref: X}]` alone: the same shape under another name (proxy/initialize)
         if not {k for k in s if not k.startswith("x-")} - {"description", "title"}:
             return "any"
         raise GenerationError(f"{name}: unknown shape {sorted(s)}")
@@ -274,6 +282,8 @@ class Emitter:
             return "int"
         if kind in ("any", "skip"):
             return "Any"
+        if kind == "ref_alias" and name not in self.classes:
+            return self.ref_ann(str(ref_name(self.defs[name])))
         return name
 
     def ann(self, s: dict[str, Any]) -> str:
@@ -403,7 +413,7 @@ class Emitter:
     # ----------------------------------------------------------------- building
 
     def add_class(self, cls: ClassDef) -> None:
-        shadows_def = cls.name in self.defs and self.kind[cls.name] not in ("object", "object_merged")
+        shadows_def = cls.name in self.defs and self.kind[cls.name] not in ("object", "object_merged", "ref_alias")
         if cls.name in self.classes or shadows_def:
             raise GenerationError(f"class name collision: {cls.name}")
         merged: dict[str, Prop] = {}
@@ -440,8 +450,14 @@ class Emitter:
                     "\n\nThe schema's alternatives (scopes) are merged into optional fields here."
                 )
                 self.add_class(ClassDef(name, doc, [], props))
+        for name, s in self.defs.items():  # a new name for an object: a subclass without fields of its own
+            target = ref_name(s) if self.kind[name] == "ref_alias" else None
+            if target is not None and self.kind[target] in ("object", "object_merged"):
+                self.add_class(ClassDef(name, s.get("description", name), [target], []))
         for name, s in self.defs.items():
             kind = self.kind[name]
+            if kind == "ref_alias" and name not in self.classes:
+                self.aliases[name] = (self.ref_ann(name), s.get("description", name))
             if kind in ("tagged", "object_tagged"):
                 if name not in self.unions:  # a nested use may have built it already
                     self.build_union(name, s)
@@ -489,10 +505,23 @@ class Emitter:
                 )
         members: list[tuple[str, str]] = []
         default: str | None = None
+        null_is_default = False
         other_done = False
         for v in variants:
             tag = self.variant_tag(v)
             ref = ref_name(v)
+            if tag is None and (v.get("properties") or {}).get(wire) == {"type": "null"}:
+                # the "none" variant (v2 idle `stopReason`): the tag omitted, `null` or malformed
+                if default is not None or ref is not None:
+                    raise GenerationError(f"{name}: unsupported null-tag variant {v.get('title')}")
+                default = str(v.get("title") or "none")
+                null_is_default = True
+                cls_name = f"{name}{pascal(default)}"
+                doc = v.get("description") or cls_name
+                inline = self.props_of(name, v, skip=wire)
+                self.add_variant_class(cls_name, doc, [common] if common else [], inline, prefix, [])
+                members.append((default, cls_name))
+                continue
             if tag is None and (
                 v.get("title") in ("other", "unknown") or (wire in (v.get("properties") or {}) and ref is None)
             ):
@@ -548,20 +577,26 @@ class Emitter:
             props = [self.prop(wire, {"type": "string"}, True, cls_name)]
             self.add_variant_class(cls_name, doc, [common] if common else [], props, prefix, [])
             members.append(("__other__", cls_name))
-        self.unions[alias] = UnionDef(alias, s.get("description", name), wire, attr, members, default)
+        self.unions[alias] = UnionDef(alias, s.get("description", name), wire, attr, members, default, null_is_default)
         self.union_variants[alias] = dict(members)
         return alias
 
     def build_union_nested(self, outer_cls: str, ref: str, tags: list[tuple[str, str, str]]) -> str:
-        """A copy of union ``ref`` whose variants also carry the outer ``tags``; returns its alias name."""
-        s = self.defs[ref]
+        """A copy of union ``ref`` whose variants also carry the outer ``tags``; returns its alias name.
+
+        ``ref`` is a ``$defs`` name or an already built union; a member that is itself a union (v2
+        ``session/update`` ``state_update`` -> ``StateUpdate`` ``idle`` -> ``IdleStateUpdate``) is copied the same way.
+        """
         # build the plain inner union first so its classes exist as bases
         if ref not in self.unions:
-            self.build_union(ref, s)
+            self.build_union(ref, self.defs[ref])
         inner = self.unions[ref]
         members: list[tuple[str, str]] = []
         for tag_value, member in inner.members:
             cls_name = f"{outer_cls}{member[len(ref) :] if member.startswith(ref) else member}"
+            if member in self.unions:
+                members.append((tag_value, self.build_union_nested(cls_name, member, tags)))
+                continue
             doc = self.classes[member].doc
             self.add_variant_class(cls_name, doc, [member], [], tags, [])
             members.append((tag_value, cls_name))
@@ -572,6 +607,7 @@ class Emitter:
             inner.attr,
             members,
             inner.default,
+            inner.null_is_default,
         )
         self.union_variants[outer_cls] = dict(members)
         return outer_cls
@@ -654,9 +690,9 @@ class Emitter:
             f'"""ACP protocol v{self.version} models, GENERATED by scripts/generate_schema.py -- DO NOT EDIT.',
             "",
             f"Source: acp_client/schema/_json/{self.source_name} (sha256 {self.source_sha}),",
-            "a byte-for-byte copy of the upstream agentclientprotocol/agent-client-protocol schema at",
-            "b7f0005493b98de32fabee3e9540e2b64da68535, plus the session/status RFD overlay",
-            "(``SessionStatusCapabilities`` and the ``status`` marker on ``SessionCapabilities``).",
+            f"a byte-for-byte copy of the schema shipped in {self.origin}",
+            "(see _json/UPSTREAM.md). Where a schema lacks ``SessionStatusCapabilities``, the session/status RFD",
+            "overlay adds it (and the ``status`` marker on ``SessionCapabilities``).",
             "",
             "Enum-like types are ``StrEnum``/``IntEnum`` constants; fields that hold them are typed ``str``/``int``",
             "so unknown (future or ``_custom``) values are kept as the raw value. Unions tagged by a discriminator",
@@ -725,7 +761,8 @@ class Emitter:
                 known.sort()
             member_src = ",\n".join(f"        Annotated[{m}, Tag({t!r})]" for t, m in u.members)
             disc = f"tag_discriminator({u.wire!r}, {u.attr!r}, frozenset({known!r})"
-            disc += f", default={u.default!r})" if u.default else ")"
+            disc += f", default={u.default!r}" if u.default else ""
+            disc += ", null_is_default=True)" if u.null_is_default else ")"
             out += ["", f"{name}: TypeAlias = Annotated[", "    Union[", member_src + ","]
             out += ["    ],", f"    Discriminator({disc}),", "]"]
             other = next((m for t, m in u.members if t == "__other__"), None)
@@ -774,9 +811,9 @@ class Emitter:
                 continue
             entry = table.setdefault(str(method), {"side": str(side)})
             if name.endswith("Response"):
-                entry["result"] = name if self.kind[name] in ("object", "object_merged") else "None"
+                entry["result"] = name if name in self.classes else "None"
             elif name.endswith("Request") or ("params" not in entry and name.endswith("Notification")):
-                entry["params"] = name if self.kind[name] in ("object", "object_merged") else "None"
+                entry["params"] = name if name in self.classes else "None"
         out = ["METHODS: dict[str, MethodSpec] = {"]
         for method in sorted(table):
             e = table[method]
@@ -785,6 +822,12 @@ class Emitter:
         out.append("}")
         out.append('"""Every method of this version: who serves it, its params model and its result model."""')
         return out
+
+
+def origin() -> str:
+    """``package@version`` of the vendored files, from ``_json/SOURCE.json`` (written by sync_schema.py)."""
+    meta = json.loads(PROVENANCE.read_text(encoding="utf-8"))
+    return f"{meta['package']}@{meta['version']}"
 
 
 def generate(out_dir: Path) -> list[Path]:
@@ -800,7 +843,7 @@ def generate(out_dir: Path) -> list[Path]:
     for version, source in SOURCES.items():
         raw = (SCHEMA_DIR / source).read_bytes()
         schema = apply_overlay(json.loads(raw))
-        code = Emitter(schema, version, source, hashlib.sha256(raw).hexdigest()).render()
+        code = Emitter(schema, version, source, hashlib.sha256(raw).hexdigest(), origin()).render()
         path = out_dir / f"v{version}.py"
         path.write_text(code, encoding="utf-8")
         written.append(path)

@@ -4,7 +4,9 @@
   never hand-edited). Classes are named after the schema ``$defs`` (``v1.InitializeResponse``,
   ``v2.UpdateSessionNotification``); union variants are ``<Union><Tag>`` (``v2.SessionUpdateAgentMessageChunk``,
   ``v1.ContentBlockText``); an unknown tag gives ``<Union>Other``.
-* :mod:`acp_client.schema.status` -- hand-written ``session/status`` models and the v2 ``StateSnapshot``.
+* :mod:`acp_client.schema.status` -- hand-written ``session/status`` models and the v2 ``StateSnapshot``;
+  :mod:`acp_client.schema.prompt` -- ``PromptAnswer``, the ``session/prompt`` result read leniently (v2 receipt
+  ``{messageId}``, the older ``{}``, v1 ``stopReason``).
 * parse functions -- validate already-decoded JSON once and raise :class:`~acp_client.exceptions.ProtocolError`
   on malformed input.
 
@@ -44,6 +46,7 @@ from acp_client.schema._parse import (
     models_for,
     parse_initialize_response,
     parse_params,
+    parse_prompt_answer,
     parse_result,
     parse_session_update,
     parse_state_update,
@@ -52,6 +55,7 @@ from acp_client.schema._parse import (
     status_supported,
     supports_status,
 )
+from acp_client.schema.prompt import PromptAnswer
 from acp_client.schema.status import (
     SessionStatus,
     SessionStatusRequest,
@@ -69,6 +73,7 @@ __all__ = [
     "AcpModel",
     "MethodSpec",
     "PatchState",
+    "PromptAnswer",
     "SessionStatus",
     "SessionStatusRequest",
     "SessionStatusResponse",
@@ -81,6 +86,7 @@ __all__ = [
     "models_for",
     "parse_initialize_response",
     "parse_params",
+    "parse_prompt_answer",
     "parse_result",
     "parse_session_update",
     "parse_state_update",

@@ -164,13 +164,14 @@ class TaggedModel(AcpModel):
 
 
 def tag_discriminator(
-    wire_key: str, attr: str, known: frozenset[str], default: str | None = None
+    wire_key: str, attr: str, known: frozenset[str], default: str | None = None, *, null_is_default: bool = False
 ) -> Callable[[Any], str | None]:
     """A pydantic ``Discriminator`` callable for a union tagged by ``wire_key``.
 
     Known tag values select their variant; a missing tag selects ``default`` (a variant whose tag may be
-    omitted, e.g. v1 ``McpServer`` stdio) or fails; any other value selects :data:`OTHER_TAG`, the variant
-    that keeps the payload raw.
+    omitted, e.g. v1 ``McpServer`` stdio) or fails; any other string selects :data:`OTHER_TAG`, the variant
+    that keeps the payload raw. With ``null_is_default`` (a tag the schema reads leniently, such as the v2 idle
+    ``stopReason``) a ``null`` or non-string tag selects ``default`` too, as if it were omitted.
     """
 
     def discriminate(value: Any) -> str | None:
@@ -182,9 +183,9 @@ def tag_discriminator(
             tag = getattr(value, attr, _MISSING)
         if tag is _MISSING:
             return default
-        if isinstance(tag, str) and tag in known:
-            return tag
-        return OTHER_TAG
+        if isinstance(tag, str):
+            return tag if tag in known else OTHER_TAG
+        return default if null_is_default else OTHER_TAG
 
     _DISCRIMINATOR_KEYS[discriminate] = wire_key
     return discriminate

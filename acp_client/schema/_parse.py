@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from acp_client.exceptions import ProtocolError, UsageError
 from acp_client.schema._base import OTHER_TAG, MethodSpec
 from acp_client.schema._fast import fast_then_lenient
+from acp_client.schema.prompt import PromptAnswer
 from acp_client.schema.status import SessionStatusResponse, StateSnapshot
 
 if TYPE_CHECKING:
@@ -33,6 +34,7 @@ __all__ = [
     "models_for",
     "parse_initialize_response",
     "parse_params",
+    "parse_prompt_answer",
     "parse_result",
     "parse_session_update",
     "parse_state_update",
@@ -347,11 +349,29 @@ def _spec(method: str, version: int) -> MethodSpec:
     return spec
 
 
+def parse_prompt_answer(result: Any) -> PromptAnswer:
+    """Parse a ``session/prompt`` result of either version leniently (see :class:`PromptAnswer`): a v2
+    receipt, the older ``{}``, or a v1 ``stopReason``. ``null`` reads as ``{}``; a non-object raises
+    :class:`ProtocolError`."""
+    if result is None:
+        result = {}
+    if not isinstance(result, dict):
+        raise ProtocolError(f"session/prompt result must be an object, got {type(result).__name__}")
+    try:
+        return PromptAnswer.model_validate(result, by_name=False)
+    except ValidationError as exc:
+        raise _fail("session/prompt result", exc) from exc
+
+
 def parse_result(method: str, result: Any, version: int) -> BaseModel:
     """Parse the result of request ``method`` with its schema model. ``null`` reads as ``{}``.
 
-    (The stable v1 docs show ``"result": null`` for ``session/load``; accept it like ``{}``.)
+    (The stable v1 docs show ``"result": null`` for ``session/load``; accept it like ``{}``.) A v2
+    ``session/prompt`` result is read by :func:`parse_prompt_answer`, which also accepts the shapes agents sent
+    before the insertion receipt (``{}``, ``{"stopReason": ...}``).
     """
+    if method == "session/prompt" and version >= 2:
+        return parse_prompt_answer(result)
     spec = _spec(method, version)
     if spec.result is None:
         raise UsageError(f"{method!r} has no result model in protocol v{version}")

@@ -1,11 +1,12 @@
 """Hand-written models for ``session/status`` and the v2 foreground-state snapshot.
 
-The vendored schemas predate the reworked session/status RFD (``rfd/session-status.txt``, 2026-10-26), which
-plans these types behind the ``unstable_session_status`` feature flag in both versions. Until the upstream
-schema carries them they are modelled here, with the same conventions as the generated models (camelCase
-aliases, unknown fields kept, default-on-error where the RFD says so). The capability marker
-(``SessionStatusCapabilities`` and ``SessionCapabilities.status``) *is* generated, through a documented overlay
-in ``scripts/generate_schema.py``.
+The vendored schemas (``@agentclientprotocol/sdk`` 2.4.0) carry upstream's intermediate draft of
+``session/status`` (``open`` / ``saved``, behind the unstable flag). The normative text
+(``rfd/session-status.txt``, revision 2026-10-26) is newer and wins on conflicts: it says ``active`` /
+``inactive``, ``-32002`` for an unknown session and an optional v2 ``state``. These models read both
+vocabularies with the same conventions as the generated models (camelCase aliases, unknown fields kept,
+default-on-error where the texts say so). The capability marker (``SessionStatusCapabilities`` and
+``SessionCapabilities.status``) is generated from the schema.
 
 Rules the models encode:
 
@@ -84,6 +85,8 @@ class StateValue(StrEnum):
     """No foreground work; the agent is ready for a prompt."""
     REQUIRES_ACTION = "requires_action"
     """Foreground work is blocked on user action (permission, elicitation)."""
+    UNKNOWN = "unknown"
+    """The agent cannot currently tell (v2 alpha.5): not idle, and not a transition."""
 
 
 class StateSnapshot(LenientModel):
@@ -98,6 +101,7 @@ class StateSnapshot(LenientModel):
         "stopReason": DROP,
         "stop_reason": DROP,
         "usage": DROP,
+        "error": DROP,
         "_meta": DROP,
         "field_meta": DROP,
     }
@@ -110,6 +114,9 @@ class StateSnapshot(LenientModel):
 
     usage: _Usage | None = None
     """**UNSTABLE** token usage for completed foreground work (idle only; optional)."""
+    error: dict[str, Any] | None = None
+    """With ``stopReason: "error"`` (v2, schema alpha.8): the JSON-RPC error object that ended the turn after its
+    prompt was inserted (``code``, ``message``, optional ``data``); ``None`` when not reported or malformed."""
     field_meta: dict[str, Any] | None = Field(default=None, alias="_meta")
     """Extension metadata."""
 
@@ -127,6 +134,11 @@ class StateSnapshot(LenientModel):
     def requires_action(self) -> bool:
         """``state == "requires_action"``."""
         return self.state == StateValue.REQUIRES_ACTION
+
+    @property
+    def failed(self) -> bool:
+        """An idle snapshot whose stop reason is ``error``: the turn failed after its prompt was inserted."""
+        return self.state == StateValue.IDLE and self.stop_reason == "error"
 
     @property
     def is_known(self) -> bool:
