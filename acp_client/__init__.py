@@ -97,6 +97,7 @@ from acp_client.schema.updates import (
 )
 from acp_client.sessions import (
     MemorySessionStore,
+    PromptReceipt,
     PromptResult,
     RecoveryMarker,
     RedisSessionStore,
@@ -151,6 +152,7 @@ __all__ = [
     "PermissionOption",
     "PermissionRequest",
     "Plan",
+    "PromptReceipt",
     "PromptResult",
     "ProtocolError",
     "RPCError",

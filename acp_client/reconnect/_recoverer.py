@@ -326,7 +326,8 @@ class SessionRecoverer:
             self._keep(session, action, probe.not_found, generation)
             return "kept"
         via = f"session/{action.mode}"
-        before, had_history = session.stats["replayed"], bool(session.transcript.messages)
+        before, local_messages = session.stats["replayed"], len(session.transcript.messages)
+        had_history = local_messages > 0
         try:
             mode, replayed = await slot.carry(
                 lambda: self._reattach(client, session, action, caps, slot), client.connection
@@ -349,11 +350,21 @@ class SessionRecoverer:
             # id so)
             await self._host.forget_session(session, "not_listed", via, generation)
             return "forgotten"
+        # a replay that rebuilt fewer messages than the client held lost some (an agent that persisted less
+        # than it said, or a prompt it never inserted): the gap is reported, never hidden behind "replayed"
+        shorter = replayed and len(session.transcript.messages) < local_messages
+        if shorter:
+            log.warning(
+                "replay_shorter_than_local",
+                session_id=session.id,
+                local_messages=local_messages,
+                replayed_messages=len(session.transcript.messages),
+            )
         outcome = Reattached(
             action.outcome,
             mode,
             replayed,
-            not replayed,
+            not replayed or shorter,
             probe.status,
             generation,
             stream_resumption=self._cut_resumption,

@@ -3,7 +3,9 @@
 from acp_client.sessions._lease import Lease, Renewal, SharedSessionStore
 from acp_client.sessions._registry import SessionRegistry
 from acp_client.sessions._session import (
+    ABANDONED_TURN_WAIT,
     LINK_TRANSITIONS,
+    PromptReceipt,
     PromptResult,
     Session,
     SessionLink,
@@ -22,11 +24,13 @@ from acp_client.sessions._transcript import Message, ToolCall, Transcript
 from acp_client.sessions.redis import RedisSessionStore
 
 __all__ = [
+    "ABANDONED_TURN_WAIT",
     "DEFAULT_UPDATES_BUFFER",
     "LINK_TRANSITIONS",
     "Lease",
     "MemorySessionStore",
     "Message",
+    "PromptReceipt",
     "PromptResult",
     "RecoveryMarker",
     "RedisSessionStore",

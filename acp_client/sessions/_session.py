@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from acp_client._logging import get_logger
-from acp_client.exceptions import ACPTimeoutError, ConnectionLost, NotConnected, SessionLost, UsageError
-from acp_client.schema import parse_state_update
+from acp_client.exceptions import ACPTimeoutError, ConnectionLost, NotConnected, RPCError, SessionLost, UsageError
+from acp_client.schema import parse_prompt_answer, parse_state_update
 from acp_client.schema._parse import _DEFERRED
 from acp_client.schema.content import PromptContent, prompt_blocks
 from acp_client.sessions._store import SessionRecord
@@ -24,7 +24,7 @@ from acp_client.sessions._stream import (
     _Subscription,
     _UpdatesIterator,
 )
-from acp_client.sessions._transcript import KEPT_KINDS, Transcript
+from acp_client.sessions._transcript import KEPT_KINDS, Message, Transcript
 
 __all__ = [
     "LINK_TRANSITIONS",
@@ -78,11 +78,29 @@ _FINAL = (_L.LOST, _L.CLOSED)
 
 @dataclass(frozen=True, slots=True)
 class PromptResult:
-    """How a turn ended: the ``stop_reason`` (open set: ``end_turn``, ``cancelled``, ...; ``None`` if the agent
-    did not say) and the raw prompt response."""
+    """How a turn ended: the ``stop_reason`` (open set: ``end_turn``, ``cancelled``, ``error``, ...; ``None`` if
+    the agent did not say), the raw prompt response, and ``message_id``: the id of the user message the agent
+    inserted (v2: its receipt; v1: the id of the agent's echo of the prompt, if it gave one; else ``None``)."""
 
     stop_reason: str | None
     raw: Any = field(default=None)
+    message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PromptReceipt:
+    """The agent's answer to a v2 ``session/prompt`` (:meth:`Session.send_prompt`): the prompt was inserted
+    as the user message ``message_id`` (``None`` when an older agent answered without one); ``raw`` is the
+    response object. The turn goes on: its end arrives as a ``state_update`` (:meth:`Session.on_turn_finished`,
+    :meth:`Session.updates`)."""
+
+    message_id: str | None
+    raw: Any = field(default=None)
+
+
+#: How long :meth:`Session.prompt` waits, at most, for a turn whose prompt call was cancelled (Ctrl-C) to end
+#: before it sends the next prompt anyway (seconds; the caller's own ``timeout`` bounds it too).
+ABANDONED_TURN_WAIT = 10.0
 
 
 class SessionOwner(Protocol):
@@ -130,6 +148,8 @@ class Session:
         # v2: a turn was running when the connection was lost; the first state known afterwards that shows
         # the agent idle ends it for :meth:`on_turn_finished` (the agent's own idle update was sent to nobody)
         self._interrupted = False
+        # v2: a prompt() call was cancelled after its prompt went out: the turn may run on (see ABANDONED_TURN_WAIT)
+        self._abandoned = False
         self._snapshot_seen = False
         self._subs: list[_Subscription] | None = None
         self._turn_waiters: list[asyncio.Future[str | None]] | None = None
@@ -212,20 +232,88 @@ class Session:
         accepted, so the turn goes on — call :meth:`cancel` to stop it.
 
         The prompt enters :attr:`transcript` as a user message when it is sent (removed again if it turns
-        out it was never sent); the agent's echo of it, if any, takes that message's place.
+        out it was never sent, or the agent refused it); the agent's echo of it takes that message's place: in
+        v2 the receipt's ``messageId`` names the echo, so the message is held once however the echo, the
+        answer and a later replay interleave.
+
+        If an earlier ``prompt()`` call of this session was cancelled (Ctrl-C) while its v2 turn still runs,
+        this first waits for that turn to end, at most :data:`ABANDONED_TURN_WAIT` seconds (and within
+        ``timeout``), so the new prompt does not land in the old turn; then it is sent either way.
         """
         self._check_usable()
         blocks = text_blocks(content)
         params = {"sessionId": self.id, "prompt": blocks}
         given = timeout
         timeout = await self._wait_sendable("session/prompt", timeout)
+        timeout = await self._settle_abandoned_turn(timeout)
         recorded = self.transcript._record_prompt(blocks)
         try:
-            return await self._prompt_turn(params, timeout, given)
+            result = await self._prompt_turn(params, timeout, given, recorded)
         except BaseException as exc:
-            if getattr(exc, "request_sent", None) is False or isinstance(exc, UsageError | NotConnected):
+            if (
+                getattr(exc, "request_sent", None) is False
+                or isinstance(exc, UsageError | NotConnected)
+                or (isinstance(exc, RPCError) and self._owner.protocol_version >= 2)
+            ):
+                # never sent, or answered with an error: a v2 agent answers only once the prompt is inserted
                 self.transcript._retract_prompt(recorded)
             raise
+        if result.message_id is None and recorded.message_id is not None:  # v1: the echo named it
+            return PromptResult(result.stop_reason, result.raw, recorded.message_id)
+        return result
+
+    async def send_prompt(self, content: PromptContent, *, timeout: float | None = None) -> PromptReceipt:
+        """Send a prompt and return as soon as the agent has inserted it (v2 only): the receipt names the user
+        message, and the turn goes on. Follow it with :meth:`updates` or :meth:`on_turn_finished`.
+
+        For callers that stream; :meth:`prompt` is this plus waiting for the turn's end. ``timeout`` bounds
+        the wait for the receipt. v1 has no insertion receipt (its answer is the turn's end): this raises
+        ``UsageError`` there; use :meth:`prompt`.
+        """
+        self._check_usable()
+        if self._owner.protocol_version < 2:
+            raise UsageError(
+                "send_prompt() needs protocol v2 (v1 answers a prompt only when its turn ends): use prompt()"
+            )
+        blocks = text_blocks(content)
+        params = {"sessionId": self.id, "prompt": blocks}
+        timeout = await self._wait_sendable("session/prompt", timeout)
+        recorded = self.transcript._record_prompt(blocks)
+        try:
+            raw = await self._owner._session_request(self, "session/prompt", params, timeout=timeout)
+        except BaseException as exc:
+            if getattr(exc, "request_sent", None) is False or isinstance(exc, UsageError | NotConnected | RPCError):
+                self.transcript._retract_prompt(recorded)
+            raise
+        answer = parse_prompt_answer(raw)
+        if answer.message_id is not None:
+            self.transcript._receipt(recorded, answer.message_id)
+        return PromptReceipt(answer.message_id, raw)
+
+    async def _settle_abandoned_turn(self, timeout: float | None) -> float | None:
+        """Wait (bounded) for a turn whose ``prompt()`` was cancelled to end; return what is left of
+        ``timeout``. Never raises for the wait itself: after the bound the next prompt goes out anyway."""
+        if not self._abandoned or self._state not in ("running", "requires_action"):
+            self._abandoned = False
+            return timeout
+        bound = ABANDONED_TURN_WAIT if timeout is None else min(timeout, ABANDONED_TURN_WAIT)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        waiter: asyncio.Future[str | None] = loop.create_future()
+        if self._turn_waiters is None:
+            self._turn_waiters = []
+        self._turn_waiters.append(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), bound)
+        except TimeoutError:
+            log.warning("abandoned_turn_still_running", session_id=self.id, waited=round(bound, 3))
+        finally:
+            if self._turn_waiters and waiter in self._turn_waiters:
+                self._turn_waiters.remove(waiter)
+            if not waiter.done():
+                waiter.cancel()
+        self._abandoned = False
+        return None if timeout is None else max(0.0, timeout - (loop.time() - started))
 
     async def _wait_sendable(self, method: str, timeout: float | None) -> float | None:
         """Wait, within ``timeout``, until the owner can send for this session (a reconnecting owner waits
@@ -243,12 +331,11 @@ class Session:
             ) from None
 
     async def _prompt_turn(
-        self, params: dict[str, Any], timeout: float | None, given: float | None = None
+        self, params: dict[str, Any], timeout: float | None, given: float | None, recorded: Message
     ) -> PromptResult:
         if self._owner.protocol_version < 2:
             result = await self._owner._session_request(self, "session/prompt", params, timeout=timeout)
-            stop = result.get("stopReason") if isinstance(result, dict) else None
-            stop = stop if isinstance(stop, str) else None
+            stop = parse_prompt_answer(result).stop_reason
             self._fire_turn_finished(stop)
             return PromptResult(stop, result)
         waiter: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
@@ -259,10 +346,15 @@ class Session:
             if self._unarmed is None:
                 self._unarmed = set()
             self._unarmed.add(waiter)
+        answered = False
         try:
             try:
                 async with asyncio.timeout(timeout):
                     result = await self._owner._session_request(self, "session/prompt", params, timeout=None)
+                    answered = True
+                    answer = parse_prompt_answer(result)
+                    if answer.message_id is not None:
+                        self.transcript._receipt(recorded, answer.message_id)
                     if self._unarmed:
                         self._unarmed.discard(waiter)  # answered: the next idle is this turn's
                     stop = await waiter
@@ -272,7 +364,11 @@ class Session:
                 # the agent accepted the prompt and works on: say so (call cancel() to stop it)
                 said = timeout if given is None else given
                 raise ACPTimeoutError(f"the turn did not end within {said:g} s; it may still be running") from None
-            return PromptResult(stop, result)
+            except asyncio.CancelledError:
+                if answered or self._state in ("running", "requires_action"):
+                    self._abandoned = True  # the turn may run on: the next prompt() waits for it (bounded)
+                raise
+            return PromptResult(stop, result, answer.message_id)
         finally:
             if self._unarmed:
                 self._unarmed.discard(waiter)
@@ -371,8 +467,8 @@ class Session:
         elif kind == "state_update":
             new = parse_state_update(raw)
             old = self._state
-            if new is None:
-                self._state = None  # malformed: not reported, never idle
+            if new is None or new.state == "unknown":
+                self._state = None  # malformed, or the agent cannot tell: not reported, never idle
             else:
                 state = self._state = self.record.last_state = _KNOWN_STATES.get(new.state, new.state)
                 if replay:
@@ -400,6 +496,7 @@ class Session:
                 sub.push(item)
 
     def _fire_turn_finished(self, stop_reason: str | None) -> None:
+        self._abandoned = False
         self.transcript._end_turn()
         if self._turn_waiters:
             unarmed = self._unarmed or ()

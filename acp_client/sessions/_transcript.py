@@ -275,6 +275,19 @@ class Transcript:
             self._prompts.remove(message)
             self.messages = [m for m in self.messages if m is not message]
 
+    def _receipt(self, message: Message, message_id: str) -> None:
+        """The agent inserted the prompt recorded as ``message`` as user message ``message_id`` (v2 receipt).
+
+        ``message`` takes the id unless it has one (its echo came first and named it); the echo, or a replay
+        of it, then merges into it whenever it comes. An id already held by another message is left alone
+        (the echo matched that prompt: see :meth:`_echo_target`)."""
+        if message.message_id is not None or message_id in self._by_id or message not in self.messages:
+            return
+        if message in self._prompts:
+            self._prompts.remove(message)
+        message.message_id = message_id
+        self._by_id[message_id] = message
+
     def _end_turn(self) -> None:
         """A turn ended: the next chunk without a message id starts a new message."""
         self._prompts.clear()  # an echo after the turn is not the echo of these prompts
@@ -288,7 +301,7 @@ class Transcript:
             return None
         if isinstance(message_id, str) and message_id in self._by_id:
             return None
-        message = self._prompts.pop(0)
+        message = self._prompts.pop(0)  # the oldest prompt not yet echoed: prompts are inserted in order
         if isinstance(message_id, str):
             message.message_id = message_id
             self._by_id[message_id] = message

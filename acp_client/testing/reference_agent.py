@@ -76,6 +76,9 @@ class ReferenceAgent:
     - ``ping_interval``: the server's own keepalive pings (default off); ``close_timeout``: closing handshake
       bound in seconds.
     - ``listen``: ``False`` starts no WebSocket server (serve streams with :meth:`serve_stream`).
+    - ``prompt_answer``: what a v2 ``session/prompt`` answers once the prompt is inserted: ``"receipt"``
+      (default, v2 alpha.5: ``{"messageId": <the user message's id>}``), ``"empty"`` (``{}``, as agents before
+      alpha.5) or ``"stop_reason"`` (``{"stopReason": "end_turn"}``, an agent that never moved on).
     """
 
     def __init__(
@@ -100,6 +103,7 @@ class ReferenceAgent:
         ping_interval: float | None = None,
         close_timeout: float = 1.0,
         listen: bool = True,
+        prompt_answer: Literal["receipt", "empty", "stop_reason"] = "receipt",
     ) -> None:
         """Configure the agent; see the class docstring for the options. Nothing runs until ``async with``."""
         self._tasks = AgentTasks()
@@ -121,6 +125,9 @@ class ReferenceAgent:
             raise ValueError("replay_as must be 'messages' or 'chunks'")
         if list_page_size < 1:
             raise ValueError("list_page_size must be at least 1")
+        if prompt_answer not in ("receipt", "empty", "stop_reason"):
+            raise ValueError("prompt_answer must be 'receipt', 'empty' or 'stop_reason'")
+        self.prompt_answer: Literal["receipt", "empty", "stop_reason"] = prompt_answer
         self.protocol_version = protocol_version
         self.supported_versions: tuple[int, ...] = versions
         self.host = host

@@ -397,8 +397,11 @@ async def test_stdout_carries_only_json_rpc_and_bad_input_gets_errors(tmp_path: 
             new = await editor.request("session/new", {"cwd": "/work"})
             sid = new["result"]["sessionId"]
             accepted = await editor.prompt(sid, "echo: hi")
-            assert accepted["result"] == {}
+            receipt = accepted["result"]["messageId"]  # the agent's insertion receipt, passed through
+            assert accepted["result"] == {"messageId": receipt}
             await editor.wait_for(lambda: editor.states(sid)[-2:] == ["running", "idle"], "the end of the v2 turn")
+            echoes = [u["messageId"] for u in editor.updates(sid) if u.get("sessionUpdate") == "user_message"]
+            assert echoes == [receipt]
             assert editor.agent_text(sid) == "hi"
             assert await editor.close() == 0
         assert editor.non_jsonrpc == []
@@ -422,7 +425,7 @@ async def test_v2_cut_mid_stream_replays_nothing_twice(tmp_path: Path) -> None:
             await editor.wait_for(idle_after_running, "the end of the interrupted turn")
             assert editor.agent_text(sids[0]) == "".join(chunk_texts(40))
             answer = await editor.prompt(sids[1], "echo: b2")
-            assert answer["result"] == {}
+            assert set(answer["result"]) == {"messageId"}
             await editor.wait_for(lambda: editor.agent_text(sids[1]) == "bb2", "the second session's answer")
             markers = [(u.get("_meta") or {}).get(META_KEY) for sid in sids for u in editor.updates(sid)]
             assert [m for m in markers if m] == []  # no gap notice: nothing was missed
@@ -436,7 +439,7 @@ async def test_streamable_http_remote(tmp_path: Path) -> None:
             init = await editor.request("initialize", {"protocolVersion": 2, "info": {"name": "raw", "version": "1"}})
             assert init["result"]["protocolVersion"] == 2
             sid = (await editor.request("session/new", {"cwd": "/work"}))["result"]["sessionId"]
-            assert (await editor.prompt(sid, "echo: over http"))["result"] == {}
+            assert set((await editor.prompt(sid, "echo: over http"))["result"]) == {"messageId"}
             await editor.wait_for(lambda: editor.states(sid)[-2:] == ["running", "idle"], "the end of the turn")
             assert editor.agent_text(sid) == "over http"
             assert await editor.close() == 0

@@ -386,6 +386,10 @@ async def test_v2_turn_and_cancel_against_the_typescript_server(ts_server_v2: TS
         session = await client.new_session(str(HERE))
         result = await asyncio.wait_for(session.prompt("echo: v2"), bound(10))
         assert result.stop_reason == "end_turn" and session.transcript.messages[-1].text == "v2"
+        # the SDK 2.4.0 answers a v2 prompt with its insertion receipt; the echo with that id is merged
+        assert result.message_id is not None and result.raw == {"messageId": result.message_id}
+        users = [(m.message_id, m.text) for m in session.transcript.messages if m.role == "user"]
+        assert users == [(result.message_id, "echo: v2")]
         updates = session.updates()
         turn = asyncio.create_task(session.prompt("sleep 30"))
         async with asyncio.timeout(bound(10)):
@@ -451,6 +455,9 @@ async def test_recovery_ladder_runs_against_the_typescript_server(ts_server: TSS
         assert (event.status, event.mode, event.replayed) == (inactive, "resume" if v2 else "load", True)
         # the replay has no message ids: its chunks make one agent message, as a fresh client builds it
         assert "".join(m.text for m in session.transcript.messages if m.role == "agent") == "beforeafter cut"
+        if v2:  # each prompt once, under its receipt's id, after two replays
+            users = [m.text for m in session.transcript.messages if m.role == "user"]
+            assert users == ["echo: before", "echo: after cut"]
         await asyncio.wait_for(session.prompt("echo: after restart"), bound(10))
 
         await ts_server.stop()

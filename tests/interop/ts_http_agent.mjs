@@ -203,9 +203,14 @@ async function say2(ctx, session, sessionId, messageId, text) {
   save();
   await update2(ctx, sessionId, update);
 }
-async function turn2(ctx, session, sessionId, text, turn) {
+async function turn2(ctx, session, sessionId, text, turn, userMessageId, prompt) {
   let stopReason = "end_turn";
   try {
+    // the echo of the inserted prompt carries the receipt's id (after the answer: the spec allows either order)
+    const echo = { sessionUpdate: "user_message", messageId: userMessageId, content: prompt };
+    session.history.push({ sessionId, update: echo });
+    save();
+    await update2(ctx, sessionId, echo);
     await update2(ctx, sessionId, { sessionUpdate: "state_update", state: "running" });
     const messageId = nextMessageId();
     const ask = () =>
@@ -247,11 +252,14 @@ const agent2 = acp2
     const text = ctx.params.prompt.map((block) => block.text ?? "").join("");
     const turn = new AbortController();
     session.turn = turn;
-    // the answer goes out first; the turn runs after it
+    const userMessageId = nextMessageId();
+    // the answer (the insertion receipt) goes out first; the echo and the turn run after it
     setImmediate(() => {
-      turn2(ctx, session, sessionId, text, turn).catch((error) => process.stderr.write(`v2 turn: ${error}\n`));
+      turn2(ctx, session, sessionId, text, turn, userMessageId, ctx.params.prompt).catch((error) =>
+        process.stderr.write(`v2 turn: ${error}\n`),
+      );
     });
-    return { messageId: nextMessageId() };
+    return { messageId: userMessageId };
   })
   .onNotification(acp2.methods.agent.session.cancel, async (ctx) => {
     sessions.get(ctx.params.sessionId)?.turn?.abort();

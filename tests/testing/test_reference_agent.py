@@ -177,12 +177,13 @@ async def test_v2_stream_turn_lifecycle_order() -> None:
     async with ReferenceAgent(2) as agent, raw(agent) as c:
         sid = await c.new_session()
         response, before = await c.until_response(await c.prompt(sid, "stream 5"))
-        assert response["result"] == {}
+        assert response["result"] == {"messageId": response["result"]["messageId"]}  # the insertion receipt
         assert before == []  # accepted before anything else
         updates = await c.updates_until(is_idle)
         assert kinds(updates) == ["user_message", "state_update"] + ["agent_message_chunk"] * 5 + ["state_update"]
         assert updates[0]["content"] == [{"type": "text", "text": "stream 5"}]
         assert updates[0]["messageId"].startswith("msg_user_")
+        assert updates[0]["messageId"] == response["result"]["messageId"]  # the echo names the receipt's id
         assert updates[1]["state"] == "running"
         assert all(u["messageId"] for u in updates[2:7])
         assert updates[-1] == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "end_turn"}

@@ -62,8 +62,10 @@ class PromptTurn:
     """One prompt turn, handed to scripts and to ``ReferenceAgent.on_prompt`` hooks.
 
     Output methods (:meth:`say`, :meth:`think`, :meth:`update`, :meth:`request_permission`) accept the prompt
-    first if needed: v1 records the user message; v2 answers the prompt ``{}``, then sends ``user_message``
-    and ``state_update running``. A hook that raises :class:`AgentError` before accepting rejects the prompt.
+    first if needed: v1 records the user message; v2 answers the prompt with its insertion receipt
+    (``{"messageId": ...}``, or an older shape: ``ReferenceAgent(prompt_answer=...)``), then sends
+    ``user_message`` with the same id and ``state_update running``. A hook that raises :class:`AgentError`
+    before accepting rejects the prompt.
     """
 
     def __init__(
@@ -123,7 +125,11 @@ class PromptTurn:
         self.accepted = True
         v2 = self.protocol_version >= 2
         if v2:
-            await self._reply.result({})
+            answer = self.agent.prompt_answer
+            if answer == "receipt":
+                await self._reply.result({"messageId": self.user_message_id})
+            else:
+                await self._reply.result({} if answer == "empty" else {"stopReason": "end_turn"})
         session = self.session
         user = TranscriptMessage(self.user_message_id, "user", [dict(b) for b in self.prompt])
 
