@@ -283,7 +283,9 @@ class ReconnectingClient:
         if not self._loaded_store:
             self._loaded_store = True
             ownership = self._ownership
-            self._keeper.load(await (ownership.load() if ownership is not None else self._writer.store.load_all()))
+            stored = await (ownership.load() if ownership is not None else self._writer.store.load_all())
+            for session_id in self._keeper.load(stored):  # tombstones of closes a past run did not finish
+                await self._keeper.closed(session_id)
             if ownership is not None:
                 ownership.start(self._host)  # lease renewal and adoption run while the client lives
         self._supervisor.start()
@@ -411,16 +413,28 @@ class ReconnectingClient:
         return pages()
 
     async def close_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
-        """``session/close`` and forget the session locally (it leaves the store)."""
-        await self._recoverer.cancel(session_id)
-        await (await self._gate.require()).close_session(session_id, timeout=timeout)
-        await self._keeper.drop(session_id)
+        """``session/close``, and the session is closed here for good: from the call on, nothing resumes,
+        loads or probes it again, across reconnects and, with a store, restarts (the store keeps a closed
+        record until the agent confirms; a restart in between removes it without resuming it). If the close
+        cannot reach the agent (the link is down: ``ConnectionLost``/``NotConnected``), the error is raised and
+        the session stays closed here; call again to retry the request."""
+        await self._end_session("session/close", "close", session_id, timeout)
 
     async def delete_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
-        """``session/delete`` and forget the session locally (it leaves the store)."""
+        """``session/delete``, with the guarantees of :meth:`close_session`."""
+        await self._end_session("session/delete", "delete", session_id, timeout)
+
+    async def _end_session(self, method: str, feature: str, session_id: str, timeout: float | None) -> None:
+        client = await self._gate.require()
+        if not client.supports(feature):
+            raise UsageError(f"the agent does not support {method} (it did not advertise it)")
         await self._recoverer.cancel(session_id)
-        await (await self._gate.require()).delete_session(session_id, timeout=timeout)
-        await self._keeper.drop(session_id)
+        await self._keeper.closing(session_id)
+        if method == "session/close":
+            await client.close_session(session_id, timeout=timeout)
+        else:
+            await client.delete_session(session_id, timeout=timeout)
+        await self._keeper.closed(session_id)
 
     async def save_session(self, session: Session) -> None:
         """Persist the session's record now (after changing ``session.record.meta``, for example)."""

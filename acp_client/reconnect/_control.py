@@ -13,6 +13,7 @@ second one) and ``forget()`` (final: the job is cancelled, a tombstone keeps the
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 
 from acp_client.client import ACPClient
@@ -81,17 +82,27 @@ class SessionKeeper:
 
     # ------------------------------------------------------------------ registry writes
 
-    def load(self, records: Iterable[SessionRecord]) -> None:
-        """Make handles for the stored records this client does not know yet."""
+    def load(self, records: Iterable[SessionRecord]) -> list[str]:
+        """Make handles for the stored records this client does not know yet. A closed record (a tombstone
+        left by a close that may not have finished) gets no handle: its id is forgotten here. Returns those
+        ids, for the caller to remove from the store."""
+        closed: list[str] = []
         for record in records:
-            if record.session_id not in self._registry:
+            if record.closed:
+                self._registry.forget(record.session_id)
+                closed.append(record.session_id)
+            elif record.session_id not in self._registry:
                 self._registry.add(Session(self._owner, record))
+        return closed
 
     def adopt(self, records: Iterable[SessionRecord]) -> list[Session]:
         """Handles for records adopted from another worker: a detached handle is re-used (it takes the last
         owner's view of the record), a final one replaced; ids forgotten here on purpose are skipped."""
         sessions: list[Session] = []
         for record in records:
+            if record.closed:  # the last owner was closing it: never resumed again
+                self._registry.forget(record.session_id)
+                continue
             session = self._registry.get(record.session_id)
             if session is None or session.link in _GONE:
                 session = Session(self._owner, record)
@@ -102,13 +113,26 @@ class SessionKeeper:
             sessions.append(session)
         return sessions
 
-    async def drop(self, session_id: str) -> None:
-        """The application closed or deleted the session: no tombstone, the handle turns closed."""
-        session = self._registry.remove(session_id)
+    async def closing(self, session_id: str) -> None:
+        """The application is closing or deleting the session: from now on nothing resumes, loads or probes
+        it. A registry tombstone (a late answer cannot revive it), the handle turns closed, and the store keeps
+        a closed record until :meth:`closed` (so a restart in between does not resume it either)."""
+        session = self._registry.forget(session_id)
+        self._strategies.pop(session_id, None)
         if session is not None:
             self._links.move(session, SessionLink.CLOSED)
-        self._strategies.pop(session_id, None)
+            record = dataclasses.replace(session.record, closed=True)
+            await self._writer.save(record)
+
+    async def closed(self, session_id: str) -> None:
+        """The agent confirmed the close: the store forgets the session."""
         await self._writer.delete(session_id)
+
+    async def drop(self, session_id: str) -> None:
+        """The application closed or deleted the session (its close confirmed): tombstone, handle closed,
+        record deleted."""
+        await self.closing(session_id)
+        await self.closed(session_id)
 
     async def forget_session(self, session: Session, reason: str, via: str | None, generation: int) -> None:
         """Forget ``session`` for good (registry tombstone, store, handle); exactly one event. The caller

@@ -32,6 +32,9 @@ class SessionRecord:
     ``additional_directories`` is the full list last sent (ACP requires it in full on every load/resume;
     ``None`` means the session never used the capability). ``last_state`` is the last known v2 foreground
     state, ``None`` when unknown. ``meta`` is free space for the application (JSON-serialisable).
+    ``closed`` marks a tombstone: the application closed or deleted the session, and the close may not have
+    reached the agent yet. A closed record is never resumed, loaded or probed again, by this process or one
+    that loads the store later; it is removed once the close is confirmed (or when a later start finds it).
     """
 
     session_id: str
@@ -43,6 +46,7 @@ class SessionRecord:
     title: str | None = None
     created_at: float = field(default_factory=time.time)
     meta: dict[str, Any] = field(default_factory=dict)
+    closed: bool = False
 
     def to_json(self) -> str:
         """The record as JSON text."""
@@ -98,7 +102,9 @@ class SessionStore(Protocol):
 
 #: a record as :class:`MemorySessionStore` keeps it: immutable fields shared with the saved record, and the
 #: mutable ones (MCP servers, meta) as JSON text, or ``None`` when empty (the common case)
-_Packed = tuple[str, str, "str | None", "tuple[str, ...] | None", int, "str | None", "str | None", float, "str | None"]
+_Packed = tuple[
+    str, str, "str | None", "tuple[str, ...] | None", int, "str | None", "str | None", float, "str | None", bool
+]
 
 
 def _pack(record: SessionRecord) -> _Packed:
@@ -113,11 +119,12 @@ def _pack(record: SessionRecord) -> _Packed:
         record.title,
         record.created_at,
         json.dumps(record.meta, separators=(",", ":")) if record.meta else None,
+        record.closed,
     )
 
 
 def _unpack(packed: _Packed) -> SessionRecord:
-    session_id, cwd, servers, dirs, version, last_state, title, created_at, meta = packed
+    session_id, cwd, servers, dirs, version, last_state, title, created_at, meta, closed = packed
     return SessionRecord(
         session_id=session_id,
         cwd=cwd,
@@ -128,6 +135,7 @@ def _unpack(packed: _Packed) -> SessionRecord:
         title=title,
         created_at=created_at,
         meta=json.loads(meta) if meta is not None else {},
+        closed=closed,
     )
 
 
