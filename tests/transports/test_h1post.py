@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from acp_client.transports.http._h1post import H1Poster
+from tests.conftest import bound
 
 TIMEOUT = httpx.Timeout(5.0)
 HEADERS = [("Content-Type", "application/json"), ("Acp-Connection-Id", "c1")]
@@ -199,6 +200,50 @@ async def test_a_chunk_size_that_is_not_plain_hex_digits_is_refused(server: Scri
     with pytest.raises(httpx.RemoteProtocolError, match="chunk"):
         await post.send("POST", HEADERS, b"[1]", limit=100)
     await post.aclose()
+
+
+async def test_bytes_that_came_while_a_connection_sat_idle_never_become_the_next_posts_answer() -> None:
+    # the first connection gets an answer nobody asked for while idle; an exchange on a second connection,
+    # answered after those bytes were written, makes sure they reached the client before the next POST
+    go, sent = asyncio.Event(), asyncio.Event()
+    connections = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        first = connections == 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
+                writer.write(REAL if first and go.is_set() else ACCEPTED)
+                await writer.drain()
+                if first and not go.is_set():
+                    await go.wait()
+                    writer.write(FORGED)
+                    await writer.drain()
+                    sent.set()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = httpx.URL(f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}/acp")
+    async with srv:
+        post, barrier = H1Poster(url, None, TIMEOUT), H1Poster(url, None, TIMEOUT)
+        try:
+            assert (await post.send("POST", HEADERS, b"[1]", limit=100)).status_code == 202
+            go.set()
+            await asyncio.wait_for(sent.wait(), bound(5))
+            assert (await barrier.send("POST", HEADERS, b"[b]", limit=100)).status_code == 202
+            second = await post.send("POST", HEADERS, b"[2]", limit=100)
+        finally:
+            await post.aclose()
+            await barrier.aclose()
+    assert (second.status_code, second.body) == (202, b"")  # a fresh connection's answer, not the forged one
+    assert connections == 3
 
 
 BOTH_FRAMINGS = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
