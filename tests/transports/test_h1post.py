@@ -260,11 +260,12 @@ async def test_an_answer_framed_by_both_length_and_chunks_closes_its_connection(
 
 
 @pytest.mark.parametrize("server", [[ACCEPTED]], indirect=True)
-@pytest.mark.parametrize("value", ["a\x01b", "a\x0bb", "a\x7fb", "a\x00b", "caf\xe9"])
+@pytest.mark.parametrize("value", ["secret\x01", "secret\x0b", "secret\x7f", "secret\x00", "secr\xe9t"])
 async def test_a_header_value_with_a_control_character_or_not_ascii_is_refused(server: Scripted, value: str) -> None:
     post = poster(server)
-    with pytest.raises(httpx.LocalProtocolError, match="X-Bad"):
+    with pytest.raises(httpx.LocalProtocolError, match="X-Bad") as refused:
         await post.send("POST", [*HEADERS, ("X-Bad", value)], b"[]", limit=100)
+    assert "secr" not in str(refused.value)  # the header is named, its value (maybe a token) never shown
     answer = await post.send("POST", HEADERS, b"[]", limit=100)
     await post.aclose()
     assert answer.status_code == 202

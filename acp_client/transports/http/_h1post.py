@@ -46,6 +46,7 @@ INTERIM_MAX = 8
 TRAILERS_MAX = 64
 _READ_SIZE = 65536
 _FRAMING = frozenset({"content-length", "transfer-encoding"})  # ours to write: the caller's are dropped
+_TOKEN = re.compile(r"[-!#$%&'*+.^_`|~0-9A-Za-z]+")  # a header name (RFC 9110 5.1), as h11 checks it
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # control characters (a tab is allowed)
 _WHITESPACE = " \t"
 
@@ -72,6 +73,8 @@ def _nothing_buffered(reader: asyncio.StreamReader) -> bool:
         step.send(None)
     except StopIteration:
         return False  # bytes nobody asked for, or the end of the connection
+    except Exception:  # the connection failed while idle (a reset): not reusable either
+        return False
     finally:
         step.close()
     return True
@@ -139,14 +142,14 @@ class H1Poster:
                 continue  # the body is framed here, by its length
             if lowered == "host":
                 del fields[0]
-            if not value.isascii() or _BAD_VALUE.search(value) or not name.isascii():
-                raise httpx.LocalProtocolError(f"illegal header {name!r}")
+            if not _TOKEN.fullmatch(name) or not value.isascii() or _BAD_VALUE.search(value):
+                raise httpx.LocalProtocolError(f"illegal header {name!r}")  # named, never its value
             fields.append((name.encode("ascii"), value.strip(_WHITESPACE).encode("ascii")))
         fields.append((b"Content-Length", str(len(content)).encode("ascii")))
         try:
             return h11.Request(method=method, target=self._target, headers=fields)
-        except h11.LocalProtocolError as exc:  # a name that is not a token, a value h11 refuses
-            raise httpx.LocalProtocolError(str(exc)) from None
+        except h11.LocalProtocolError:  # its text would quote the value, which may be a secret
+            raise httpx.LocalProtocolError("illegal header: h11 refused a value") from None
 
     async def send(
         self,
