@@ -26,10 +26,9 @@ See ``docs/topics/logging.md``.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
-import sys
+import pickle
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -93,12 +92,6 @@ _LEVELS = {
 }
 
 
-_LIVE_CONFIG: Any = None
-# read-only use of structlog's live configuration, cheaper than get_config() (which copies it); a structlog
-# without it falls back to the public API
-with contextlib.suppress(ImportError):
-    from structlog._config import _CONFIG as _LIVE_CONFIG
-
 _ConfigKey = tuple[int, int, int, int]
 #: configuration key (see :func:`_config_key`) -> whether structlog should get events
 _route_cache: dict[_ConfigKey, bool] = {}
@@ -106,18 +99,11 @@ _route_cache: dict[_ConfigKey, bool] = {}
 
 def _config_key() -> _ConfigKey:
     """Identifies structlog's current configuration: its logger factory, processor list (and its length:
-    ``capture_logs`` edits the list in place) and wrapper class."""
-    live = _LIVE_CONFIG
-    if live is not None:
-        processors = live.default_processors
-        return (id(live.logger_factory), id(processors), len(processors), id(live.default_wrapper_class))
-    config = structlog.get_config()  # pragma: no cover
-    return (  # pragma: no cover
-        id(config["logger_factory"]),
-        id(config["processors"]),
-        len(config["processors"]),
-        id(config["wrapper_class"]),
-    )
+    ``capture_logs`` edits the list in place) and wrapper class. ``get_config()`` hands out the configured
+    objects themselves (a small dict, no copies), so this is cheap enough for every event."""
+    config = structlog.get_config()
+    processors = config["processors"]
+    return (id(config["logger_factory"]), id(processors), len(processors), id(config["wrapper_class"]))
 
 
 def _shape(processors: Iterable[Any]) -> tuple[Any, ...]:
@@ -146,12 +132,27 @@ def _is_builtin_default(config: Mapping[str, Any]) -> bool:
     """structlog's own default: its default processor chain and level filter, printing to stdout (what
     ``configure()`` with no arguments, and the end of a ``capture_logs()`` block, leave behind). Changing
     any of the three (processors, logger factory, wrapper class) is the application's own choice."""
-    factory = config["logger_factory"]
-    to_stdout = isinstance(factory, structlog.PrintLoggerFactory) and getattr(factory, "_file", None) in (
-        None,
-        sys.stdout,
+    return (
+        _prints_to_stdout(config["logger_factory"])
+        and config["wrapper_class"] is _DEFAULT_WRAPPER
+        and _shape(config["processors"]) == _DEFAULT_SHAPE
     )
-    return to_stdout and config["wrapper_class"] is _DEFAULT_WRAPPER and _shape(config["processors"]) == _DEFAULT_SHAPE
+
+
+#: How a :class:`structlog.PrintLogger` on standard output pickles: structlog pickles a print logger as the
+#: name of its stream (``"stdout"`` or ``"stderr"``) and refuses any other file.
+_STDOUT_PICKLE = pickle.dumps(structlog.PrintLogger())
+
+
+def _prints_to_stdout(factory: object) -> bool:
+    """Whether ``factory`` is structlog's print logger factory writing to standard output, asked through
+    structlog's public surface only: the loggers it makes, pickled (see :data:`_STDOUT_PICKLE`)."""
+    if not isinstance(factory, structlog.PrintLoggerFactory):
+        return False
+    try:
+        return pickle.dumps(factory()) == _STDOUT_PICKLE
+    except (pickle.PicklingError, TypeError):  # a file of its own: the application's choice
+        return False
 
 
 def _wanted(key: _ConfigKey) -> bool:

@@ -9,7 +9,9 @@ to an event stream, which is not read here: this is the POST alone). Keep-alive 
 - **aiohttp** ``ClientSession`` (skipped when aiohttp is not installed: it is not a dependency);
 - **h11 on asyncio streams**: one ``asyncio.open_connection`` and an ``h11.Connection``;
 - **by hand on asyncio streams**: the request bytes written and the response head and body read without an
-  HTTP library, what ``acp_client.transports.http._h1post`` does.
+  HTTP library (what ``acp_client.transports.http._h1post`` did until issue 33);
+- **acp_client's H1Poster**: the shipped POST path (``_h1post``: h11 on asyncio streams, with the pool, the
+  header checks, the bounds and the reuse checks).
 
 Prints p50/p99 per stack and the ratio to httpx. Not part of ``run_all.py`` (no section in the results file):
 it backs the choice written in ``docs/design.md``.
@@ -131,6 +133,24 @@ async def with_asyncio(url: str, headers: dict[str, str], n: int) -> list[float]
     return samples
 
 
+async def with_poster(url: str, headers: dict[str, str], n: int) -> list[float]:
+    """The shipped path: ``_h1post.H1Poster`` (h11 on asyncio streams, with its checks and bounds)."""
+    from acp_client.transports.http._h1post import H1Poster
+
+    poster = H1Poster(httpx.URL(url), None, httpx.Timeout(5.0))
+    fields = list(headers.items())
+    samples = []
+    try:
+        for i in range(n):
+            t0 = time.perf_counter()
+            response = await poster.send("POST", fields, _status(i), limit=65536)
+            samples.append(time.perf_counter() - t0)
+            assert response.status_code == 202
+    finally:
+        await poster.aclose()
+    return samples
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=2000)
@@ -141,6 +161,7 @@ async def main() -> int:
         "httpx": with_httpx,
         "h11 on asyncio streams": with_h11,
         "by hand on asyncio streams": with_asyncio,
+        "acp_client's H1Poster": with_poster,
     }
     try:
         import aiohttp  # noqa: F401

@@ -60,10 +60,12 @@ class CookieJar:
                 if key == "secure":
                     secure = True
                 elif key == "max-age":
-                    try:
-                        max_age = float(int(arg))
-                    except ValueError:
-                        continue
+                    negative = arg.startswith("-")
+                    seconds = _seconds(arg[1:] if negative else arg)
+                    if negative and arg[1:].isascii() and arg[1:].isdigit():
+                        max_age = -1.0  # expired, however long the number (RFC 6265 5.2.2)
+                    elif seconds is not None:
+                        max_age = seconds
                 elif key == "expires":
                     expires = _parse_http_date(arg)
             if max_age is not None:  # Max-Age wins over Expires (RFC 6265 5.3)
@@ -104,6 +106,19 @@ class CookieJar:
         return f"<CookieJar {len(self)} cookies for {len([h for h, j in self._by_host.items() if j])} hosts>"
 
 
+#: The most digits of a count of seconds read (about 31 million years): a peer's longer number would not fit
+#: a float, or raise past Python's limit on integer conversion; it is ignored instead.
+SECONDS_DIGITS_MAX = 15
+
+
+def _seconds(digits: str) -> float | None:
+    """Seconds from a string of ASCII digits; ``None`` when it is not one, or longer than
+    :data:`SECONDS_DIGITS_MAX`."""
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > SECONDS_DIGITS_MAX:
+        return None
+    return float(int(digits))
+
+
 def _parse_http_date(value: str) -> float | None:
     try:
         parsed = email.utils.parsedate_to_datetime(value)
@@ -123,7 +138,7 @@ def parse_retry_after(value: str | None, *, now: float | None = None) -> float |
         return None
     value = value.strip()
     if value.isascii() and value.isdigit():
-        return float(int(value))
+        return _seconds(value)
     deadline = _parse_http_date(value)
     if deadline is None:
         return None

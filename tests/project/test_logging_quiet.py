@@ -3,6 +3,7 @@ structured event stream on (structlog, or stdlib logging)."""
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import subprocess
@@ -163,6 +164,57 @@ def test_what_counts_as_the_application_configuring_structlog() -> None:
         structlog.reset_defaults()
         structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
         assert structlog_wanted()  # the documented one-liner
+    finally:
+        structlog.reset_defaults()
+        structlog.configure(**previous)
+
+
+def test_the_library_reaches_structlog_through_its_public_api_only() -> None:
+    # issue 33: _logging imported structlog._config._CONFIG and read PrintLoggerFactory._file; a structlog
+    # release may rename either without notice
+    import ast
+
+    found = []
+    for path in sorted((ROOT / "acp_client").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            modules = []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                modules = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            if any(m.startswith("structlog") and any(p.startswith("_") for p in m.split(".")) for m in modules):
+                found.append(f"{path.name}:{node.lineno} imports {modules[0]}")
+            if path.name == "_logging.py":  # no private attribute of anything but the module's own objects
+                if (
+                    isinstance(node, ast.Attribute)
+                    and node.attr.startswith("_")
+                    and not node.attr.startswith("__")
+                    and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+                ):
+                    found.append(f"{path.name}:{node.lineno} reads .{node.attr}")
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name)
+                    and node.func.id == "getattr"
+                    and len(node.args) > 1
+                    and isinstance(node.args[1], ast.Constant)
+                    and str(node.args[1].value).startswith("_")
+                ):
+                    found.append(f"{path.name}:{node.lineno} getattr {node.args[1].value}")
+    assert found == []
+
+
+def test_structlogs_default_is_recognised_whatever_file_object_the_factory_names() -> None:
+    from acp_client._logging import structlog_wanted
+
+    previous = structlog.get_config()
+    try:
+        structlog.reset_defaults()
+        structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stdout))
+        assert not structlog_wanted()  # stdout named explicitly: still structlog's printing default
+        structlog.configure(logger_factory=structlog.PrintLoggerFactory(io.StringIO()))
+        assert structlog_wanted()  # a file of the application's own
     finally:
         structlog.reset_defaults()
         structlog.configure(**previous)

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from acp_client.transports.http._h1post import H1Poster
+from tests.conftest import bound
 
 TIMEOUT = httpx.Timeout(5.0)
 HEADERS = [("Content-Type", "application/json"), ("Acp-Connection-Id", "c1")]
@@ -160,3 +161,126 @@ async def test_endless_interim_answers_or_trailers_are_refused_naming_the_bound(
     with pytest.raises(httpx.RemoteProtocolError, match=r"INTERIM_MAX=8|TRAILERS_MAX=64"):
         await post.send("POST", HEADERS, b"[1]", limit=100)
     await post.aclose()
+
+
+# ---------------------------------------------------------------------------- what h11 settles (issue 33)
+
+FORGED = b'HTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\n{"forged":true}'
+REAL = b'HTTP/1.1 200 OK\r\nContent-Length: 13\r\n\r\n{"real":true}'
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        [ACCEPTED + FORGED, REAL],  # an answer nobody asked for, right behind the first one
+        [b"HTTP/1.1 204 No Content\r\nContent-Length: %d\r\n\r\n" % len(FORGED) + FORGED, REAL],  # a 204 "body"
+    ],
+    indirect=True,
+)
+async def test_bytes_past_an_answer_never_become_the_next_posts_answer(server: Scripted) -> None:
+    post = poster(server)
+    first = await post.send("POST", HEADERS, b"[1]", limit=100)
+    second = await post.send("POST", HEADERS, b"[2]", limit=100)
+    await post.aclose()
+    assert first.status_code in (202, 204) and first.body == b""
+    assert second.body == b'{"real":true}'
+    assert server.connections == 2  # the first connection was not reused
+
+
+@pytest.mark.parametrize(
+    "server",
+    [
+        [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n%s\r\n{}\r\n0\r\n\r\n" % size]
+        for size in (b"0x2", b"0_2", b"+2")
+    ],
+    indirect=True,
+)
+async def test_a_chunk_size_that_is_not_plain_hex_digits_is_refused(server: Scripted) -> None:
+    post = poster(server)
+    with pytest.raises(httpx.RemoteProtocolError, match="chunk"):
+        await post.send("POST", HEADERS, b"[1]", limit=100)
+    await post.aclose()
+
+
+async def test_bytes_that_came_while_a_connection_sat_idle_never_become_the_next_posts_answer() -> None:
+    # the first connection gets an answer nobody asked for while idle; an exchange on a second connection,
+    # answered after those bytes were written, makes sure they reached the client before the next POST
+    go, sent = asyncio.Event(), asyncio.Event()
+    connections = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        first = connections == 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                await reader.readexactly(length)
+                writer.write(REAL if first and go.is_set() else ACCEPTED)
+                await writer.drain()
+                if first and not go.is_set():
+                    await go.wait()
+                    writer.write(FORGED)
+                    await writer.drain()
+                    sent.set()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = httpx.URL(f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}/acp")
+    async with srv:
+        post, barrier = H1Poster(url, None, TIMEOUT), H1Poster(url, None, TIMEOUT)
+        try:
+            assert (await post.send("POST", HEADERS, b"[1]", limit=100)).status_code == 202
+            go.set()
+            await asyncio.wait_for(sent.wait(), bound(5))
+            assert (await barrier.send("POST", HEADERS, b"[b]", limit=100)).status_code == 202
+            second = await post.send("POST", HEADERS, b"[2]", limit=100)
+        finally:
+            await post.aclose()
+            await barrier.aclose()
+    assert (second.status_code, second.body) == (202, b"")  # a fresh connection's answer, not the forged one
+    assert connections == 3
+
+
+BOTH_FRAMINGS = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+
+
+@pytest.mark.parametrize("server", [[BOTH_FRAMINGS, ACCEPTED]], indirect=True)
+async def test_an_answer_framed_by_both_length_and_chunks_closes_its_connection(server: Scripted) -> None:
+    post = poster(server)
+    first = await post.send("POST", HEADERS, b"[1]", limit=100)
+    second = await post.send("POST", HEADERS, b"[2]", limit=100)
+    await post.aclose()
+    assert (first.body, second.status_code) == (b"{}", 202)
+    assert server.connections == 2
+
+
+@pytest.mark.parametrize("server", [[ACCEPTED]], indirect=True)
+@pytest.mark.parametrize("value", ["secret\x01", "secret\x0b", "secret\x7f", "secret\x00", "secr\xe9t"])
+async def test_a_header_value_with_a_control_character_or_not_ascii_is_refused(server: Scripted, value: str) -> None:
+    post = poster(server)
+    with pytest.raises(httpx.LocalProtocolError, match="X-Bad") as refused:
+        await post.send("POST", [*HEADERS, ("X-Bad", value)], b"[]", limit=100)
+    assert "secr" not in str(refused.value)  # the header is named, its value (maybe a token) never shown
+    answer = await post.send("POST", HEADERS, b"[]", limit=100)
+    await post.aclose()
+    assert answer.status_code == 202
+    assert len(server.requests) == 1 and b"X-Bad" not in server.requests[0]
+
+
+NOTE = "HTTP/1.1 200 OK\r\nX-Note: café\r\nContent-Length: 2\r\n\r\n{}".encode()
+
+
+@pytest.mark.parametrize("server", [[NOTE, ACCEPTED]], indirect=True)
+async def test_a_response_header_value_that_is_not_ascii_is_kept_as_bytes(server: Scripted) -> None:
+    post = poster(server)
+    answer = await post.send("POST", HEADERS, b"[]", limit=100)
+    after = await post.send("POST", HEADERS, b"[]", limit=100)
+    await post.aclose()
+    assert (answer.status_code, answer.body, after.status_code) == (200, b"{}", 202)
+    assert answer.headers.raw[0] == (b"x-note", "café".encode())
+    assert server.connections == 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -31,9 +31,10 @@ from acp_client import (
 )
 from acp_client.sessions import SessionUpdate
 from acp_client.testing import FAST_RETRY, FaultProxy, ProxyMode, ReferenceAgent
+from acp_client.transports import CookieJar
 from acp_client.transports.http import StreamableHTTPTransport
 from acp_client.transports.http._sse import SSEEvent, SSEParser
-from acp_client.transports.websocket import WebSocketTransport
+from acp_client.transports.websocket import WebSocketTransport, parse_retry_after
 from tests.conftest import bound, client_options, recorder
 
 HTTP_VERSIONS = {"h1": False, "h2c": "prior_knowledge"}
@@ -690,6 +691,69 @@ async def test_a_broken_message_after_notifications_is_reported_by_the_connectio
             assert transport_of(client).stats.sse_discarded == 0
         finally:
             await client.aclose()
+
+
+def answering_inline(extra: dict[str, list[tuple[str, str]]]) -> Handler:
+    """A Streamable HTTP endpoint that answers each request in its POST response (``{"ok": true}``), with the
+    response headers ``extra`` names for its method; its event streams carry only a comment."""
+
+    async def handler(method: str, target: str, headers: dict[str, str], body: bytes) -> Any:
+        if method == "POST" and "acp-connection-id" not in headers:
+            return 200, [("content-type", "application/json"), ("acp-connection-id", "c1")], initialize_answer(body)
+        if method == "GET":
+            return 200, [("content-type", "text/event-stream")], b": quiet\n\n"
+        message = json.loads(body) if method == "POST" else {}
+        if "id" not in message or "method" not in message:
+            return 202, [], b""
+        answer = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {"ok": True}}).encode()
+        return 200, [("content-type", "application/json"), *extra.get(message["method"], [])], answer
+
+    return handler
+
+
+async def test_a_post_answer_with_a_header_value_that_is_not_ascii_is_read_not_left_waiting() -> None:
+    # issue 33: `X-Note: café` raised UnicodeEncodeError in the POST exchange; the request waited forever
+    async with canned_server(answering_inline({"x/note": [("x-note", "café")]})) as url:
+        client = await connect(url, protocol_version=1, transport_options=TransportOptions(ping_interval=None))
+        try:
+            assert await asyncio.wait_for(client.request("x/note", {}), bound(5)) == {"ok": True}
+            assert await asyncio.wait_for(client.request("x/plain", {}), bound(5)) == {"ok": True}
+        finally:
+            await client.aclose()
+
+
+class BrokenJar(CookieJar):
+    """A user's cookie jar that fails on one cookie: an exception the transport does not expect."""
+
+    def store(self, host: str, set_cookie_values: Iterable[str]) -> None:
+        values = list(set_cookie_values)
+        if any(value.startswith("boom=") for value in values):
+            raise RuntimeError("the jar broke")
+        super().store(host, values)
+
+
+async def test_an_unexpected_failure_in_a_post_exchange_fails_the_link_with_its_cause() -> None:
+    # any exception in the exchange, not only httpx's, must fail the link: the waiting request then fails
+    # with the link's typed error at once (it waited for its timeout, forever for session/prompt)
+    async with canned_server(answering_inline({"x/boom": [("set-cookie", "boom=1")]})) as url:
+        options = TransportOptions(ping_interval=None, cookies=BrokenJar())
+        client = await connect(url, protocol_version=1, transport_options=options)
+        try:
+            with pytest.raises(ConnectionLost, match="RuntimeError: the jar broke") as lost:
+                await asyncio.wait_for(client.request("x/boom", {}), bound(5))
+            assert lost.value.reason == "post failed"
+        finally:
+            await client.aclose()
+
+
+def test_a_peers_huge_number_of_seconds_is_ignored_not_raised() -> None:
+    # a Max-Age or Retry-After past a float's range raised OverflowError (past 4300 digits ValueError),
+    # outside the handling of the POST answer or the WebSocket handshake that read it
+    jar = CookieJar()
+    jar.store("h", ["a=1; Max-Age=" + "9" * 400, "b=2; Max-Age=-" + "9" * 400, "c=3; Max-Age=" + "9" * 5000])
+    assert (jar.get("h", "a"), jar.get("h", "b"), jar.get("h", "c")) == ("1", None, "3")
+    assert parse_retry_after("9" * 400) is None and parse_retry_after("9" * 5000) is None
+    assert parse_retry_after("120") == 120.0
 
 
 # ---------------------------------------------------------------------------- the CLI

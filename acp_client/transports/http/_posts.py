@@ -172,14 +172,27 @@ class PostPipeline:
             task.exception()  # a bug in the exchange would show in the log, not as "never retrieved"
 
     async def _post_exchange(self, exchange: _Exchange, headers: list[tuple[str, str]]) -> None:
+        """Send one POST and hand on its answer. Any failure fails the link, the unforeseen ones too (a bug, a
+        user's cookie jar raising): a request whose answer was to come in this response would otherwise wait
+        for its timeout, forever for ``session/prompt``."""
+        try:
+            await self._exchange(exchange, headers)
+        except Exception as exc:
+            _log.exception("http_post_failed", transport=self._link.description)
+            self._fail_post(exc)
+
+    def _fail_post(self, exc: BaseException) -> None:
+        loss = ConnectionLost(f"POST to {self._link.description} failed: {_describe_error(exc)}", reason="post failed")
+        loss.__cause__ = exc
+        self._inbox.fail(loss)
+
+    async def _exchange(self, exchange: _Exchange, headers: list[tuple[str, str]]) -> None:
         frame = exchange.frame
         self._link.stats.posts += 1
         try:
             response = await self._send_post(frame, headers, exchange)
         except httpx.HTTPError as exc:
-            self._inbox.fail(
-                ConnectionLost(f"POST to {self._link.description} failed: {_describe_error(exc)}", reason="post failed")
-            )
+            self._fail_post(exc)
             return
         self._last_answer = asyncio.get_running_loop().time()
         self._link.store_cookies(response.response)
@@ -266,6 +279,7 @@ class PostPipeline:
                     limit=0,  # any answer will do; its body is not wanted
                     headers=self._link.request_headers(content=False),
                 )
+            self._link.store_cookies(response.response)
         except (httpx.HTTPError, TimeoutError) as exc:
             self._inbox.fail(
                 ConnectionLost(
@@ -274,7 +288,15 @@ class PostPipeline:
                 )
             )
             raise self._inbox.lost() from None
-        self._link.store_cookies(response.response)
+        except Exception as exc:  # unforeseen (see _post_exchange): the link fails with the cause
+            _log.exception("http_ping_failed", transport=self._link.description)
+            self._inbox.fail(
+                ConnectionLost(
+                    f"the liveness check of {self._link.description} failed: {_describe_error(exc)}",
+                    reason="liveness check failed",
+                )
+            )
+            raise self._inbox.lost() from exc
         self._last_answer = loop.time()
         return self._last_answer - started
 
