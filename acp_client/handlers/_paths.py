@@ -208,6 +208,9 @@ def read_existing(where: Located, *, max_bytes: int) -> str | None:
 def write_text(where: Located, content: str) -> None:
     """Replace a checked path with ``content`` atomically (temp file + rename), keeping an existing file's mode.
 
+    The temp file is created with the existing file's permission bits (then set exactly, past the umask),
+    so it is never readable more widely than the file it replaces.
+
     Missing parent directories inside the root are created. The walk and the target's directory entry are
     never followed: a symlink there (swapped in after the check) is refused, and a hard link gets a new
     inode (the other names keep the old content).
@@ -228,7 +231,10 @@ def write_text(where: Located, content: str) -> None:
             raise WorkspaceRefusal("not_a_regular_file", path=path)
         temp = f".{name}.{secrets.token_hex(6)}.acp-tmp"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(temp, flags, 0o666, dir_fd=parent)
+        # born with the target's permission bits (the umask can only narrow them): the new text of a 0600
+        # file is never readable by others through its temp file, not even while it is being written
+        mode = 0o666 if info is None else stat.S_IMODE(info.st_mode) & 0o777
+        fd = os.open(temp, flags, mode, dir_fd=parent)
         try:
             try:
                 view = memoryview(content.encode("utf-8"))

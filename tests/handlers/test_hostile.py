@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import sys
 import textwrap
 from collections.abc import AsyncIterator
@@ -191,6 +192,36 @@ async def test_writes_are_atomic_keep_the_mode_and_create_parents(workspace: Wor
     await workspace.write_text_file(S, str(root / "a" / "b" / "c.txt"), "deep")
     assert (root / "a" / "b" / "c.txt").read_text(encoding="utf-8") == "deep"
     assert [name for name in os.listdir(root) if name.endswith(".acp-tmp")] == []
+
+
+class TempModes:
+    """The permission bits of each file whose mode is set (``os.fchmod``, seen through the ``os.chmod`` audit
+    event, before the change): for a workspace write, what its temp file was while the text went into it."""
+
+    watching: list[int] | None = None
+
+    @classmethod
+    def hook(cls, event: str, args: tuple[object, ...]) -> None:
+        if event == "os.chmod" and cls.watching is not None and isinstance(args[0], int):
+            cls.watching.append(stat.S_IMODE(os.fstat(args[0]).st_mode))
+
+
+sys.addaudithook(TempModes.hook)  # inert until a test sets ``watching``
+
+
+async def test_a_private_file_is_never_rewritten_through_a_wider_temp_file(workspace: Workspace, root: Path) -> None:
+    # another local user watching the directory must never be able to open the new text of a 0600 file
+    private = root / "token.txt"
+    private.write_text("old secret\n", encoding="utf-8")
+    private.chmod(0o600)
+    TempModes.watching = modes = []
+    try:
+        await workspace.write_text_file(S, str(private), "new secret\n")
+    finally:
+        TempModes.watching = None
+    assert modes == [0o600]  # the temp file held the new text with these bits, before its mode was set
+    assert private.read_text(encoding="utf-8") == "new secret\n"
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
 
 
 # ---------------------------------------------------------------------------------------------- terminals
