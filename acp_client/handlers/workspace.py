@@ -194,13 +194,15 @@ class Workspace(ClientHandlers):
     async def write_text_file(self, session_id: str, path: str, content: str) -> None:
         """Check, ask, show ``before_write``, then replace the file atomically.
 
-        The path is checked once, before the permission prompt; the write then walks the checked path
-        without following symlinks, so whatever is swapped in while the user decides is refused.
+        The path is checked once, before the permission prompt, which names the resolved path (no ``..``,
+        no symlink); the write then walks the checked path without following symlinks, so whatever is
+        swapped in while the user decides is refused.
         """
         self._check_writable(session_id, path)
         where = await asyncio.to_thread(self._roots(session_id).locate, path)
+        # the user is asked about the file that will be written (resolved), never the agent's spelling of it
         await self._allowed(
-            session_id, "write", f"Write {path}", {"kind": "edit", "locations": [{"path": where.real}]}
+            session_id, "write", f"Write {where.real}", {"kind": "edit", "locations": [{"path": where.real}]}
         )
         if self.before_write is not None:
             previous = await asyncio.to_thread(read_existing, where, max_bytes=self.max_read_bytes)
