@@ -57,6 +57,8 @@ class Workspace(ClientHandlers):
       from the root without following any symlink, so a swap after the check is refused, never followed.
     * Reads honour ``line``/``limit``, are capped at ``max_read_bytes``, refuse binary files and anything
       that is not a regular file; ``buffers`` supplies the editor's unsaved text.
+    * A regular file with other hard links is refused for reads and writes (a hard link to a file outside
+      the roots cannot be told from a file inside them), unless ``allow_hard_links=True``.
     * Writes are atomic (temp file + rename, the mode kept), go through ``before_write``, and are refused
       when the workspace or the session is read-only.
     * Terminals run in their own process group in a confined ``cwd``, output capped, at most
@@ -79,7 +81,7 @@ class Workspace(ClientHandlers):
         ask_before: Collection[str] = ("write", "terminal"),
         read_only: bool = False,
         max_read_bytes: int = 1_000_000,
-        allow_hard_links: bool = True,
+        allow_hard_links: bool = False,
         buffers: BufferLookup | None = None,
         before_write: BeforeWrite | None = None,
         max_terminals: int = 8,
@@ -205,10 +207,12 @@ class Workspace(ClientHandlers):
             session_id, "write", f"Write {where.real}", {"kind": "edit", "locations": [{"path": where.real}]}
         )
         if self.before_write is not None:
-            previous = await asyncio.to_thread(read_existing, where, max_bytes=self.max_read_bytes)
+            previous = await asyncio.to_thread(
+                read_existing, where, max_bytes=self.max_read_bytes, allow_hard_links=self.allow_hard_links
+            )
             if await self.before_write(PendingWrite(session_id, path, where.real, content, previous)):
                 return
-        await asyncio.to_thread(write_text, where, content)
+        await asyncio.to_thread(write_text, where, content, allow_hard_links=self.allow_hard_links)
 
     async def create_terminal(
         self,

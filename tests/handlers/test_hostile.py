@@ -132,18 +132,31 @@ async def test_file_swapped_for_a_symlink_before_a_write_is_refused(root: Path) 
     assert (root.parent / "outside" / "secret.txt").read_text(encoding="utf-8") == "the secret\n"
 
 
-async def test_hard_link_is_read_but_a_write_never_reaches_the_other_name(root: Path) -> None:
-    # a hard link cannot be told from the file itself: reads are allowed (documented), or refused on request
+async def test_a_hard_link_to_a_file_outside_is_refused_by_default(workspace: Workspace, root: Path) -> None:
+    # a hard link is the outside file itself under a name inside the root: nothing tells them apart
     secret = root.parent / "outside" / "secret.txt"
     os.link(secret, root / "hard.txt")
-    async with Workspace([root], ask_before=()) as ws:
+    await refused("hard_link", read(workspace, root / "hard.txt"))
+    await refused("hard_link", workspace.write_text_file(S, str(root / "hard.txt"), "replaced"))
+    assert secret.read_text(encoding="utf-8") == "the secret\n"
+    assert os.stat(secret).st_nlink == 2  # the write was refused, not done through a new inode
+
+
+async def test_hard_links_served_on_request_and_a_write_never_reaches_the_other_name(root: Path) -> None:
+    secret = root.parent / "outside" / "secret.txt"
+    os.link(secret, root / "hard.txt")
+    shown: list[str | None] = []
+
+    async def before_write(write: PendingWrite) -> bool:
+        shown.append(write.previous)
+        return False
+
+    async with Workspace([root], ask_before=(), allow_hard_links=True, before_write=before_write) as ws:
         assert await read(ws, root / "hard.txt") == "the secret\n"
         await ws.write_text_file(S, str(root / "hard.txt"), "replaced")
+    assert shown == ["the secret\n"]
     assert (root / "hard.txt").read_text(encoding="utf-8") == "replaced"
     assert secret.read_text(encoding="utf-8") == "the secret\n"  # the rename gave the name a new inode
-    os.link(secret, root / "hard2.txt")
-    async with Workspace([root], allow_hard_links=False) as strict:
-        await refused("hard_link", read(strict, root / "hard2.txt"))
 
 
 async def test_huge_file_is_refused_unless_read_in_parts(workspace: Workspace, root: Path) -> None:
