@@ -1,7 +1,9 @@
 """Terminals a workspace runs for agents: each command in its own process group, output capped.
 
 A terminal is one child process started with ``start_new_session`` (so it leads a new process group) and
-with stdout and stderr on one pipe that this module reads through the event loop. Its environment carries
+with stdout and stderr on one pipe that this module reads through the event loop. Its environment is the
+host's ``env``, or by default only the allow-listed part of this process's (:data:`INHERITED_NAMES`: no
+token or key of the client reaches the agent's commands), with the agent's ``env`` over it. It carries
 a random cookie (``ACP_CLIENT_TERMINAL``): ending a terminal kills its process group, then, on Linux, every
 process of this user whose environment still carries the cookie, which catches a daemon that called
 ``setsid()`` to leave the group (the trick Jenkins' process-tree killer uses). A process that scrubs its
@@ -23,10 +25,21 @@ from dataclasses import dataclass, field
 from acp_client.handlers._base import TerminalExit, TerminalOutput
 from acp_client.handlers._refusal import WorkspaceRefusal
 
-__all__ = ["COOKIE", "TerminalPool", "end_processes"]
+__all__ = ["COOKIE", "INHERITED_NAMES", "INHERITED_PREFIXES", "TerminalPool", "end_processes", "inherited_environment"]
 
 #: The environment variable that marks every process started for one terminal.
 COOKIE = "ACP_CLIENT_TERMINAL"
+#: What a terminal takes from this process's environment by default: what a command needs to find its
+#: programs, its home, its user, its locale, its terminal type and its time zone, and nothing that usually
+#: holds a credential (tokens, API keys, ``SSH_AUTH_SOCK``, proxy URLs with a password ...).
+INHERITED_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR"})
+#: ... and every variable whose name starts with one of these (the locale categories).
+INHERITED_PREFIXES = ("LC_",)
+
+
+def inherited_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The allow-listed part of ``environ`` (:data:`INHERITED_NAMES`, :data:`INHERITED_PREFIXES`)."""
+    return {k: v for k, v in environ.items() if k in INHERITED_NAMES or k.startswith(INHERITED_PREFIXES)}
 #: After the command exits, how long its output may still take to arrive (a daemon holding the pipe open
 #: would otherwise make the wait endless).
 DRAIN_GRACE = 1.0
@@ -149,11 +162,15 @@ class _Terminal:
 class TerminalPool:
     """The open terminals of one workspace, by id; owns their processes and their pipes."""
 
-    def __init__(self, *, max_terminals: int, max_output_bytes: int, base_env: Mapping[str, str] | None) -> None:
-        """``base_env`` is the environment the agent's ``env`` is merged over (``None``: this process's)."""
+    def __init__(
+        self, *, max_terminals: int, max_output_bytes: int, base_env: Mapping[str, str] | None, inherit_env: bool
+    ) -> None:
+        """``base_env`` is the environment the agent's ``env`` is merged over; ``None``: the allow-listed part
+        of this process's environment, read at each start (all of it with ``inherit_env``)."""
         self.max_terminals = max_terminals
         self.max_output_bytes = max_output_bytes
         self._base_env = dict(base_env) if base_env is not None else None
+        self._inherit_env = inherit_env
         self._terminals: dict[str, _Terminal] = {}
         self._starting = 0
 
@@ -186,7 +203,10 @@ class TerminalPool:
         if output_byte_limit is not None and 0 <= output_byte_limit < limit:
             limit = output_byte_limit
         cookie = secrets.token_hex(16)
-        merged = dict(os.environ if self._base_env is None else self._base_env)
+        if self._base_env is not None:
+            merged = dict(self._base_env)
+        else:
+            merged = dict(os.environ) if self._inherit_env else inherited_environment(os.environ)
         merged.update(env)
         merged[COOKIE] = cookie
         self._starting += 1

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from acp_client.exceptions import UsageError
 from acp_client.handlers import PendingWrite, PermissionRequest, Workspace, WorkspaceRefusal
+from acp_client.handlers._terminals import INHERITED_NAMES
 from tests.conftest import bound
 
 S = "sess_1"
@@ -369,6 +371,42 @@ async def test_terminal_cwd_is_confined_and_env_merged(workspace: Workspace, roo
         "spawn_failed",
         workspace.create_terminal(S, "/no/such/program", args=[], env={}, cwd=None, output_byte_limit=None),
     )
+
+
+async def environment_of_a_terminal(ws: Workspace, env: dict[str, str]) -> dict[str, str]:
+    """What ``env -0``, run by the agent (asking for ``env``), prints as its environment."""
+    tid = await ws.create_terminal(S, "/usr/bin/env", args=["-0"], env=env, cwd=None, output_byte_limit=None)
+    assert (await ws.wait_for_terminal_exit(S, tid)).exit_code == 0
+    output = (await ws.terminal_output(S, tid)).output
+    await ws.release_terminal(S, tid)
+    return dict(item.partition("=")[::2] for item in output.split("\0") if item)
+
+
+async def test_a_terminal_never_sees_the_clients_secrets_unless_the_host_opts_in(
+    workspace: Workspace, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the client holds a key; the agent runs a command (the user approved "env") that prints its environment
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-the-clients-key")
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/user/agent.sock")
+    monkeypatch.setenv("LC_TIME", "C")
+    seen = await environment_of_a_terminal(workspace, {"GREETING": "hi"})
+    assert not any("sk-the-clients-key" in value for value in seen.values())
+    assert "OPENAI_API_KEY" not in seen and "SSH_AUTH_SOCK" not in seen
+    assert seen["PATH"] == os.environ["PATH"] and seen["LC_TIME"] == "C" and seen["GREETING"] == "hi"
+    assert set(seen) - {"ACP_CLIENT_TERMINAL", "GREETING"} <= {*INHERITED_NAMES, "LC_TIME", *os.environ}
+    async with Workspace([root], ask_before=(), inherit_env=True) as everything:
+        assert (await environment_of_a_terminal(everything, {}))["OPENAI_API_KEY"] == "sk-the-clients-key"
+    async with Workspace([root], ask_before=(), env={"PATH": os.environ["PATH"]}) as given:
+        assert set(await environment_of_a_terminal(given, {})) == {"PATH", "ACP_CLIENT_TERMINAL"}
+
+
+def test_the_full_environment_is_an_explicit_valid_choice(root: Path) -> None:
+    with pytest.raises(UsageError, match="inherit_env"):
+        Workspace([root], inherit_env="yes")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="not both"):
+        Workspace([root], env={}, inherit_env=True)
+    with pytest.raises(UsageError, match="env must be"):
+        Workspace([root], env={"PATH": 1})  # type: ignore[dict-item]
 
 
 async def test_session_ended_kills_its_terminals_only(workspace: Workspace) -> None:
