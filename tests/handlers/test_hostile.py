@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import stat
 import sys
 import textwrap
@@ -312,6 +313,68 @@ async def test_a_forked_daemon_is_gone_after_kill_and_after_release(
     assert gone(leader)
     assert [p for p in pids if not gone(p)] == []
     await refused("unknown_terminal", workspace.terminal_output(S, tid))
+
+
+SPAWNER = textwrap.dedent(
+    """
+    import os, sys, time
+    if os.fork() == 0:
+        os.setsid()  # out of the terminal's group, and forking as fast as it can, each child its own session
+        for count in range(1, 3000):
+            if os.fork() == 0:
+                os.setsid()
+                os.execv("/bin/sleep", ["sleep", "300"])
+            if count == 50:  # a list of pids taken now is stale before the kill reaches its first entry
+                with open(sys.argv[1], "w") as fifo:
+                    fifo.write(f"{os.getpid()}\\n")
+        os._exit(0)
+    if sys.argv[2] == "stay":
+        time.sleep(300)
+    """
+)
+
+
+def carrying(entry: bytes) -> list[int]:
+    """The running processes whose environment holds ``entry`` (``NAME=value``)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as env:
+                if entry in env.read().split(b"\0") and not gone(int(name)):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("ending", ["kill", "release"])
+async def test_a_daemon_that_forks_fast_leaves_nothing_after_kill_and_after_release(
+    workspace: Workspace, tmp_path: Path, ending: str
+) -> None:
+    fifo = tmp_path / "ready"
+    os.mkfifo(fifo)
+    mark = f"HOSTILE_MARK={os.urandom(8).hex()}".encode()
+    try:
+        tid = await workspace.create_terminal(
+            S,
+            sys.executable,
+            args=["-c", SPAWNER, str(fifo), "stay" if ending == "kill" else "exit"],
+            env={"HOSTILE_MARK": mark.decode().partition("=")[2]},
+            cwd=None,
+            output_byte_limit=None,
+        )
+        await spawned_pids(fifo)  # the spawner runs
+        if ending == "kill":
+            await workspace.kill_terminal(S, tid)
+        else:
+            await workspace.wait_for_terminal_exit(S, tid)
+        await workspace.release_terminal(S, tid)
+        assert carrying(mark) == []
+    finally:
+        for pid in carrying(mark):  # what survived (a sleep each) does not fork: one kill ends it
+            os.kill(pid, signal.SIGKILL)
 
 
 async def test_output_past_the_limit_is_cut_from_the_start_on_a_character_boundary(workspace: Workspace) -> None:
