@@ -3,10 +3,11 @@
 :class:`EditorHandlers` is the :class:`~acp_client.handlers.ClientHandlers` the bridge's reconnecting client
 uses: it advertises exactly the client capabilities the editor advertised to the bridge, and forwards every
 request (permission, ``fs/*``, ``terminal/*``, elicitation) to the editor over the bridge's stdio, returning
-the editor's answer. A ``fs/*`` or ``terminal/*`` request whose capability the editor did not advertise is
-answered ``-32601`` and never forwarded. An error from the editor goes back to the agent with the same
-code. If the agent cancels the request (``$/cancel_request``) or its connection drops, the forwarded request
-is abandoned and the editor gets a ``$/cancel_request`` of its own.
+the editor's answer. A ``fs/*`` or ``terminal/*`` request whose capability the editor did not advertise, or
+an ``elicitation/create`` in a mode it did not advertise, is answered ``-32601`` and never forwarded. An
+error from the editor goes back to the agent with the same code. If the agent cancels the request
+(``$/cancel_request``) or its connection drops, the forwarded request is abandoned and the editor gets a
+``$/cancel_request`` of its own.
 """
 
 from __future__ import annotations
@@ -163,5 +164,10 @@ class EditorHandlers(ClientHandlers):
         await self._ask("terminal/release", {"sessionId": session_id, "terminalId": terminal_id})
 
     async def create_elicitation(self, request: ElicitationRequest) -> dict[str, Any]:
-        """Forward ``elicitation/create`` as received; the editor's answer goes back unchanged."""
+        """Forward ``elicitation/create`` as received when the editor advertised its ``mode``; the editor's
+        answer goes back unchanged. Else ``-32601``, never forwarded."""
+        advertised = self._capabilities.get("elicitation")
+        if not (isinstance(advertised, dict) and advertised.get(request.mode) is not None):  # custom modes too
+            reason = f"the editor did not advertise this capability (elicitation mode {request.mode!r})"
+            raise MethodNotFound(-32601, "Method not found", {"method": "elicitation/create", "reason": reason})
         return _object(await self._ask("elicitation/create", request.raw), "elicitation/create")

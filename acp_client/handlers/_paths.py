@@ -197,20 +197,25 @@ def read_text(
     return _decode(data, path)
 
 
-def read_existing(where: Located, *, max_bytes: int) -> str | None:
-    """The current text of a checked path for a ``before_write`` hook, or ``None`` (missing, binary, too big)."""
+def read_existing(where: Located, *, max_bytes: int, allow_hard_links: bool) -> str | None:
+    """The current text of a checked path for a ``before_write`` hook, or ``None`` (missing, binary, too big,
+    or a hard link the workspace refuses)."""
     try:
-        return read_text(where, None, None, max_bytes=max_bytes, allow_hard_links=True)
+        return read_text(where, None, None, max_bytes=max_bytes, allow_hard_links=allow_hard_links)
     except WorkspaceRefusal:
         return None
 
 
-def write_text(where: Located, content: str) -> None:
+def write_text(where: Located, content: str, *, allow_hard_links: bool) -> None:
     """Replace a checked path with ``content`` atomically (temp file + rename), keeping an existing file's mode.
 
+    The temp file is created with the existing file's permission bits (then set exactly, past the umask),
+    so it is never readable more widely than the file it replaces.
+
     Missing parent directories inside the root are created. The walk and the target's directory entry are
-    never followed: a symlink there (swapped in after the check) is refused, and a hard link gets a new
-    inode (the other names keep the old content).
+    never followed: a symlink there (swapped in after the check) is refused. A file with other hard links
+    is refused unless ``allow_hard_links``; allowed, it gets a new inode (the other names keep the old
+    content).
     """
     path = where.path
     if not where.parts:
@@ -226,9 +231,14 @@ def write_text(where: Located, content: str) -> None:
             raise WorkspaceRefusal("symlink_changed", path=path)
         if info is not None and not stat.S_ISREG(info.st_mode):
             raise WorkspaceRefusal("not_a_regular_file", path=path)
+        if info is not None and info.st_nlink > 1 and not allow_hard_links:
+            raise WorkspaceRefusal("hard_link", path=path)
         temp = f".{name}.{secrets.token_hex(6)}.acp-tmp"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        fd = os.open(temp, flags, 0o666, dir_fd=parent)
+        # born with the target's permission bits (the umask can only narrow them): the new text of a 0600
+        # file is never readable by others through its temp file, not even while it is being written
+        mode = 0o666 if info is None else stat.S_IMODE(info.st_mode) & 0o777
+        fd = os.open(temp, flags, mode, dir_fd=parent)
         try:
             try:
                 view = memoryview(content.encode("utf-8"))

@@ -16,7 +16,7 @@ RULES: dict[str, str] = {
     "not_found": "no such file",
     "not_a_regular_file": "only regular files are read or written (not directories, FIFOs, devices, sockets)",
     "symlink_changed": "a path component became a symlink between the check and the use",
-    "hard_link": "the file has other hard links and this workspace refuses those",
+    "hard_link": "the file has other hard links (served only with allow_hard_links=True)",
     "too_large": "the text asked for is larger than the workspace's read cap",
     "binary": "the file is not UTF-8 text",
     "read_only": "the workspace (or this session) is read-only",

@@ -1,11 +1,14 @@
 """Terminals a workspace runs for agents: each command in its own process group, output capped.
 
 A terminal is one child process started with ``start_new_session`` (so it leads a new process group) and
-with stdout and stderr on one pipe that this module reads through the event loop. Its environment carries
-a random cookie (``ACP_CLIENT_TERMINAL``): ending a terminal kills its process group, then, on Linux, every
-process of this user whose environment still carries the cookie, which catches a daemon that called
-``setsid()`` to leave the group (the trick Jenkins' process-tree killer uses). A process that scrubs its
-environment *and* leaves the group escapes; containing that is the host's job (a container, a cgroup).
+with stdout and stderr on one pipe that this module reads through the event loop. Its environment is the
+host's ``env``, or by default only the allow-listed part of this process's (:data:`INHERITED_NAMES`: no
+token or key of the client reaches the agent's commands), with the agent's ``env`` over it. It carries
+a random cookie (``ACP_CLIENT_TERMINAL``) as the marker of its :class:`~acp_client._processes.ProcessGroup`:
+ending a terminal freezes and kills the group, the children of what it froze and, on Linux, every process
+whose environment still carries the cookie (a daemon that called ``setsid()`` to leave the group, however
+fast it re-forks). A process that scrubs its environment *and* leaves the group escapes; containing that
+is the host's job (a container, a cgroup).
 """
 
 from __future__ import annotations
@@ -14,22 +17,37 @@ import asyncio
 import contextlib
 import os
 import secrets
-import select
 import signal
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from acp_client._logging import get_logger
+from acp_client._processes import ProcessGroup
 from acp_client.handlers._base import TerminalExit, TerminalOutput
 from acp_client.handlers._refusal import WorkspaceRefusal
 
-__all__ = ["COOKIE", "TerminalPool", "end_processes"]
+__all__ = ["COOKIE", "INHERITED_NAMES", "INHERITED_PREFIXES", "TerminalPool", "inherited_environment"]
 
 #: The environment variable that marks every process started for one terminal.
 COOKIE = "ACP_CLIENT_TERMINAL"
+#: What a terminal takes from this process's environment by default: what a command needs to find its
+#: programs, its home, its user, its locale, its terminal type and its time zone, and nothing that usually
+#: holds a credential (tokens, API keys, ``SSH_AUTH_SOCK``, proxy URLs with a password ...).
+INHERITED_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "TMPDIR"})
+#: ... and every variable whose name starts with one of these (the locale categories).
+INHERITED_PREFIXES = ("LC_",)
+
+
+def inherited_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The allow-listed part of ``environ`` (:data:`INHERITED_NAMES`, :data:`INHERITED_PREFIXES`)."""
+    return {k: v for k, v in environ.items() if k in INHERITED_NAMES or k.startswith(INHERITED_PREFIXES)}
+#: How long ending a terminal waits for the processes it killed to exit.
+KILL_WAIT = 5.0
 #: After the command exits, how long its output may still take to arrive (a daemon holding the pipe open
 #: would otherwise make the wait endless).
 DRAIN_GRACE = 1.0
+
+_log = get_logger("acp_client.handlers.terminals")
 
 
 def _complete_prefix(data: bytes) -> bytes:
@@ -41,51 +59,6 @@ def _complete_prefix(data: bytes) -> bytes:
         need = 1 if byte < 0x80 else 2 if byte >> 5 == 0b110 else 3 if byte >> 4 == 0b1110 else 4
         return data if back >= need else data[:-back]
     return data
-
-
-def _cookie_holders(marker: bytes) -> list[int]:
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    me = os.getpid()
-    found = []
-    for entry in entries:
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as env:
-                if marker in env.read().split(b"\0"):
-                    found.append(int(entry))
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-    return found
-
-
-def end_processes(pgid: int, cookie: str, timeout: float = 5.0) -> int:
-    """SIGKILL the process group ``pgid`` and every process of this user whose environment carries
-    ``COOKIE=cookie``, then wait (at most ``timeout`` seconds) until those have exited. The cookie search is
-    Linux only (elsewhere only the group is killed). Returns how many cookie holders were found."""
-    pidfds: list[int] = []
-    try:
-        for pid in _cookie_holders(f"{COOKIE}={cookie}".encode()):
-            # a handle taken before the kill: it cannot point at a recycled pid and tells when it exited
-            with contextlib.suppress(OSError):
-                pidfds.append(os.pidfd_open(pid))
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-        for fd in pidfds:
-            with contextlib.suppress(OSError):
-                signal.pidfd_send_signal(fd, signal.SIGKILL)
-        waiting = list(pidfds)
-        deadline = time.monotonic() + timeout
-        while waiting and (left := deadline - time.monotonic()) > 0:
-            ready, _, _ = select.select(waiting, [], [], left)  # a pidfd turns readable when its process exits
-            waiting = [fd for fd in waiting if fd not in ready]
-        return len(pidfds)
-    finally:
-        for fd in pidfds:
-            os.close(fd)
 
 
 class _Pipe(asyncio.Protocol):
@@ -106,7 +79,7 @@ class _Terminal:
     terminal_id: str
     session_id: str
     process: asyncio.subprocess.Process
-    cookie: str
+    group: ProcessGroup
     limit: int
     buffer: bytearray = field(default_factory=bytearray)
     truncated: bool = False
@@ -149,11 +122,15 @@ class _Terminal:
 class TerminalPool:
     """The open terminals of one workspace, by id; owns their processes and their pipes."""
 
-    def __init__(self, *, max_terminals: int, max_output_bytes: int, base_env: Mapping[str, str] | None) -> None:
-        """``base_env`` is the environment the agent's ``env`` is merged over (``None``: this process's)."""
+    def __init__(
+        self, *, max_terminals: int, max_output_bytes: int, base_env: Mapping[str, str] | None, inherit_env: bool
+    ) -> None:
+        """``base_env`` is the environment the agent's ``env`` is merged over; ``None``: the allow-listed part
+        of this process's environment, read at each start (all of it with ``inherit_env``)."""
         self.max_terminals = max_terminals
         self.max_output_bytes = max_output_bytes
         self._base_env = dict(base_env) if base_env is not None else None
+        self._inherit_env = inherit_env
         self._terminals: dict[str, _Terminal] = {}
         self._starting = 0
 
@@ -186,7 +163,10 @@ class TerminalPool:
         if output_byte_limit is not None and 0 <= output_byte_limit < limit:
             limit = output_byte_limit
         cookie = secrets.token_hex(16)
-        merged = dict(os.environ if self._base_env is None else self._base_env)
+        if self._base_env is not None:
+            merged = dict(self._base_env)
+        else:
+            merged = dict(os.environ) if self._inherit_env else inherited_environment(os.environ)
         merged.update(env)
         merged[COOKIE] = cookie
         self._starting += 1
@@ -210,7 +190,8 @@ class TerminalPool:
                 os.close(write_end)
         finally:
             self._starting -= 1
-        terminal = _Terminal(f"term_{secrets.token_hex(8)}", session_id, process, cookie, limit)
+        group = ProcessGroup(process.pid, 0.0, marker=f"{COOKIE}={cookie}")
+        terminal = _Terminal(f"term_{secrets.token_hex(8)}", session_id, process, group, limit)
         self._terminals[terminal.terminal_id] = terminal
         loop = asyncio.get_running_loop()
         try:
@@ -262,7 +243,8 @@ class TerminalPool:
             await self._end(terminal)
 
     async def _kill(self, terminal: _Terminal) -> None:
-        await asyncio.to_thread(end_processes, terminal.process.pid, terminal.cookie)
+        if not await asyncio.to_thread(terminal.group.kill, KILL_WAIT):
+            _log.warning("terminal_kept_forking", terminal_id=terminal.terminal_id, pgid=terminal.group.pgid)
         await terminal.process.wait()
 
     async def _end(self, terminal: _Terminal) -> None:

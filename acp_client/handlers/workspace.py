@@ -57,10 +57,13 @@ class Workspace(ClientHandlers):
       from the root without following any symlink, so a swap after the check is refused, never followed.
     * Reads honour ``line``/``limit``, are capped at ``max_read_bytes``, refuse binary files and anything
       that is not a regular file; ``buffers`` supplies the editor's unsaved text.
+    * A regular file with other hard links is refused for reads and writes (a hard link to a file outside
+      the roots cannot be told from a file inside them), unless ``allow_hard_links=True``.
     * Writes are atomic (temp file + rename, the mode kept), go through ``before_write``, and are refused
       when the workspace or the session is read-only.
     * Terminals run in their own process group in a confined ``cwd``, output capped, at most
-      ``max_terminals`` at once; kill and release end the whole group. A session's terminals end when the
+      ``max_terminals`` at once, with an allow-listed environment (``env``, ``inherit_env``); kill and
+      release end the whole group. A session's terminals end when the
       session ends (:meth:`session_ended`), all of them when the client closes (:meth:`client_closed`).
     * ``permission`` answers the agent's permission requests and is asked before each write and each
       terminal, unless ``ask_before`` leaves that kind out. The default policy denies.
@@ -79,20 +82,32 @@ class Workspace(ClientHandlers):
         ask_before: Collection[str] = ("write", "terminal"),
         read_only: bool = False,
         max_read_bytes: int = 1_000_000,
-        allow_hard_links: bool = True,
+        allow_hard_links: bool = False,
         buffers: BufferLookup | None = None,
         before_write: BeforeWrite | None = None,
         max_terminals: int = 8,
         max_output_bytes: int = 1_000_000,
         env: Mapping[str, str] | None = None,
+        inherit_env: bool = False,
     ) -> None:
         """Serve ``roots`` (existing directories: the session ``cwd`` and its ``additionalDirectories``).
 
-        ``env`` is the environment terminals start from (the agent's ``env`` is merged over it); ``None``
-        means this process's environment.
+        ``env`` is the environment terminals start from (the agent's ``env`` is merged over it). ``None``
+        means the allow-listed part of this process's environment (``PATH``, ``HOME``, ``USER``,
+        ``LOGNAME``, ``SHELL``, ``LANG``, ``LANGUAGE``, ``LC_*``, ``TERM``, ``TZ``, ``TMPDIR``): the client's
+        tokens and keys never reach a command the agent runs. ``inherit_env=True`` passes all of this
+        process's environment instead (an explicit choice; not together with ``env``).
         """
         if os.name != "posix" or os.open not in os.supports_dir_fd:
             raise UsageError("Workspace needs a POSIX system (it opens paths relative to directory handles)")
+        if not isinstance(inherit_env, bool):
+            raise UsageError(f"inherit_env must be True or False, not {type(inherit_env).__name__}")
+        if inherit_env and env is not None:
+            raise UsageError("pass env= or inherit_env=True, not both: env is the whole base environment")
+        if env is not None and not (
+            isinstance(env, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+        ):
+            raise UsageError("env must be a mapping of str to str")
         unknown = set(ask_before) - _ASKABLE
         if unknown:
             raise ValueError(f"ask_before takes 'write' and 'terminal', not {sorted(unknown)}")
@@ -104,7 +119,9 @@ class Workspace(ClientHandlers):
         self.allow_hard_links = allow_hard_links
         self.buffers = buffers
         self.before_write = before_write
-        self._terminals = TerminalPool(max_terminals=max_terminals, max_output_bytes=max_output_bytes, base_env=env)
+        self._terminals = TerminalPool(
+            max_terminals=max_terminals, max_output_bytes=max_output_bytes, base_env=env, inherit_env=inherit_env
+        )
         self._session_roots: dict[str, Roots] = {}
         self._read_only_sessions: set[str] = set()
 
@@ -194,19 +211,23 @@ class Workspace(ClientHandlers):
     async def write_text_file(self, session_id: str, path: str, content: str) -> None:
         """Check, ask, show ``before_write``, then replace the file atomically.
 
-        The path is checked once, before the permission prompt; the write then walks the checked path
-        without following symlinks, so whatever is swapped in while the user decides is refused.
+        The path is checked once, before the permission prompt, which names the resolved path (no ``..``,
+        no symlink); the write then walks the checked path without following symlinks, so whatever is
+        swapped in while the user decides is refused.
         """
         self._check_writable(session_id, path)
         where = await asyncio.to_thread(self._roots(session_id).locate, path)
+        # the user is asked about the file that will be written (resolved), never the agent's spelling of it
         await self._allowed(
-            session_id, "write", f"Write {path}", {"kind": "edit", "locations": [{"path": where.real}]}
+            session_id, "write", f"Write {where.real}", {"kind": "edit", "locations": [{"path": where.real}]}
         )
         if self.before_write is not None:
-            previous = await asyncio.to_thread(read_existing, where, max_bytes=self.max_read_bytes)
+            previous = await asyncio.to_thread(
+                read_existing, where, max_bytes=self.max_read_bytes, allow_hard_links=self.allow_hard_links
+            )
             if await self.before_write(PendingWrite(session_id, path, where.real, content, previous)):
                 return
-        await asyncio.to_thread(write_text, where, content)
+        await asyncio.to_thread(write_text, where, content, allow_hard_links=self.allow_hard_links)
 
     async def create_terminal(
         self,

@@ -8,6 +8,7 @@ attribute keys below. Semantic-convention names are used where they exist (``rpc
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 import weakref
 from collections.abc import Generator, Iterable, Mapping
@@ -65,6 +66,17 @@ M_QUEUE: Final = "acp.client.recovery.queue_depth"
 M_INBOUND: Final = "acp.client.inbound.in_flight"
 
 _PAUSES = (ClientState.BACKOFF, ClientState.SUSPENDED, ClientState.FAILED)
+#: What a reason must look like to become a metric attribute: a name (``close_4500``, ``http_503``,
+#: ``flapping``, an exception class), never text. Anything else is counted as ``other``: one series, and
+#: no text from the agent (a close reason) or personal data in a label.
+_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,47}")
+
+
+def _label(reason: str | None, default: str) -> str:
+    """``reason`` as a metric attribute value: a name, ``default`` when absent, ``other`` when not a name."""
+    if not reason:
+        return default
+    return reason if _NAME.fullmatch(reason) else "other"
 
 
 class _Scope:
@@ -98,10 +110,9 @@ class _ClientSink:
                 if self._not_ready_since is None:
                     self._not_ready_since = time.monotonic()
                 if event.old in _PAUSES or event.old is ClientState.READY:
-                    reason = self._pause_reason or "unknown"
-                    obs._reconnects.add(1, {"acp.reconnect.reason": reason})
+                    obs._reconnects.add(1, {"acp.reconnect.reason": self._pause_reason or "unknown"})
             elif new in _PAUSES:
-                self._pause_reason = event.reason or "unknown"
+                self._pause_reason = _label(event.reason, "unknown")
                 if self._not_ready_since is None:
                     self._not_ready_since = time.monotonic()
             elif new is ClientState.READY:
@@ -115,7 +126,8 @@ class _ClientSink:
         elif isinstance(event, ConnectionDropped):
             if not event.closed_by_client and self._not_ready_since is None:
                 self._not_ready_since = time.monotonic()
-            self._pause_reason = event.reason or "connection_lost"
+            # the close code, never the close reason: that is the agent's own text
+            self._pause_reason = "connection_lost" if event.close_code is None else f"close_{event.close_code}"
         elif isinstance(event, SessionRecovered):
             obs._recoveries.add(1, {"acp.recovery.outcome": event.outcome, "acp.recovery.path": event.path})
         elif isinstance(event, SessionRecoveryFailed):
@@ -123,9 +135,10 @@ class _ClientSink:
         elif isinstance(event, SessionDetached):
             obs._recoveries.add(1, {"acp.recovery.outcome": "kept", "acp.recovery.path": "ladder"})
         elif isinstance(event, SessionTakenOver):
-            obs._recoveries.add(1, {"acp.recovery.outcome": "taken_over", "acp.recovery.path": event.reason})
+            path = _label(event.reason, "unknown")
+            obs._recoveries.add(1, {"acp.recovery.outcome": "taken_over", "acp.recovery.path": path})
         elif isinstance(event, SessionForgotten):
-            obs._forgotten.add(1, {"acp.forget.reason": event.reason})
+            obs._forgotten.add(1, {"acp.forget.reason": _label(event.reason, "unknown")})
 
 
 class OpenTelemetryObserver:

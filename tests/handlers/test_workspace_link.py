@@ -99,6 +99,26 @@ async def test_the_default_policy_denies_writes_terminals_and_the_agents_request
     assert not (root / "c.txt").exists()
 
 
+async def test_the_prompt_names_the_file_that_will_be_written_not_the_agents_spelling(
+    agent: ReferenceAgent, version: int, root: Path
+) -> None:
+    # a hostile agent dresses a git hook up as a file under docs/: the user must be asked about the hook
+    (root / "docs").mkdir()
+    (root / ".git" / "hooks").mkdir(parents=True)
+    (root / "notes").symlink_to(root / ".git" / "hooks")
+    dialog = Dialog()
+    async with Workspace([root], permission=ask(dialog)) as workspace, acp_client.connect(
+        agent.url, handlers=workspace, protocol_version=version
+    ) as client:
+        session = await client.new_session(str(root))
+        script = f"write {root}/docs/../.git/hooks/pre-commit owned\nwrite {root}/notes/post-merge owned"
+        await session.prompt(script, timeout=bound(20))
+    hooks = root / ".git" / "hooks"
+    assert [r.title for r in dialog.asked] == [f"Write {hooks}/pre-commit", f"Write {hooks}/post-merge"]
+    assert all(".." not in str(r.raw) for r in dialog.asked)
+    assert (hooks / "pre-commit").read_text(encoding="utf-8") == "owned"
+
+
 async def test_read_only_session_refuses_writes_and_terminals(root: Path) -> None:
     async with ReferenceAgent(1) as agent, Workspace([root], ask_before=()) as workspace, acp_client.connect(
         agent.url, handlers=workspace

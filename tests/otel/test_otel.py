@@ -32,6 +32,7 @@ from opentelemetry.trace import (
 import acp_client.otel
 from acp_client import Limits, SessionNotFound, SessionRecovered, connect, sync
 from acp_client.otel._requests import FINISH_BATCH
+from acp_client.reconnect import Verdict
 from acp_client.schema import models_for
 from acp_client.testing import AgentThread, ReferenceAgent
 from tests.conftest import Link, bound, over_links, started
@@ -350,3 +351,43 @@ async def test_request_spans_are_recorded_in_batches_after_their_answers(
     points = telemetry.points("rpc.client.call.duration")
     counts = [p.count for p in points if dict(p.attributes)["rpc.method"] == "session/status"]
     assert counts == [2 * FINISH_BATCH]
+
+
+async def test_a_close_reason_the_agent_chose_never_becomes_a_metric_attribute(telemetry: Telemetry) -> None:
+    # a hostile agent closes each connection with a new reason carrying personal data: every one of them would
+    # be a new time series of acp.client.reconnects, with the text in a label
+    reasons = [f"user alice{i}@example.com asked to stop" for i in range(4)]  # the crash-loop breaker trips at 5
+    async with ReferenceAgent(1) as agent:
+        client, rec = await started(agent.url)
+        try:
+            for count, reason in enumerate(reasons, start=2):
+                await agent.drop_all_connections(4500, reason)
+                await rec.ready_count(count, timeout=bound(20))
+        finally:
+            await rec.close()
+            await client.aclose()
+    reconnects = telemetry.points("acp.client.reconnects")
+    assert sum(p.value for p in reconnects) == len(reasons)
+    labels = {value for p in reconnects for value in dict(p.attributes).values()}
+    assert not any("alice" in str(value) for value in labels), labels
+    assert labels == {"close_4500"}  # a fixed name made of the close code, one series for all of them
+
+
+async def test_a_classifier_that_quotes_the_error_never_puts_the_agents_text_in_a_label(telemetry: Telemetry) -> None:
+    # Verdict.reason should be a name; an application that puts the error's text there (which quotes the
+    # agent's close reason) still gets no text, and one series, in acp.client.reconnects
+    def quoting(error: BaseException) -> Verdict:
+        return Verdict(True, str(error))
+
+    async with ReferenceAgent(1) as agent:
+        client, rec = await started(agent.url, classifier=quoting)
+        try:
+            for count, reason in enumerate(["alice@example.com", "bob@example.com"], start=2):
+                await agent.drop_all_connections(4500, reason)
+                await rec.ready_count(count, timeout=bound(20))
+        finally:
+            await rec.close()
+            await client.aclose()
+    reconnects = telemetry.points("acp.client.reconnects")
+    assert sum(p.value for p in reconnects) == 2
+    assert [dict(p.attributes) for p in reconnects] == [{"acp.reconnect.reason": "other"}]
