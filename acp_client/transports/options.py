@@ -93,8 +93,8 @@ class TransportOptions:
     ``on_stream_resumed`` (default ``None``; Streamable HTTP)
         called with the session id (``None`` for the connection-scoped stream) when a dropped event
         stream was reopened with ``Last-Event-ID`` and the server resumed it, so nothing was recovered
-        (``ReconnectingClient`` sets it to report ``SessionRecovered(path="stream_resumed")``); not
-        compared, not shown.
+        (a ``ReconnectingClient`` reports ``SessionRecovered(path="stream_resumed")`` first, then calls
+        the one given here); not compared, not shown.
 
     Every invalid value raises :class:`~acp_client.exceptions.UsageError` at construction, naming the
     field and what it accepts. Change a copy with :meth:`replace` or :func:`dataclasses.replace`.
