@@ -23,7 +23,7 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from acp_client.client import ACPClient, ProtocolVersionOption, SessionInfo
+from acp_client.client import USE_CLIENT_DEFAULT, ACPClient, ProtocolVersionOption, RequestTimeout, SessionInfo
 from acp_client.client._connect import Target, check_protocol_version, check_target
 from acp_client.client.options import check_callables, fold_flat_keywords, option_object
 from acp_client.exceptions import ClientClosed, ReconnectFailed, SessionLost, UsageError
@@ -83,6 +83,9 @@ class ReconnectingClient:
     Timing and bounds:
         ``timeouts`` (default ``Timeouts()``): one setting per wait (initialize, request,
         probe, strategy, replay silence, recovery deadline, list check, session wait, ready).
+        ``Timeouts.request`` is the deadline of every call below whose ``timeout=`` is left at
+        :data:`~acp_client.client.USE_CLIENT_DEFAULT` (a number or ``None`` given to one call wins);
+        ``Session.prompt()`` has none unless given (a turn may run long).
         ``limits`` (default ``Limits()``): the event buffer per reader, the reconcile
         probes in flight.
 
@@ -340,7 +343,7 @@ class ReconnectingClient:
         *,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
         additional_directories: Sequence[str | os.PathLike[str]] | None = None,
-        timeout: float | None = 30.0,
+        timeout: RequestTimeout = USE_CLIENT_DEFAULT,
         meta: Mapping[str, Any] | None = None,
     ) -> Session:
         """Create a session on the current connection; it is stored and recovered after every drop.
@@ -365,7 +368,7 @@ class ReconnectingClient:
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
         additional_directories: Sequence[str | os.PathLike[str]] | None = None,
         replay: bool = False,
-        timeout: float | None = 60.0,
+        timeout: RequestTimeout = USE_CLIENT_DEFAULT,
     ) -> Session:
         """Attach an existing session (``session/resume``) and keep it recovered from now on."""
         client = await self._gate.require()
@@ -387,7 +390,7 @@ class ReconnectingClient:
         *,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
         additional_directories: Sequence[str | os.PathLike[str]] | None = None,
-        timeout: float | None = 60.0,
+        timeout: RequestTimeout = USE_CLIENT_DEFAULT,
     ) -> Session:
         """v1 ``session/load`` an existing session and keep it recovered from now on."""
         client = await self._gate.require()
@@ -397,11 +400,15 @@ class ReconnectingClient:
         await self._keeper.persist(session)
         return session
 
-    async def session_status(self, session_id: str, *, timeout: float | None = 10.0) -> SessionStatusResponse:
+    async def session_status(
+        self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT
+    ) -> SessionStatusResponse:
         """``session/status`` on the current connection (side-effect free, so retried once after a drop)."""
         return await self._gate.read_only(lambda c: c.session_status(session_id, timeout=timeout))
 
-    def list_sessions(self, cwd: str | None = None, *, timeout: float | None = 30.0) -> AsyncIterator[SessionInfo]:
+    def list_sessions(
+        self, cwd: str | None = None, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT
+    ) -> AsyncIterator[SessionInfo]:
         """``session/list`` over every page, on the current connection."""
 
         async def pages() -> AsyncIterator[SessionInfo]:
@@ -410,13 +417,13 @@ class ReconnectingClient:
 
         return pages()
 
-    async def close_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
+    async def close_session(self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
         """``session/close`` and forget the session locally (it leaves the store)."""
         await self._recoverer.cancel(session_id)
         await (await self._gate.require()).close_session(session_id, timeout=timeout)
         await self._keeper.drop(session_id)
 
-    async def delete_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
+    async def delete_session(self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
         """``session/delete`` and forget the session locally (it leaves the store)."""
         await self._recoverer.cancel(session_id)
         await (await self._gate.require()).delete_session(session_id, timeout=timeout)
@@ -428,14 +435,14 @@ class ReconnectingClient:
             raise SessionLost(session.id, "not known to this client any more")
         await self._keeper.persist(session)
 
-    async def authenticate(self, method_id: str, *, timeout: float | None = 30.0) -> None:
+    async def authenticate(self, method_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
         """Authenticate on the current connection (``authenticate`` / ``auth/login``); every later connection
         is authenticated again before its sessions are recovered (with ``on_auth_required`` when given,
         else with this ``method_id``)."""
         await (await self._gate.require()).authenticate(method_id, timeout=timeout)
         self._auth.chose(method_id)  # and on every new connection from now on
 
-    async def request(self, method: str, params: Any = None, *, timeout: float | None = 30.0) -> Any:
+    async def request(self, method: str, params: Any = None, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> Any:
         """Send any request on the current connection (escape hatch); never re-sent after a drop."""
         return await (await self._gate.require()).request(method, params, timeout=timeout)
 

@@ -78,6 +78,9 @@ class SyncClient(_Facade):
     def _target(self) -> ACPClient:
         return self.client
 
+    def _request_timeout(self) -> float | None:
+        return self.client.connection.request_timeout
+
     def close(self) -> None:
         """Close the connection and stop the private loop thread. Idempotent."""
         self._close_with(self.client.aclose)
@@ -180,6 +183,9 @@ class ReconnectingClient(_Facade):
     @property
     def _target(self) -> _AsyncReconnectingClient:
         return self.client
+
+    def _request_timeout(self) -> float | None:
+        return self.client.timeouts.request
 
     def _before_call(self) -> None:
         if not self._ready_once:
