@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from acp_client._backoff import Backoff
 from acp_client._logging import get_logger
 from acp_client.exceptions import StoreError, StoreUnavailable, UsageError
 from acp_client.sessions.redis._keys import BUCKETS, KeyLayout, bucket_of
@@ -49,8 +50,9 @@ _RETRYABLE_REPLIES = (
     "Redis Cluster cannot be connected", "All slots are not covered",
 )  # fmt: skip
 
-#: the first retry waits up to this long (seconds); each further one up to twice as long, at most _RETRY_CAP
-_RETRY_BASE = 0.05
+#: the link's retry waits (the package's one Backoff): the first up to 50 ms (``2 * base``), each further one up
+#: to twice as long, at most _RETRY_CAP seconds
+_RETRY_BASE = 0.025
 _RETRY_CAP = 1.0
 
 #: URL schemes that select the cluster client, and the plain scheme redis-py is given instead
@@ -126,6 +128,7 @@ class RedisLink:
         self.keys = KeyLayout(namespace)
         """The key names of this namespace."""
         self._retry_for = retry_for
+        self._backoff = Backoff(base=_RETRY_BASE, cap=_RETRY_CAP)
         self._socket_timeout = socket_timeout
         self._batch = batch_size
         self._max_connections = max_connections
@@ -330,7 +333,7 @@ class RedisLink:
 
         # a retrying object per call: tenacity keeps the state of an iteration on it
         schedule = AsyncRetrying(
-            wait=FullJitter(base=_RETRY_BASE, cap=_RETRY_CAP, deadline=self._retry_for),
+            wait=FullJitter(self._backoff, deadline=self._retry_for),
             stop=Deadline(self._retry_for),
             retry=retry_if_exception_type(errors),
             before_sleep=retry_logged,
