@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from acp_client._checks import check_instance, check_seconds, check_str_mapping
 from acp_client._logging import get_logger
 from acp_client._version import __version__
 from acp_client.client._negotiate import (
@@ -85,6 +86,10 @@ class ACPClient:
         request_timeout: float | None = 30.0,
         generation: int | None = None,
     ) -> None:
+        check_instance("", "transport", transport, Transport, optional=False)
+        check_instance("", "handlers", handlers, ClientHandlers)
+        check_str_mapping("", "client_info", client_info)
+        check_seconds("", "request_timeout", request_timeout, optional=True)
         self.handlers = handlers or ClientHandlers()
         # a reconnecting client lends its registry (it owns it); on its own this client owns a fresh one
         self._registry = registry if registry is not None else SessionRegistry()

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 from acp_client._backoff import Backoff
 from acp_client._checks import check_callable, check_count, check_seconds
+from acp_client.exceptions import UsageError
 
-__all__ = ["Backoff", "Clock", "CrashLoopBreaker"]
+__all__ = ["Backoff", "Clock", "CrashLoopBreaker", "check_clock"]
 
 
 class Clock:
@@ -25,6 +26,15 @@ class Clock:
     async def sleep(self, seconds: float) -> None:
         """Wait ``seconds`` (cancellable)."""
         await asyncio.sleep(seconds)
+
+
+def check_clock(name: str, value: object) -> None:
+    """Raise :class:`UsageError` unless ``value`` is ``None`` or a clock: ``monotonic()`` and ``sleep()`` as
+    :class:`Clock` has them (a subclass, or any object with both)."""
+    if value is None or isinstance(value, Clock):
+        return
+    if not (callable(getattr(value, "monotonic", None)) and callable(getattr(value, "sleep", None))):
+        raise UsageError(f"{name} must be a Clock (monotonic() and sleep()) or None, not {type(value).__name__}")
 
 
 @dataclass

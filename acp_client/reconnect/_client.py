@@ -23,17 +23,18 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from acp_client._checks import check_bool, check_instance
 from acp_client.client import USE_CLIENT_DEFAULT, ACPClient, ProtocolVersionOption, RequestTimeout, SessionInfo
-from acp_client.client._connect import Target, check_protocol_version, check_target
+from acp_client.client._connect import Target, check_client_keywords, check_protocol_version, check_target
 from acp_client.client.options import check_callables, fold_flat_keywords, option_object
 from acp_client.exceptions import ClientClosed, ReconnectFailed, SessionLost, UsageError
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._assembly import assemble
-from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
+from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker, check_clock
 from acp_client.reconnect._classify import Classifier, classify_error
 from acp_client.reconnect._events import ClientState, Event
 from acp_client.reconnect.options import FLAT_KEYWORDS, Limits, McpSecrets, RecoveryPolicy, Timeouts
-from acp_client.reconnect.strategy import DefaultStrategy, RecoveryStrategy
+from acp_client.reconnect.strategy import DefaultStrategy, RecoveryStrategy, check_strategy
 from acp_client.schema import SessionStatusResponse
 from acp_client.sessions import Session, SessionStore
 from acp_client.transports import Transport, TransportOptions
@@ -157,8 +158,14 @@ class ReconnectingClient:
         check_callables(
             classifier=classifier, on_auth_required=on_auth_required, should_own=should_own, mcp_secrets=mcp_secrets
         )
-        if not isinstance(wait_for_ready, bool):
-            raise UsageError(f"wait_for_ready must be True or False, not {wait_for_ready!r}")
+        check_bool("", "wait_for_ready", wait_for_ready)
+        check_client_keywords(handlers, client_info)
+        check_instance("", "store", store, SessionStore)
+        check_strategy("strategy", strategy)
+        check_instance("", "backoff", backoff, Backoff)
+        check_instance("", "breaker", breaker, CrashLoopBreaker)
+        check_clock("clock", clock)
+        check_instance("", "rng", rng, random.Random)
         assert isinstance(objects["timeouts"], Timeouts) and isinstance(objects["policy"], RecoveryPolicy)
         assert isinstance(objects["limits"], Limits) and isinstance(objects["transport_options"], TransportOptions)
         self._timeouts: Timeouts = objects["timeouts"]
@@ -454,6 +461,7 @@ class ReconnectingClient:
 
     def set_strategy(self, session_id: str, strategy: RecoveryStrategy | None) -> None:
         """Use ``strategy`` for one session (``None`` returns it to the client's strategy)."""
+        check_strategy("strategy", strategy)
         self._keeper.set_strategy(session_id, strategy)
 
     async def recover(self, session_id: str) -> Session:

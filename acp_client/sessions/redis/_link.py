@@ -115,7 +115,9 @@ class RedisLink:
         max_connections: int,
     ) -> None:
         if not namespace or "{" in namespace or "}" in namespace:
-            raise UsageError("namespace must be a non-empty string without '{' or '}' (they mark hash tags)")
+            raise UsageError(
+                "RedisSessionStore.namespace must be a non-empty string without '{' or '}' (they mark hash tags)"
+            )
         self._url: str | None = None
         self._redis: Any = None
         self._owns_client = True
@@ -150,7 +152,8 @@ class RedisLink:
         elif isinstance(client, Redis):
             cluster = False
         else:
-            raise UsageError(f"RedisSessionStore needs a URL or a redis.asyncio client, not {type(client).__name__}")
+            kind = type(client).__name__
+            raise UsageError(f"RedisSessionStore.url must be a URL or a redis.asyncio client, not {kind}")
         if not client.get_encoder().decode_responses:
             raise UsageError("a client given to RedisSessionStore must be made with decode_responses=True")
         return cluster
