@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from acp_client._checks import check_instance, check_seconds, check_str_mapping
 from acp_client._logging import get_logger
 from acp_client._version import __version__
 from acp_client.client._negotiate import (
@@ -36,6 +37,7 @@ from acp_client.client._support import (
     shape_mcp_servers,
 )
 from acp_client.client.connection import Connection
+from acp_client.client.options import USE_CLIENT_DEFAULT, RequestTimeout
 from acp_client.exceptions import (
     ACPTimeoutError,
     CapabilityNotSupported,
@@ -66,6 +68,11 @@ class ACPClient:
     Usually made by :func:`connect`. After ``initialize`` it exposes the negotiated ``protocol_version``,
     the agent's capabilities (``agent_capabilities``, the raw JSON object: peers drop capability flags they
     do not know, this keeps them), ``agent_info`` and ``auth_methods``.
+
+    Every call's ``timeout=`` (float seconds) defaults to :data:`~acp_client.client.options.USE_CLIENT_DEFAULT`:
+    the client's ``request_timeout`` (``Timeouts.request`` when made by :func:`connect`). A number given
+    to one call bounds that call instead; ``None`` waits without a deadline. :meth:`initialize` keeps its
+    own (``Timeouts.initialize``, which :func:`connect` passes).
     """
 
     def __init__(
@@ -79,6 +86,10 @@ class ACPClient:
         request_timeout: float | None = 30.0,
         generation: int | None = None,
     ) -> None:
+        check_instance("", "transport", transport, Transport, optional=False)
+        check_instance("", "handlers", handlers, ClientHandlers)
+        check_str_mapping("", "client_info", client_info)
+        check_seconds("", "request_timeout", request_timeout, optional=True)
         self.handlers = handlers or ClientHandlers()
         # a reconnecting client lends its registry (it owns it); on its own this client owns a fresh one
         self._registry = registry if registry is not None else SessionRegistry()
@@ -140,7 +151,8 @@ class ACPClient:
         return initialize_params(self.handlers.client_capabilities(version), self.client_info, version)
 
     async def initialize(self, version: int = 2, *, timeout: float | None = 10.0) -> int:
-        """Send ``initialize`` offering ``version`` and record what the agent answered.
+        """Send ``initialize`` offering ``version`` and record what the agent answered, within ``timeout``
+        seconds (not the client's request timeout: :func:`connect` passes ``Timeouts.initialize``).
 
         Returns the negotiated version. Raises :class:`UnsupportedProtocolVersion` if the agent answers a
         version this client does not speak, or ``ProtocolError`` if the answer is malformed.
@@ -188,7 +200,7 @@ class ACPClient:
 
     # ------------------------------------------------------------------ escape hatch
 
-    async def request(self, method: str, params: Any = None, *, timeout: float | None = 30.0) -> Any:
+    async def request(self, method: str, params: Any = None, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> Any:
         """Send any request (custom ``_`` methods, unstable ones) and return its raw result."""
         return await self.connection.request(method, params, timeout=timeout)
 
@@ -198,7 +210,7 @@ class ACPClient:
 
     # ------------------------------------------------------------------ auth
 
-    async def authenticate(self, method_id: str, *, timeout: float | None = 30.0) -> None:
+    async def authenticate(self, method_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
         """Authenticate with one of ``auth_methods`` (``authenticate`` in v1, ``auth/login`` in v2)."""
         method = "auth/login" if self.protocol_version >= 2 else "authenticate"
         if self.protocol_version >= 2 and not self.auth_methods:
@@ -207,15 +219,15 @@ class ACPClient:
 
     login = authenticate
 
-    async def logout(self) -> None:
+    async def logout(self, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
         """Log out (``logout`` in v1, gated on ``auth.logout``; ``auth/logout`` in v2)."""
         if self.protocol_version >= 2:
             if not self.auth_methods:
                 raise CapabilityNotSupported("auth/logout", "authMethods (the agent listed none)", 2)
-            await self.connection.request("auth/logout", {})
+            await self.connection.request("auth/logout", {}, timeout=timeout)
         else:
             self._require("logout", "logout")
-            await self.connection.request("logout", {})
+            await self.connection.request("logout", {}, timeout=timeout)
 
     # ------------------------------------------------------------------ sessions
 
@@ -243,7 +255,7 @@ class ACPClient:
         *,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
         additional_directories: Sequence[PathArg] | None = None,
-        timeout: float | None = 30.0,
+        timeout: RequestTimeout = USE_CLIENT_DEFAULT,
     ) -> Session:
         """Create a session (``session/new``) attached to this connection and return its handle."""
         if self.protocol_version >= 2:
@@ -306,7 +318,7 @@ class ACPClient:
         *,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
         additional_directories: Sequence[PathArg] | None = None,
-        timeout: float | None = 60.0,
+        timeout: RequestTimeout = USE_CLIENT_DEFAULT,
     ) -> Session:
         """v1 ``session/load``: attach an existing session here; the agent replays its whole history first.
 
@@ -324,7 +336,7 @@ class ACPClient:
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
         additional_directories: Sequence[PathArg] | None = None,
         replay: bool = False,
-        timeout: float | None = 60.0,
+        timeout: RequestTimeout = USE_CLIENT_DEFAULT,
     ) -> Session:
         """``session/resume``: attach an existing session here. ``replay=True`` (v2 only) asks for the whole
         history first (``replayFrom: {"type": "start"}``); v1 resume never replays."""
@@ -338,7 +350,7 @@ class ACPClient:
         *,
         mode: Literal["resume", "load"],
         replay: bool,
-        timeout: float | None = 60.0,
+        timeout: RequestTimeout = USE_CLIENT_DEFAULT,
         silence: float | None = None,
         deadline: float | None = None,
         on_give_up: Callable[[], None] | None = None,
@@ -397,7 +409,11 @@ class ACPClient:
         session._move_link(SessionLink.ATTACHED, connection_id=self.connection.id)
 
     def list_sessions(
-        self, cwd: str | None = None, *, timeout: float | None = 30.0, max_pages: int = DEFAULT_MAX_LIST_PAGES
+        self,
+        cwd: str | None = None,
+        *,
+        timeout: RequestTimeout = USE_CLIENT_DEFAULT,
+        max_pages: int = DEFAULT_MAX_LIST_PAGES,
     ) -> AsyncIterator[SessionInfo]:
         """``session/list``: iterate over every session the agent reports, fetching page after page.
 
@@ -410,14 +426,14 @@ class ACPClient:
             raise UsageError(f"max_pages must be at least 1, not {max_pages!r}")
         return list_pages(self.connection.request, cwd, timeout=timeout, max_pages=max_pages)
 
-    async def close_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
+    async def close_session(self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
         """``session/close``: the agent cancels the session's work and frees it; the handle becomes closed."""
         self._require("session/close", "close")
         await self.connection.request("session/close", {"sessionId": session_id}, timeout=timeout)
         self._end_session(session_id)
         await self.handlers.session_ended(session_id)
 
-    async def delete_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
+    async def delete_session(self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
         """``session/delete``: remove the session from the agent's list; the handle becomes closed."""
         self._require("session/delete", "delete")
         await self.connection.request("session/delete", {"sessionId": session_id}, timeout=timeout)
@@ -429,7 +445,9 @@ class ACPClient:
         if session is not None:
             session._move_link(SessionLink.CLOSED)
 
-    async def session_status(self, session_id: str, *, timeout: float | None = 10.0) -> SessionStatusResponse:
+    async def session_status(
+        self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT
+    ) -> SessionStatusResponse:
         """``session/status``: is the session ``active``, ``inactive`` (or a newer value)? Side-effect free.
 
         Raises ``SessionNotFound`` (-32002) when the agent does not know it. In v2, ``.state`` is the
@@ -439,7 +457,7 @@ class ACPClient:
         result = await self.connection.request("session/status", {"sessionId": session_id}, timeout=timeout)
         return parse_status_response(result, self.protocol_version)
 
-    async def set_mode(self, session_id: str, mode_id: str, *, timeout: float | None = 30.0) -> Any:
+    async def set_mode(self, session_id: str, mode_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> Any:
         """v1 ``session/set_mode`` (v2 uses config options instead)."""
         if self.protocol_version >= 2:
             raise CapabilityNotSupported("session/set_mode", None, 2, hint="use set_config_option()")
@@ -448,7 +466,7 @@ class ACPClient:
         )
 
     async def set_config_option(
-        self, session_id: str, config_id: str, value: str | bool, *, timeout: float | None = 30.0
+        self, session_id: str, config_id: str, value: str | bool, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT
     ) -> Any:
         """``session/set_config_option``; returns the agent's full ``configOptions`` list."""
         params: dict[str, Any] = {"sessionId": session_id, "configId": config_id, "value": value}

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
 from typing import Any, TypeAlias
 from urllib.parse import urlsplit
 
+from acp_client._checks import check_instance, check_str_mapping
 from acp_client._logging import get_logger, redact_url
 from acp_client.client import ACPClient, ProtocolVersionOption
 from acp_client.client.options import Destination, Timeouts, fold_flat_keywords, option_object
@@ -63,6 +64,13 @@ def url_problem(url: str) -> str | None:
     except ValueError as exc:
         return str(exc)
     return None if rest and parts.hostname else "no host"
+
+
+def check_client_keywords(handlers: object, client_info: object) -> None:
+    """Raise :class:`UsageError` unless ``handlers`` is a :class:`ClientHandlers` (or ``None``) and
+    ``client_info`` a mapping of str to str (or ``None``): the keywords every client takes."""
+    check_instance("", "handlers", handlers, ClientHandlers)
+    check_str_mapping("", "client_info", client_info)
 
 
 def check_target(target: object) -> None:
@@ -240,6 +248,7 @@ def connect(
     those objects, and warn with :class:`DeprecationWarning`; they go away in the next release.
     """
     check_protocol_version(protocol_version)
+    check_client_keywords(handlers, client_info)
     objects: dict[str, Timeouts | TransportOptions] = {
         "timeouts": option_object("timeouts", timeouts, Timeouts),
         "transport_options": option_object("transport_options", transport_options, TransportOptions),

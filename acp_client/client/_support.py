@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass
 from typing import Any
 
+from acp_client.client.options import RequestTimeout
 from acp_client.exceptions import ProtocolError, UsageError
 
 __all__ = ["DEFAULT_MAX_LIST_PAGES", "_GATES", "SessionInfo", "list_pages", "parse_list_page", "shape_mcp_servers"]
@@ -79,7 +80,7 @@ def parse_list_page(result: Any) -> tuple[list[SessionInfo], str | None]:
 
 
 async def list_pages(
-    request: Callable[..., Awaitable[Any]], cwd: str | None, *, timeout: float | None, max_pages: int
+    request: Callable[..., Awaitable[Any]], cwd: str | None, *, timeout: RequestTimeout, max_pages: int
 ) -> AsyncIterator[SessionInfo]:
     """Every entry of ``session/list``, page after page, sent with ``request(method, params, timeout=...)``.
 

@@ -22,6 +22,7 @@ from acp_client.client._answers import Answers
 from acp_client.client._inbound import DEFAULT_MAX_INBOUND_REQUESTS, DEFAULT_MAX_QUEUED_INBOUND, InboundRequests
 from acp_client.client._reader import CANCEL_METHOD, FrameReader
 from acp_client.client._watch import GaveUp, ProgressWatch
+from acp_client.client.options import USE_CLIENT_DEFAULT, UseClientDefault
 from acp_client.exceptions import (
     ACPTimeoutError,
     ClientClosed,
@@ -78,13 +79,8 @@ class _TransportFacts:
         return 0
 
 
-class _Default:
-    def __repr__(self) -> str:
-        return "DEFAULT"
-
-
-#: Marker for "use the connection's default timeout".
-DEFAULT: Final = _Default()
+#: The older name of :data:`~acp_client.client.options.USE_CLIENT_DEFAULT` (the same object).
+DEFAULT: Final = USE_CLIENT_DEFAULT
 
 _CANCEL_WRITE_TIMEOUT = 1.0
 _ids = itertools.count(1)
@@ -266,8 +262,11 @@ class Connection:
 
     # ------------------------------------------------------------------ outbound
 
-    async def request(self, method: str, params: Any = None, *, timeout: float | _Default | None = DEFAULT) -> Any:
-        """Send a request and wait for its result.
+    async def request(
+        self, method: str, params: Any = None, *, timeout: float | UseClientDefault | None = USE_CLIENT_DEFAULT
+    ) -> Any:
+        """Send a request and wait for its result, at most ``timeout`` seconds (by default this connection's
+        ``request_timeout``; ``None``: no deadline).
 
         Raises the :class:`~acp_client.exceptions.RPCError` subclass for the agent's error code,
         :class:`~acp_client.exceptions.ConnectionLost` if the link dies first (``request_sent`` tells whether
@@ -285,8 +284,9 @@ class Connection:
         scope.end(None)
         return result
 
-    async def _request(self, method: str, params: Any, timeout: float | _Default | None) -> Any:
-        effective = self.request_timeout if isinstance(timeout, _Default) else timeout
+    async def _request(self, method: str, params: Any, timeout: float | UseClientDefault | None) -> Any:
+        defaulted = isinstance(timeout, UseClientDefault)
+        effective = self.request_timeout if isinstance(timeout, UseClientDefault) else timeout
         id_, fut = await self._send_request(method, params)
         # the deadline is one timer that fails the answer's future: no timeout scope, no cancellation of
         # this task and no extra wake-up per request (a recovery round sends thousands)
@@ -295,7 +295,8 @@ class Connection:
             return await fut
         except _Expired:
             self._abandon(id_)
-            raise ACPTimeoutError(f"{method} got no answer within {effective:g} s") from None
+            source = " (the client's request timeout, Timeouts.request)" if defaulted else ""
+            raise ACPTimeoutError(f"{method} got no answer within {effective:g} s{source}") from None
         except (asyncio.CancelledError, ACPTimeoutError):
             self._abandon(id_)
             raise

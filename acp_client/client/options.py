@@ -4,68 +4,55 @@
 reads all of them. The link's own waits (opening it, the keepalive, the closing handshake) belong to the
 transport and are fields of :class:`~acp_client.transports.TransportOptions`.
 
-This module also holds the checks every option object of the package runs at construction (``check_*``):
-each raises :class:`~acp_client.exceptions.UsageError` naming the object, the field and the accepted range.
+:data:`USE_CLIENT_DEFAULT` is the default ``timeout=`` of every request the SDK sends for the application:
+the call then runs with ``Timeouts.request``. The checks the option objects run at construction
+(``check_*``) live in :mod:`acp_client._checks`, shared by every layer, and are re-exported here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Final, TypeAlias, TypeVar
 
-from acp_client.exceptions import UsageError
+from acp_client._checks import check_callables, check_count, check_seconds, is_number, option_object
 
-__all__ = ["Timeouts", "check_count", "check_seconds", "fold_flat_keywords"]
+__all__ = [
+    "USE_CLIENT_DEFAULT",
+    "RequestTimeout",
+    "Timeouts",
+    "UseClientDefault",
+    "check_callables",
+    "check_count",
+    "check_seconds",
+    "fold_flat_keywords",
+    "option_object",
+]
 
 _O = TypeVar("_O")
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+class UseClientDefault:
+    """The type of :data:`USE_CLIENT_DEFAULT`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "USE_CLIENT_DEFAULT"
+
+    def __reduce__(self) -> str:
+        return "USE_CLIENT_DEFAULT"  # one instance, also after a copy or a pickle
 
 
-def check_seconds(
-    owner: str, name: str, value: object, *, optional: bool = False, zero: bool = False
-) -> None:
-    """Raise :class:`UsageError` unless ``value`` is a finite number of seconds: positive (``zero``: or
-    zero), or ``None`` when ``optional``."""
-    if value is None and optional:
-        return
-    ok = _is_number(value) and math.isfinite(value) and (value >= 0 if zero else value > 0)  # type: ignore[operator,arg-type]
-    if not ok:
-        accepted = "a number of seconds >= 0" if zero else "a number of seconds > 0"
-        raise UsageError(f"{owner}.{name} must be {accepted}{' or None' if optional else ''}, not {value!r}")
+#: The default of every ``timeout=`` of a request: "the client's ``Timeouts.request``" (the ``request_timeout``
+#: of a bare :class:`~acp_client.client.ACPClient`). Pass a number of seconds to bound one call otherwise,
+#: or ``None`` for no deadline at all.
+USE_CLIENT_DEFAULT: Final = UseClientDefault()
 
-
-def check_count(owner: str, name: str, value: object, *, minimum: int = 1) -> None:
-    """Raise :class:`UsageError` unless ``value`` is an int of at least ``minimum``."""
-    if not (isinstance(value, int) and not isinstance(value, bool) and value >= minimum):
-        raise UsageError(f"{owner}.{name} must be an int >= {minimum}, not {value!r}")
-
-
-_K = TypeVar("_K")
-
-
-def option_object(name: str, value: object, kind: type[_K]) -> _K:
-    """``value`` as the option object ``kind`` (a default one for ``None``); anything else is a
-    :class:`UsageError` naming the keyword. The one check of ``timeouts=``, ``policy=``, ``limits=`` and
-    ``transport_options=`` for ``connect()`` and ``ReconnectingClient``."""
-    if value is None:
-        return kind()
-    if isinstance(value, kind):
-        return value
-    raise UsageError(f"{name} must be a {kind.__name__}, not {type(value).__name__}")
-
-
-def check_callables(**hooks: object) -> None:
-    """Raise :class:`UsageError` for a hook that is neither a callable nor ``None``."""
-    for name, hook in hooks.items():
-        if hook is not None and not callable(hook):
-            raise UsageError(f"{name} must be a callable or None, not {hook!r}")
+#: What a request's ``timeout=`` takes: float seconds, ``None`` (no deadline) or :data:`USE_CLIENT_DEFAULT`.
+RequestTimeout: TypeAlias = float | UseClientDefault | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +63,13 @@ class Timeouts:
 
     ``initialize`` (default ``10.0``, or ``None``)
         the ``initialize`` handshake of each new connection.
-    ``request`` (default ``30.0``, or ``None``)
-        any request sent without a ``timeout=`` of its own.
+    ``request`` (default ``30.0``, or ``None``: no deadline)
+        every request the SDK sends for the application without a ``timeout=`` of its own
+        (``session_status()``, ``new_session()``, ``list_sessions()`` (each page), ``request()`` ...: their
+        ``timeout=`` defaults to :data:`USE_CLIENT_DEFAULT`, and a number or ``None`` given there wins).
+        Two calls keep a deadline of their own, documented where they are: ``initialize`` (the setting
+        above) and ``Session.prompt()``, whose turn may run for as long as the agent works (no deadline
+        unless its ``timeout=`` says).
     ``probe`` (default ``10.0``)
         one ``session/status`` probe: the one that opens a session's recovery, and the ones
         ``reconcile`` sends for sessions that look attached.
@@ -154,7 +146,7 @@ def fold_flat_keywords(
             stacklevel=3,
         )
         for group, field, factor in destinations:
-            scaled = value * factor if factor != 1 and _is_number(value) else value  # type: ignore[operator]
+            scaled = value * factor if factor != 1 and is_number(value) else value  # type: ignore[operator]
             changes.setdefault(group, {})[field] = scaled
     result = dict(objects)
     for group, fields in changes.items():

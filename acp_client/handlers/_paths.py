@@ -19,6 +19,7 @@ import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from acp_client.exceptions import UsageError
 from acp_client.handlers._refusal import WorkspaceRefusal
 
 __all__ = ["Located", "Roots", "read_existing", "read_text", "select_lines", "write_text"]
@@ -49,16 +50,20 @@ class Roots:
     __slots__ = ("paths",)
 
     def __init__(self, roots: Sequence[str | os.PathLike[str]]) -> None:
-        """Resolve ``roots``; each must be an existing directory."""
+        """Resolve ``roots`` (a list of paths, not one lone path); each must be an existing directory."""
+        if isinstance(roots, str | bytes | os.PathLike) or not isinstance(roots, Sequence):
+            raise UsageError(f"roots must be a list of directories, not {roots!r}")
         resolved: list[str] = []
         for root in roots:
+            if not isinstance(root, str | os.PathLike):
+                raise UsageError(f"roots must hold paths, not {root!r}")
             real = os.path.realpath(os.fspath(root))
             if not os.path.isdir(real):
-                raise ValueError(f"workspace root {os.fspath(root)!r} is not a directory")
+                raise UsageError(f"roots: workspace root {os.fspath(root)!r} is not a directory")
             if real not in resolved:
                 resolved.append(real)
         if not resolved:
-            raise ValueError("a workspace needs at least one root")
+            raise UsageError("roots must name at least one directory: a workspace needs a root")
         self.paths: tuple[str, ...] = tuple(resolved)
 
     def locate(self, path: str) -> Located:

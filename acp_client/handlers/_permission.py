@@ -10,9 +10,19 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeAlias
 
+from acp_client.exceptions import UsageError
 from acp_client.handlers._base import PermissionRequest
 
-__all__ = ["READ_KINDS", "PermissionPolicy", "allow_reads", "ask", "deny", "request_kind"]
+__all__ = [
+    "POLICY_NAMES",
+    "READ_KINDS",
+    "PermissionPolicy",
+    "allow_reads",
+    "ask",
+    "deny",
+    "permission_policy",
+    "request_kind",
+]
 
 #: ``async (request) -> option_id | None``: ``None`` answers *cancelled*.
 PermissionPolicy: TypeAlias = Callable[[PermissionRequest], Awaitable[str | None]]
@@ -56,3 +66,22 @@ def ask(dialog: PermissionPolicy) -> PermissionPolicy:
 
     policy.__doc__ = f"ask the user through {getattr(dialog, '__qualname__', repr(dialog))}"
     return policy
+
+
+#: The documented policies a ``permission=`` may also name: ``"deny"`` and ``"allow_reads"``.
+POLICY_NAMES: dict[str, PermissionPolicy] = {"deny": deny, "allow_reads": allow_reads}
+
+
+def permission_policy(value: object, *, name: str = "permission") -> PermissionPolicy:
+    """``value`` as a policy: a callable as it is, or the name of a documented one (:data:`POLICY_NAMES`).
+    Anything else (``"allow"``, a bool, ``None``) raises :class:`~acp_client.exceptions.UsageError` naming
+    the keyword: there is no "allow everything" name, write that policy yourself if you mean it."""
+    if isinstance(value, str):
+        policy = POLICY_NAMES.get(value)
+        if policy is None:
+            names = ", ".join(repr(n) for n in POLICY_NAMES)
+            raise UsageError(f"{name} must be a policy callable or one of {names}, not {value!r}")
+        return policy
+    if not callable(value):
+        raise UsageError(f"{name} must be a policy callable (async (PermissionRequest) -> option id), not {value!r}")
+    return value

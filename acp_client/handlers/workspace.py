@@ -12,10 +12,11 @@ import secrets
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from acp_client._checks import check_bool, check_callables, check_count, check_str_mapping
 from acp_client.exceptions import UsageError
 from acp_client.handlers._base import ClientHandlers, PermissionOption, PermissionRequest, TerminalExit, TerminalOutput
 from acp_client.handlers._paths import Roots, read_existing, read_text, select_lines, write_text
-from acp_client.handlers._permission import PermissionPolicy, deny
+from acp_client.handlers._permission import PermissionPolicy, deny, permission_policy
 from acp_client.handlers._refusal import WorkspaceRefusal
 from acp_client.handlers._terminals import TerminalPool
 
@@ -66,7 +67,9 @@ class Workspace(ClientHandlers):
       release end the whole group. A session's terminals end when the
       session ends (:meth:`session_ended`), all of them when the client closes (:meth:`client_closed`).
     * ``permission`` answers the agent's permission requests and is asked before each write and each
-      terminal, unless ``ask_before`` leaves that kind out. The default policy denies.
+      terminal, unless ``ask_before`` leaves that kind out. The default policy denies. It is a policy
+      callable (:func:`~acp_client.handlers.ask`, your own) or the name of a documented one: ``"deny"``,
+      ``"allow_reads"``; any other value is refused when the workspace is made.
 
     Every refusal is a :class:`WorkspaceRefusal` (``-32602`` with ``data.rule``). The workspace also serves
     v2 agents through the ``_acp-client/`` extension methods (``serves_v2_extension``).
@@ -78,7 +81,7 @@ class Workspace(ClientHandlers):
         self,
         roots: Sequence[str | os.PathLike[str]],
         *,
-        permission: PermissionPolicy = deny,
+        permission: PermissionPolicy | str = deny,
         ask_before: Collection[str] = ("write", "terminal"),
         read_only: bool = False,
         max_read_bytes: int = 1_000_000,
@@ -100,19 +103,23 @@ class Workspace(ClientHandlers):
         """
         if os.name != "posix" or os.open not in os.supports_dir_fd:
             raise UsageError("Workspace needs a POSIX system (it opens paths relative to directory handles)")
-        if not isinstance(inherit_env, bool):
-            raise UsageError(f"inherit_env must be True or False, not {type(inherit_env).__name__}")
+        if isinstance(ask_before, str) or not isinstance(ask_before, Collection):
+            raise UsageError(f"Workspace.ask_before must be a collection of 'write' and 'terminal', not {ask_before!r}")
+        check_bool("Workspace", "inherit_env", inherit_env)
         if inherit_env and env is not None:
-            raise UsageError("pass env= or inherit_env=True, not both: env is the whole base environment")
-        if env is not None and not (
-            isinstance(env, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
-        ):
-            raise UsageError("env must be a mapping of str to str")
+            raise UsageError("Workspace: pass env= or inherit_env=True, not both: env is the whole base environment")
         unknown = set(ask_before) - _ASKABLE
         if unknown:
-            raise ValueError(f"ask_before takes 'write' and 'terminal', not {sorted(unknown)}")
+            raise UsageError(f"Workspace.ask_before takes 'write' and 'terminal', not {sorted(unknown, key=repr)}")
+        check_bool("Workspace", "read_only", read_only)
+        check_count("Workspace", "max_read_bytes", max_read_bytes)
+        check_bool("Workspace", "allow_hard_links", allow_hard_links)
+        check_callables("Workspace", buffers=buffers, before_write=before_write)
+        check_count("Workspace", "max_terminals", max_terminals)
+        check_count("Workspace", "max_output_bytes", max_output_bytes)
+        check_str_mapping("Workspace", "env", env)
         self.roots = Roots(roots)
-        self.permission = permission
+        self.permission = permission_policy(permission, name="Workspace.permission")
         self.ask_before = frozenset(ask_before)
         self.read_only = read_only
         self.max_read_bytes = max_read_bytes

@@ -92,9 +92,14 @@ def assemble(
     def generation() -> int:
         return supervisor.generation  # bound late: the supervisor is built below
 
+    users_hook = transport_options.on_stream_resumed
+
     def stream_resumed(session_id: str | None) -> None:
-        """The transport resumed an event stream (see :meth:`SessionKeeper.stream_resumed`)."""
+        """The transport resumed an event stream (see :meth:`SessionKeeper.stream_resumed`); the
+        application's own ``on_stream_resumed``, if it gave one, is called after the client's."""
         keeper.stream_resumed(supervisor.current, session_id, supervisor.generation)
+        if users_hook is not None:
+            users_hook(session_id)  # a failing hook is logged by the transport that called this one
 
     options = transport_options.replace(on_stream_resumed=stream_resumed)
     bus = EventBus(buffer=limits.event_buffer)

@@ -1,15 +1,19 @@
-"""Reconnect delays: capped exponential growth with full jitter on every attempt, and a crash-loop breaker."""
+"""Reconnect delays: :class:`Backoff` (the package's one backoff, defined in :mod:`acp_client._backoff`), the
+clock the reconnect manager waits on, and the crash-loop breaker."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Backoff", "Clock", "CrashLoopBreaker"]
+from acp_client._backoff import Backoff
+from acp_client._checks import check_callable, check_count, check_seconds
+from acp_client.exceptions import UsageError
+
+__all__ = ["Backoff", "Clock", "CrashLoopBreaker", "check_clock"]
 
 
 class Clock:
@@ -24,43 +28,35 @@ class Clock:
         await asyncio.sleep(seconds)
 
 
-@dataclass
-class Backoff:
-    """Full-jitter exponential backoff: attempt ``n`` (1-based) waits ``U(0, min(cap, base * 2**n))``.
-
-    The draw uses the injectable ``rng`` so tests can seed it. A server hint (``Retry-After``, close 1013)
-    raises the delay to at least the hint, plus jitter of up to ``hint_jitter`` of the hint so a herd told
-    the same number still spreads out. The same policy paces the reconnect loop (as the ``wait`` of its
-    tenacity ``AsyncRetrying``), the per-session recovery retries and the store's write retries.
-    """
-
-    base: float = 0.5
-    cap: float = 30.0
-    hint_jitter: float = 0.2
-    rng: random.Random = field(default_factory=random.Random)
-
-    def bound(self, attempt: int) -> float:
-        """The upper bound of the delay before attempt ``attempt`` (1-based)."""
-        return min(self.cap, self.base * 2.0 ** min(attempt, 64))
-
-    def delay(self, attempt: int, hint: float | None = None) -> float:
-        """The delay before attempt ``attempt`` (1-based), honouring a server ``hint`` in seconds."""
-        drawn = self.rng.uniform(0.0, self.bound(attempt))
-        if hint is not None and hint > 0:
-            return hint + self.rng.uniform(0.0, hint * self.hint_jitter)
-        return drawn
+def check_clock(name: str, value: object) -> None:
+    """Raise :class:`UsageError` unless ``value`` is ``None`` or a clock: ``monotonic()`` and ``sleep()`` as
+    :class:`Clock` has them (a subclass, or any object with both)."""
+    if value is None or isinstance(value, Clock):
+        return
+    if not (callable(getattr(value, "monotonic", None)) and callable(getattr(value, "sleep", None))):
+        raise UsageError(f"{name} must be a Clock (monotonic() and sleep()) or None, not {type(value).__name__}")
 
 
 @dataclass
 class CrashLoopBreaker:
     """Trips when ``threshold`` connections died less than ``short_lived`` seconds after becoming ready,
-    all within ``window`` seconds (the LSP client's rule: 5 within 3 minutes)."""
+    all within ``window`` seconds (the LSP client's rule: 5 within 3 minutes).
+
+    ``threshold`` is an int ``>= 1``, ``short_lived`` and ``window`` seconds ``> 0``, ``clock`` a callable
+    returning monotonic seconds; anything else raises :class:`~acp_client.exceptions.UsageError` at
+    construction."""
 
     threshold: int = 5
     short_lived: float = 10.0
     window: float = 180.0
     clock: Callable[[], float] = time.monotonic
     _deaths: collections.deque[float] = field(default_factory=collections.deque, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        check_count("CrashLoopBreaker", "threshold", self.threshold)
+        check_seconds("CrashLoopBreaker", "short_lived", self.short_lived)
+        check_seconds("CrashLoopBreaker", "window", self.window)
+        check_callable("CrashLoopBreaker", "clock", self.clock)
 
     def record(self, lived: float) -> bool:
         """Record a connection that lived ``lived`` seconds after ready; ``True`` if the breaker trips."""

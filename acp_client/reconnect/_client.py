@@ -23,17 +23,18 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from acp_client.client import ACPClient, ProtocolVersionOption, SessionInfo
-from acp_client.client._connect import Target, check_protocol_version, check_target
+from acp_client._checks import check_bool, check_instance
+from acp_client.client import USE_CLIENT_DEFAULT, ACPClient, ProtocolVersionOption, RequestTimeout, SessionInfo
+from acp_client.client._connect import Target, check_client_keywords, check_protocol_version, check_target
 from acp_client.client.options import check_callables, fold_flat_keywords, option_object
 from acp_client.exceptions import ClientClosed, ReconnectFailed, SessionLost, UsageError
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._assembly import assemble
-from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
+from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker, check_clock
 from acp_client.reconnect._classify import Classifier, classify_error
 from acp_client.reconnect._events import ClientState, Event
 from acp_client.reconnect.options import FLAT_KEYWORDS, Limits, McpSecrets, RecoveryPolicy, Timeouts
-from acp_client.reconnect.strategy import DefaultStrategy, RecoveryStrategy
+from acp_client.reconnect.strategy import DefaultStrategy, RecoveryStrategy, check_strategy
 from acp_client.schema import SessionStatusResponse
 from acp_client.sessions import Session, SessionStore
 from acp_client.transports import Transport, TransportOptions
@@ -83,6 +84,9 @@ class ReconnectingClient:
     Timing and bounds:
         ``timeouts`` (default ``Timeouts()``): one setting per wait (initialize, request,
         probe, strategy, replay silence, recovery deadline, list check, session wait, ready).
+        ``Timeouts.request`` is the deadline of every call below whose ``timeout=`` is left at
+        :data:`~acp_client.client.USE_CLIENT_DEFAULT` (a number or ``None`` given to one call wins);
+        ``Session.prompt()`` has none unless given (a turn may run long).
         ``limits`` (default ``Limits()``): the event buffer per reader, the reconcile
         probes in flight.
 
@@ -154,8 +158,14 @@ class ReconnectingClient:
         check_callables(
             classifier=classifier, on_auth_required=on_auth_required, should_own=should_own, mcp_secrets=mcp_secrets
         )
-        if not isinstance(wait_for_ready, bool):
-            raise UsageError(f"wait_for_ready must be True or False, not {wait_for_ready!r}")
+        check_bool("", "wait_for_ready", wait_for_ready)
+        check_client_keywords(handlers, client_info)
+        check_instance("", "store", store, SessionStore)
+        check_strategy("strategy", strategy)
+        check_instance("", "backoff", backoff, Backoff)
+        check_instance("", "breaker", breaker, CrashLoopBreaker)
+        check_clock("clock", clock)
+        check_instance("", "rng", rng, random.Random)
         assert isinstance(objects["timeouts"], Timeouts) and isinstance(objects["policy"], RecoveryPolicy)
         assert isinstance(objects["limits"], Limits) and isinstance(objects["transport_options"], TransportOptions)
         self._timeouts: Timeouts = objects["timeouts"]
@@ -342,7 +352,7 @@ class ReconnectingClient:
         *,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
         additional_directories: Sequence[str | os.PathLike[str]] | None = None,
-        timeout: float | None = 30.0,
+        timeout: RequestTimeout = USE_CLIENT_DEFAULT,
         meta: Mapping[str, Any] | None = None,
     ) -> Session:
         """Create a session on the current connection; it is stored and recovered after every drop.
@@ -367,7 +377,7 @@ class ReconnectingClient:
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
         additional_directories: Sequence[str | os.PathLike[str]] | None = None,
         replay: bool = False,
-        timeout: float | None = 60.0,
+        timeout: RequestTimeout = USE_CLIENT_DEFAULT,
     ) -> Session:
         """Attach an existing session (``session/resume``) and keep it recovered from now on."""
         client = await self._gate.require()
@@ -389,7 +399,7 @@ class ReconnectingClient:
         *,
         mcp_servers: Sequence[Mapping[str, Any]] | None = None,
         additional_directories: Sequence[str | os.PathLike[str]] | None = None,
-        timeout: float | None = 60.0,
+        timeout: RequestTimeout = USE_CLIENT_DEFAULT,
     ) -> Session:
         """v1 ``session/load`` an existing session and keep it recovered from now on."""
         client = await self._gate.require()
@@ -399,11 +409,15 @@ class ReconnectingClient:
         await self._keeper.persist(session)
         return session
 
-    async def session_status(self, session_id: str, *, timeout: float | None = 10.0) -> SessionStatusResponse:
+    async def session_status(
+        self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT
+    ) -> SessionStatusResponse:
         """``session/status`` on the current connection (side-effect free, so retried once after a drop)."""
         return await self._gate.read_only(lambda c: c.session_status(session_id, timeout=timeout))
 
-    def list_sessions(self, cwd: str | None = None, *, timeout: float | None = 30.0) -> AsyncIterator[SessionInfo]:
+    def list_sessions(
+        self, cwd: str | None = None, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT
+    ) -> AsyncIterator[SessionInfo]:
         """``session/list`` over every page, on the current connection."""
 
         async def pages() -> AsyncIterator[SessionInfo]:
@@ -412,7 +426,7 @@ class ReconnectingClient:
 
         return pages()
 
-    async def close_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
+    async def close_session(self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
         """``session/close``, and the session is closed here for good: from the call on, nothing resumes,
         loads or probes it again, across reconnects and, with a store, restarts (the store keeps a closed
         record until the agent confirms; a restart in between removes it without resuming it). If the close
@@ -420,11 +434,11 @@ class ReconnectingClient:
         the session stays closed here; call again to retry the request."""
         await self._end_session("session/close", "close", session_id, timeout)
 
-    async def delete_session(self, session_id: str, *, timeout: float | None = 30.0) -> None:
+    async def delete_session(self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
         """``session/delete``, with the guarantees of :meth:`close_session`."""
         await self._end_session("session/delete", "delete", session_id, timeout)
 
-    async def _end_session(self, method: str, feature: str, session_id: str, timeout: float | None) -> None:
+    async def _end_session(self, method: str, feature: str, session_id: str, timeout: RequestTimeout) -> None:
         client = await self._gate.require()
         if not client.supports(feature):
             raise UsageError(f"the agent does not support {method} (it did not advertise it)")
@@ -442,14 +456,14 @@ class ReconnectingClient:
             raise SessionLost(session.id, "not known to this client any more")
         await self._keeper.persist(session)
 
-    async def authenticate(self, method_id: str, *, timeout: float | None = 30.0) -> None:
+    async def authenticate(self, method_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
         """Authenticate on the current connection (``authenticate`` / ``auth/login``); every later connection
         is authenticated again before its sessions are recovered (with ``on_auth_required`` when given,
         else with this ``method_id``)."""
         await (await self._gate.require()).authenticate(method_id, timeout=timeout)
         self._auth.chose(method_id)  # and on every new connection from now on
 
-    async def request(self, method: str, params: Any = None, *, timeout: float | None = 30.0) -> Any:
+    async def request(self, method: str, params: Any = None, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> Any:
         """Send any request on the current connection (escape hatch); never re-sent after a drop."""
         return await (await self._gate.require()).request(method, params, timeout=timeout)
 
@@ -461,6 +475,7 @@ class ReconnectingClient:
 
     def set_strategy(self, session_id: str, strategy: RecoveryStrategy | None) -> None:
         """Use ``strategy`` for one session (``None`` returns it to the client's strategy)."""
+        check_strategy("strategy", strategy)
         self._keeper.set_strategy(session_id, strategy)
 
     async def recover(self, session_id: str) -> Session:

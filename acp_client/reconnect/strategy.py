@@ -30,6 +30,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from acp_client._checks import check_bool, check_choice, check_instance
+from acp_client.exceptions import UsageError
 from acp_client.schema.status import ACTIVE_STATUSES, StateSnapshot
 from acp_client.sessions import SessionRecord
 
@@ -94,6 +96,11 @@ class Reattach:
     replay: bool
     outcome: Literal["reattached", "restored"] = "restored"
 
+    def __post_init__(self) -> None:
+        check_choice("Reattach", "mode", self.mode, ("resume", "load"))
+        check_bool("Reattach", "replay", self.replay)
+        check_choice("Reattach", "outcome", self.outcome, ("reattached", "restored"))
+
 
 @dataclass(frozen=True, slots=True)
 class Forget:
@@ -101,12 +108,18 @@ class Forget:
 
     reason: str = "unknown"
 
+    def __post_init__(self) -> None:
+        check_instance("Forget", "reason", self.reason, str, optional=False)
+
 
 @dataclass(frozen=True, slots=True)
 class Keep:
     """Leave the session detached for now (for example until the user decides); nothing is sent."""
 
     reason: str = "kept"
+
+    def __post_init__(self) -> None:
+        check_instance("Keep", "reason", self.reason, str, optional=False)
 
 
 Action = Reattach | Forget | Keep
@@ -133,6 +146,8 @@ class DefaultStrategy:
     """
 
     def __init__(self, *, replay: bool = True, forget_unknown: bool = True) -> None:
+        check_bool("DefaultStrategy", "replay", replay)
+        check_bool("DefaultStrategy", "forget_unknown", forget_unknown)
         self.replay = replay
         self.forget_unknown = forget_unknown
 
@@ -152,6 +167,16 @@ class DefaultStrategy:
         if capabilities.resume:
             return Reattach("resume", replay=False, outcome=outcome)
         return Keep("the agent advertises neither session/resume nor session/load")
+
+
+def check_strategy(name: str, value: object) -> None:
+    """Raise :class:`~acp_client.exceptions.UsageError` unless ``value`` is ``None`` or a strategy: an object
+    with a callable ``decide`` (wrap a plain function with :func:`strategy_from_callable`)."""
+    if value is not None and not callable(getattr(value, "decide", None)):
+        raise UsageError(
+            f"{name} must be a RecoveryStrategy (an object with a decide() method) or None, not {value!r}; "
+            "wrap a plain function with strategy_from_callable()"
+        )
 
 
 def strategy_from_callable(

@@ -228,8 +228,10 @@ class Session:
         A prompt is never re-sent automatically: if the link drops, this raises ``ConnectionLost`` (with
         ``request_sent=True`` when the agent may have received it) and the caller decides after recovery.
         ``timeout`` (float seconds, ``None`` = wait as long as the turn runs) raises ``ACPTimeoutError`` in
-        both versions. In v1 giving up also sends ``$/cancel_request``; in v2 the prompt was already
-        accepted, so the turn goes on — call :meth:`cancel` to stop it.
+        both versions. Its default is ``None``, not the client's ``Timeouts.request``: a turn lasts as long
+        as the agent works (minutes of tool calls are normal), so a prompt is the one request whose
+        deadline the application states itself. In v1 giving up also sends ``$/cancel_request``; in v2 the
+        prompt was already accepted, so the turn goes on — call :meth:`cancel` to stop it.
 
         The prompt enters :attr:`transcript` as a user message when it is sent (removed again if it turns
         out it was never sent, or the agent refused it); the agent's echo of it takes that message's place: in

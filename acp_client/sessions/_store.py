@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from acp_client._checks import check_path
 from acp_client._files import make_private_dirs, open_private
 from acp_client._logging import get_logger
 from acp_client.exceptions import StoreError, StoreLocked
@@ -190,6 +191,7 @@ class SQLiteSessionStore:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
+        check_path("SQLiteSessionStore", "path", path)
         self.path = Path(path)
         self._executor: ThreadPoolExecutor | None = None
         self._db: sqlite3.Connection | None = None

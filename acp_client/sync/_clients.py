@@ -8,8 +8,9 @@ from collections.abc import Callable, Coroutine, Generator
 from types import TracebackType
 from typing import Any
 
+from acp_client._checks import check_seconds
 from acp_client.client import ACPClient
-from acp_client.client._connect import Target
+from acp_client.client._connect import Connector, Target
 from acp_client.client._connect import connect as _async_connect
 from acp_client.exceptions import ReconnectFailed
 from acp_client.reconnect import ClientState, Event, Limits, RecoveryPolicy, Timeouts
@@ -78,6 +79,9 @@ class SyncClient(_Facade):
     def _target(self) -> ACPClient:
         return self.client
 
+    def _request_timeout(self) -> float | None:
+        return self.client.connection.request_timeout
+
     def close(self) -> None:
         """Close the connection and stop the private loop thread. Idempotent."""
         self._close_with(self.client.aclose)
@@ -120,17 +124,19 @@ def connect(target: Target, *, timeout: float | None = 60.0, **options: Any) -> 
     """Connect and initialize (see :func:`acp_client.connect` for ``options``: ``timeouts=``,
     ``transport_options=`` ..., handed over as they are); returns a :class:`SyncClient`, usable as a
     context manager. ``timeout`` bounds the whole connect."""
+    check_seconds("", "timeout", timeout, optional=True)
+    connector = _async_connect(target, **options)  # every keyword checked here, before a thread starts
     runner = _LoopThread("acp-sync-client")
     try:
-        client = runner.run(_connect(target, options), timeout)
+        client = runner.run(_open(connector), timeout)
     except BaseException:
         runner.stop()
         raise
     return SyncClient(runner, client)
 
 
-async def _connect(target: Target, options: dict[str, Any]) -> ACPClient:
-    return await _async_connect(target, **options)
+async def _open(connector: Connector) -> ACPClient:
+    return await connector
 
 
 class _Unset:
@@ -156,6 +162,8 @@ class ReconnectingClient(_Facade):
     """
 
     def __init__(self, target: Target, *, ready_timeout: float | _Unset | None = _UNSET, **options: Any) -> None:
+        if not isinstance(ready_timeout, _Unset):
+            check_seconds("", "ready_timeout", ready_timeout, optional=True)
         runner = _LoopThread("acp-sync-reconnecting-client")
         super().__init__(runner)
         self._ready_once = False
@@ -180,6 +188,9 @@ class ReconnectingClient(_Facade):
     @property
     def _target(self) -> _AsyncReconnectingClient:
         return self.client
+
+    def _request_timeout(self) -> float | None:
+        return self.client.timeouts.request
 
     def _before_call(self) -> None:
         if not self._ready_once:

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
 from acp_client._logging import get_logger
+from acp_client.client import UseClientDefault
 from acp_client.exceptions import ACPError
 from acp_client.sessions import Session
 from acp_client.sync._runner import CANCEL_TIMEOUT, _LoopThread, _wait_bound
@@ -38,6 +39,11 @@ class _Twin:
 
     def _before_call(self) -> None:
         """Runs before every wrapped call that needs a connection (connect-on-first-use hook)."""
+
+    def _request_timeout(self) -> float | None:
+        """The deadline a call left at ``USE_CLIENT_DEFAULT`` runs with (the client's ``Timeouts.request``);
+        ``None``: unknown here, the calling thread then waits without a bound of its own."""
+        return None
 
     def _wrap(self, session: Session) -> SyncSession:
         raise NotImplementedError
@@ -121,8 +127,9 @@ class _Wrapper(Generic[P, R]):
         bound: Callable[..., Any] = self.function.__get__(obj, owner)
         return bound
 
-    def wait_bound(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> float | None:
-        """How long the calling thread waits: the call's ``timeout`` plus slack, unbounded without one."""
+    def wait_bound(self, twin: _Twin, args: tuple[Any, ...], kwargs: dict[str, Any]) -> float | None:
+        """How long the calling thread waits: the call's ``timeout`` (``USE_CLIENT_DEFAULT``: the client's
+        request timeout) plus slack, unbounded without one."""
         parameter = self.signature.parameters.get("timeout")
         if parameter is None:
             return None
@@ -131,6 +138,8 @@ class _Wrapper(Generic[P, R]):
         except TypeError:
             return None  # calling the async method raises the same TypeError, in the caller's thread
         timeout = bound.arguments.get("timeout", parameter.default)
+        if isinstance(timeout, UseClientDefault):
+            timeout = twin._request_timeout()
         return _wait_bound(timeout) if isinstance(timeout, int | float) else None
 
     def call(self, twin: _Twin, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -139,7 +148,7 @@ class _Wrapper(Generic[P, R]):
             twin._before_call()
         args = tuple(_unwrap(a) for a in args)
         kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
-        wait = self.wait_bound(args, kwargs)
+        wait = self.wait_bound(twin, args, kwargs)
         target, name = twin._target, self.name
 
         async def invoke() -> Any:
@@ -208,7 +217,7 @@ class _ReturnsList(_Wrapper[P, list[T]]):
     async def collect(self, result: Any) -> Any:
         return [item async for item in result]
 
-    def wait_bound(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> float | None:
+    def wait_bound(self, twin: _Twin, args: tuple[Any, ...], kwargs: dict[str, Any]) -> float | None:
         return None  # ``timeout`` bounds each page on the loop; a long listing has many pages
 
 

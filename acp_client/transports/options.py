@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import math
 import os
 import re
 import ssl as _ssl
@@ -18,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from acp_client._checks import check_bool, check_callable, check_count, check_path, check_seconds, check_str_mapping
 from acp_client.exceptions import UsageError
 from acp_client.transports._cookies import CookieJar
 from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES
@@ -93,8 +93,8 @@ class TransportOptions:
     ``on_stream_resumed`` (default ``None``; Streamable HTTP)
         called with the session id (``None`` for the connection-scoped stream) when a dropped event
         stream was reopened with ``Last-Event-ID`` and the server resumed it, so nothing was recovered
-        (``ReconnectingClient`` sets it to report ``SessionRecovered(path="stream_resumed")``); not
-        compared, not shown.
+        (a ``ReconnectingClient`` reports ``SessionRecovered(path="stream_resumed")`` first, then calls
+        the one given here); not compared, not shown.
 
     Every invalid value raises :class:`~acp_client.exceptions.UsageError` at construction, naming the
     field and what it accepts. Change a copy with :meth:`replace` or :func:`dataclasses.replace`.
@@ -120,40 +120,32 @@ class TransportOptions:
         def bad(name: str, accepted: str) -> UsageError:
             return UsageError(f"TransportOptions.{name} must be {accepted}, not {getattr(self, name)!r}")
 
-        if not isinstance(self.follow_redirects, bool):
-            raise bad("follow_redirects", "True or False")
+        owner = "TransportOptions"
+        check_bool(owner, "follow_redirects", self.follow_redirects)
         headers: object = self.headers
         if headers is not None and not callable(headers) and isinstance(headers, str | bytes):
-            raise bad("headers", "a mapping, (name, value) pairs, a zero-argument callable or None")
+            # the value is never shown: it is likely a credential ("Authorization: Bearer ...")
+            raise UsageError(
+                f"{owner}.headers must be a mapping, (name, value) pairs, a zero-argument callable or None, "
+                f"not a {type(headers).__name__}"
+            )
         if not isinstance(self.cookies, CookieJar):
             raise bad("cookies", "a CookieJar")
         if self.ssl is not None and not isinstance(self.ssl, _ssl.SSLContext):
             raise bad("ssl", "an ssl.SSLContext or None")
-        for name in ("open_timeout", "ping_interval", "ping_timeout", "close_timeout"):
-            value = getattr(self, name)
-            optional = name != "close_timeout"
-            if value is None and optional:
-                continue
-            if not (isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < math.inf):
-                raise bad(name, "a number of seconds > 0" + (" or None" if optional else ""))
-        if not (
-            isinstance(self.max_frame_bytes, int)
-            and not isinstance(self.max_frame_bytes, bool)
-            and self.max_frame_bytes >= 1
-        ):
-            raise bad("max_frame_bytes", "an int >= 1")
+        for name in ("open_timeout", "ping_interval", "ping_timeout"):
+            check_seconds(owner, name, getattr(self, name), optional=True)
+        check_seconds(owner, "close_timeout", self.close_timeout)
+        check_count(owner, "max_frame_bytes", self.max_frame_bytes)
         if self.compression not in ("deflate", "auto", None):
             raise bad("compression", "'deflate', 'auto' or None")
         if self.transport not in (None, "websocket", "http", "auto"):
             raise bad("transport", "'websocket', 'http', 'auto' or None")
         if self.http2 not in (True, False, "prior_knowledge") or (self.http2 in (0, 1) and type(self.http2) is int):
             raise bad("http2", "True, False or 'prior_knowledge'")
-        if self.stdio_env is not None and not isinstance(self.stdio_env, Mapping):
-            raise bad("stdio_env", "a mapping of str to str or None")
-        if self.stdio_cwd is not None and not isinstance(self.stdio_cwd, str | os.PathLike):
-            raise bad("stdio_cwd", "a path or None")
-        if self.on_stream_resumed is not None and not callable(self.on_stream_resumed):
-            raise bad("on_stream_resumed", "a callable or None")
+        check_str_mapping(owner, "stdio_env", self.stdio_env)  # an environment's values are never shown
+        check_path(owner, "stdio_cwd", self.stdio_cwd, optional=True)
+        check_callable(owner, "on_stream_resumed", self.on_stream_resumed, optional=True)
 
     @property
     def refreshes_headers(self) -> bool:

@@ -12,6 +12,7 @@ import pytest
 
 import acp_client
 from acp_client import ReconnectingClient
+from acp_client.exceptions import UsageError
 from acp_client.handlers import (
     PermissionOption,
     PermissionRequest,
@@ -250,7 +251,7 @@ async def test_ask_before_opts_out_per_kind(root: Path) -> None:
         terminal = await workspace.create_terminal("s", "true", args=[], env={}, cwd=None, output_byte_limit=None)
         assert [r.title for r in dialog.asked] == ["Run true"]
         await workspace.release_terminal("s", terminal)
-    with pytest.raises(ValueError, match="ask_before"):
+    with pytest.raises(UsageError, match="ask_before"):
         Workspace([root], ask_before=("read",))
 
 

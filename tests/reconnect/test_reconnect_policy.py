@@ -76,6 +76,26 @@ def test_backoff_is_full_jitter_under_a_capped_exponential_bound() -> None:
     assert sum(d < 0.01 for d in first) < 20
 
 
+def test_the_redis_links_retry_waits_are_drawn_by_the_same_backoff() -> None:
+    # one backoff in the package: the Redis link's tenacity wait draws from a Backoff (it had its own
+    # formula with another exponent); its schedule stays 50 ms, 100 ms ... up to 1 s
+    from tenacity import RetryCallState
+
+    from acp_client.sessions.redis._retry import FullJitter
+
+    backoff = Backoff(base=0.025, cap=1.0, rng=random.Random(5))
+    wait = FullJitter(backoff, deadline=60.0)
+    assert [wait.ceiling(n) for n in range(1, 8)] == [backoff.bound(n) for n in range(1, 8)]
+    assert [wait.ceiling(n) for n in range(1, 7)] == [0.05, 0.1, 0.2, 0.4, 0.8, 1.0]
+    twin = Backoff(base=0.025, cap=1.0, rng=random.Random(5))
+    state = RetryCallState(None, None, (), {})
+    for attempt in (1, 2, 3, 9):
+        state.attempt_number = attempt
+        assert wait(state) == twin.delay(attempt)  # the same draws from the same seed: one formula
+    state.attempt_number, state.outcome_timestamp = 9, state.start_time + 59.99
+    assert wait(state) <= 0.011  # the last wait shortened so one more attempt lands at the deadline
+
+
 def test_backoff_honours_server_hints_with_spread() -> None:
     backoff = Backoff(rng=random.Random(1))
     delays = [backoff.delay(1, hint=2.0) for _ in range(200)]

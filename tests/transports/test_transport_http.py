@@ -391,6 +391,46 @@ async def test_resumed_streams_are_reported_as_recoveries_by_their_path() -> Non
             await client.aclose()
 
 
+async def test_the_applications_on_stream_resumed_is_kept_and_called() -> None:
+    # the client adds its own hook (SessionRecovered(path="stream_resumed")); the one the application passed
+    # in TransportOptions is still called, once for each resumed stream
+    async with ReferenceAgent(2) as agent:
+        agent.http.event_ids = True
+        both = asyncio.get_running_loop().create_future()
+        calls: list[str | None] = []
+
+        def mine(session_id: str | None) -> None:
+            calls.append(session_id)
+            if len(calls) == 2 and not both.done():
+                both.set_result(None)
+
+        options = TransportOptions(on_stream_resumed=mine)
+        client = ReconnectingClient(agent.http_url, transport_options=options, **FAST_RETRY)
+        rec = recorder(client)
+        try:
+            await client.start()
+            await client.wait_ready(timeout=bound(5))
+            session = await client.new_session("/w")
+            stream = session.updates()
+            turn = asyncio.create_task(session.prompt("stream 20 every 0.02"))
+            seen = 0
+            async with asyncio.timeout(bound(5)):
+                async for item in stream:
+                    if isinstance(item, SessionUpdate) and item.kind == "agent_message_chunk":
+                        seen += 1
+                        if seen == 3:
+                            break
+            assert agent.http.drop_streams() == 2
+            await asyncio.wait_for(both, bound(5))
+            assert sorted(calls, key=str) == sorted([session.id, None], key=str)
+            # and the client's own report still happened for both streams
+            await rec.wait(lambda e: len([x for x in rec.events if isinstance(x, SessionRecovered)]) >= 2)
+            assert (await asyncio.wait_for(turn, bound(5))).stop_reason == "end_turn"
+        finally:
+            await rec.close()
+            await client.aclose()
+
+
 async def test_half_open_stream_is_detected_by_the_read_idle_watchdog() -> None:
     async with ReferenceAgent(2) as agent, FaultProxy("127.0.0.1", agent.port) as proxy:
         agent.http.keepalive_interval = 0.05

@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from acp_client._backoff import Backoff
 from acp_client._logging import get_logger
 from acp_client.exceptions import StoreError, StoreUnavailable, UsageError
 from acp_client.sessions.redis._keys import BUCKETS, KeyLayout, bucket_of
@@ -49,8 +50,9 @@ _RETRYABLE_REPLIES = (
     "Redis Cluster cannot be connected", "All slots are not covered",
 )  # fmt: skip
 
-#: the first retry waits up to this long (seconds); each further one up to twice as long, at most _RETRY_CAP
-_RETRY_BASE = 0.05
+#: the link's retry waits (the package's one Backoff): the first up to 50 ms (``2 * base``), each further one up
+#: to twice as long, at most _RETRY_CAP seconds
+_RETRY_BASE = 0.025
 _RETRY_CAP = 1.0
 
 #: URL schemes that select the cluster client, and the plain scheme redis-py is given instead
@@ -113,7 +115,9 @@ class RedisLink:
         max_connections: int,
     ) -> None:
         if not namespace or "{" in namespace or "}" in namespace:
-            raise UsageError("namespace must be a non-empty string without '{' or '}' (they mark hash tags)")
+            raise UsageError(
+                "RedisSessionStore.namespace must be a non-empty string without '{' or '}' (they mark hash tags)"
+            )
         self._url: str | None = None
         self._redis: Any = None
         self._owns_client = True
@@ -126,6 +130,7 @@ class RedisLink:
         self.keys = KeyLayout(namespace)
         """The key names of this namespace."""
         self._retry_for = retry_for
+        self._backoff = Backoff(base=_RETRY_BASE, cap=_RETRY_CAP)
         self._socket_timeout = socket_timeout
         self._batch = batch_size
         self._max_connections = max_connections
@@ -147,7 +152,8 @@ class RedisLink:
         elif isinstance(client, Redis):
             cluster = False
         else:
-            raise UsageError(f"RedisSessionStore needs a URL or a redis.asyncio client, not {type(client).__name__}")
+            kind = type(client).__name__
+            raise UsageError(f"RedisSessionStore.url must be a URL or a redis.asyncio client, not {kind}")
         if not client.get_encoder().decode_responses:
             raise UsageError("a client given to RedisSessionStore must be made with decode_responses=True")
         return cluster
@@ -330,7 +336,7 @@ class RedisLink:
 
         # a retrying object per call: tenacity keeps the state of an iteration on it
         schedule = AsyncRetrying(
-            wait=FullJitter(base=_RETRY_BASE, cap=_RETRY_CAP, deadline=self._retry_for),
+            wait=FullJitter(self._backoff, deadline=self._retry_for),
             stop=Deadline(self._retry_for),
             retry=retry_if_exception_type(errors),
             before_sleep=retry_logged,

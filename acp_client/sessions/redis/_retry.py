@@ -1,4 +1,5 @@
-"""The retry schedule of the Redis link, as tenacity strategies: full-jitter waits under a cap, and a deadline
+"""The retry schedule of the Redis link, as tenacity strategies: the package's one full-jitter
+:class:`~acp_client._backoff.Backoff` under a cap, and a deadline
 that bounds the whole retry (``retry_for``). :meth:`~acp_client.sessions.redis._link.RedisLink.retrying`
 hands them to tenacity's ``AsyncRetrying``.
 
@@ -9,8 +10,9 @@ redis.
 
 from __future__ import annotations
 
-import random
 from typing import TYPE_CHECKING
+
+from acp_client._backoff import Backoff
 
 if TYPE_CHECKING:
     from tenacity import RetryCallState
@@ -19,23 +21,21 @@ __all__ = ["Deadline", "FullJitter"]
 
 
 class FullJitter:
-    """Wait a uniformly random time in ``[0, min(cap, base * 2**(n - 1))]`` after the n-th failed attempt,
-    never past ``deadline`` seconds after the first attempt (the last wait is shortened so one more attempt
-    is made at the deadline)."""
+    """Wait what :class:`~acp_client._backoff.Backoff` draws after the n-th failed attempt (uniformly in
+    ``[0, min(cap, base * 2**n)]``), never past ``deadline`` seconds after the first attempt (the last wait
+    is shortened so one more attempt is made at the deadline)."""
 
-    def __init__(self, *, base: float, cap: float, deadline: float) -> None:
-        self._base = base
-        self._cap = cap
+    def __init__(self, backoff: Backoff, *, deadline: float) -> None:
+        self._backoff = backoff
         self._deadline = deadline
 
     def ceiling(self, attempt: int) -> float:
         """The longest wait after failed attempt number ``attempt`` (1-based), before the deadline clamp."""
-        growth: float = 2.0 ** min(attempt - 1, 62)
-        return min(self._cap, self._base * growth)
+        return self._backoff.bound(attempt)
 
     def __call__(self, state: RetryCallState) -> float:
         left = self._deadline - (state.seconds_since_start or 0.0)
-        return max(0.0, min(random.uniform(0.0, self.ceiling(state.attempt_number)), left))
+        return max(0.0, min(self._backoff.delay(state.attempt_number), left))
 
 
 class Deadline:

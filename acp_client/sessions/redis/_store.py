@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from acp_client._checks import check_bool, check_count, check_instance, check_seconds
 from acp_client._logging import get_logger
 from acp_client.exceptions import LeaseLost, StoreUnavailable, UsageError
 from acp_client.sessions._lease import Lease, Renewal
@@ -89,12 +90,16 @@ class RedisSessionStore:
         max_connections: int = 8,
         release_on_close: bool = True,
     ) -> None:
-        if lease_ttl <= 0:
-            raise UsageError("lease_ttl must be positive")
-        if batch_size < 1:
-            raise UsageError("batch_size must be at least 1")
-        if owner_id is not None and (not owner_id or "|" in owner_id):
-            raise UsageError("owner_id must be a non-empty string without '|'")
+        owner = "RedisSessionStore"
+        check_instance(owner, "namespace", namespace, str, optional=False)
+        check_seconds(owner, "lease_ttl", lease_ttl)
+        check_seconds(owner, "retry_for", retry_for, zero=True)
+        check_seconds(owner, "socket_timeout", socket_timeout)
+        check_count(owner, "batch_size", batch_size)
+        check_count(owner, "max_connections", max_connections)
+        check_bool(owner, "release_on_close", release_on_close)
+        if owner_id is not None and (not isinstance(owner_id, str) or not owner_id or "|" in owner_id):
+            raise UsageError(f"{owner}.owner_id must be a non-empty string without '|' or None, not {owner_id!r}")
         self._link = RedisLink(
             url,
             namespace=namespace,
