@@ -15,7 +15,8 @@ from collections.abc import Generator, Iterable, Mapping
 from typing import Final
 
 from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
+from opentelemetry import baggage, propagate, trace
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.metrics import CallbackOptions, Histogram, MeterProvider, Observation, get_meter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 from opentelemetry.util.types import AttributeValue
@@ -215,7 +216,7 @@ class OpenTelemetryObserver:
         span = self._tracer.start_span(method, kind=SpanKind.CLIENT, context=caller)
         token = otel_context.attach(trace.set_span_in_context(span, caller)) if kind.attach else None
         if self.propagate_context and (params is None or isinstance(params, Mapping)):
-            params = _with_trace_meta(params, span)
+            params = _with_trace_meta(params, span, caller)
         if not span.is_recording():  # the sampler dropped it: only the duration is measured
             return params, RequestScope(self._finisher, kind, None, None, token, caller)
         if isinstance(params, dict):  # every request the library makes; any other Mapping takes the slow path
@@ -333,27 +334,45 @@ class OpenTelemetryObserver:
         return [Observation(sum(sink.gauges.inbound_in_flight() for sink in self._live()))]
 
 
-def _with_trace_meta(params: Mapping[str, object] | None, span: Span) -> Mapping[str, object] | None:
+_BAGGAGE: Final = W3CBaggagePropagator()
+
+
+def _baggage_header(caller: otel_context.Context) -> str | None:
+    """The W3C ``baggage`` header of the application's context, ``None`` when it carries no baggage."""
+    if not baggage.get_all(caller):
+        return None
+    carrier: dict[str, str] = {}
+    _BAGGAGE.inject(carrier, context=caller)
+    return carrier.get("baggage") or None
+
+
+def _with_trace_meta(
+    params: Mapping[str, object] | None, span: Span, caller: otel_context.Context | None = None
+) -> Mapping[str, object] | None:
     """A copy of ``params`` whose ``_meta`` also holds ``span``'s W3C trace context (``traceparent``, and
-    ``tracestate`` when there is one: MCP's carrier); the caller's objects are not changed. Formatted here
-    rather than by the global propagator: the conventions name exactly these two keys, and it is the
-    request path's hottest step."""
+    ``tracestate`` when there is one: MCP's carrier) and the application's ``baggage`` when ``caller`` (its
+    context) has some (ACP reserves all three root keys of ``_meta``); the caller's objects are not changed.
+    Formatted here rather than by the global propagator: the conventions name exactly these keys, and it is
+    the request path's hottest step."""
     ctx = span.get_span_context()
     if not ctx.is_valid:
         return params
     traceparent = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
+    carried = _baggage_header(caller) if caller is not None else None
     if params is None:
         out: dict[str, object] = {}
         meta = None
     else:
         out = dict(params)
         meta = out.get("_meta")
-    if meta is None and not ctx.trace_state:  # the usual case: nothing to merge
+    if meta is None and not ctx.trace_state and carried is None:  # the usual case: nothing to merge
         out["_meta"] = {"traceparent": traceparent}
         return out
     merged = dict(meta) if isinstance(meta, Mapping) else {}
     merged["traceparent"] = traceparent
     if ctx.trace_state:
         merged["tracestate"] = ctx.trace_state.to_header()
+    if carried is not None:
+        merged["baggage"] = carried
     out["_meta"] = merged
     return out

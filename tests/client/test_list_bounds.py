@@ -88,3 +88,27 @@ async def test_the_recovery_list_check_keeps_a_session_when_the_listing_loops() 
             assert session.id in client.sessions and session.link is not SessionLink.LOST
         finally:
             await client.aclose()
+
+
+async def test_a_paged_listing_is_walked_to_the_end_and_no_cursor_reaches_the_store(tmp_path: Any) -> None:
+    """Cursors are opaque and per listing (the spec: never parse, modify or persist them): a walk follows
+    ``nextCursor`` to the last page, and the store file holds none of the cursors the agent issued."""
+    from acp_client import SQLiteSessionStore
+    from tests.conftest import running_client
+
+    db = tmp_path / "sessions.db"
+    store = SQLiteSessionStore(db)
+    async with ReferenceAgent(2, list_page_size=2) as agent:
+        async with running_client(agent.url, store=store) as (client, _):
+            made = {(await client.new_session("/w")).id for _ in range(5)}
+            listed = {info.session_id async for info in client.list_sessions()}
+            assert listed == made
+            cursors = [
+                r.params["cursor"]
+                for r in agent.received
+                if r.method == "session/list" and isinstance(r.params, dict) and r.params.get("cursor")
+            ]
+            assert len(cursors) == 2  # pages 2 and 3 of 5 sessions, 2 a page
+        await store.close()
+    stored = b"".join(p.read_bytes() for p in tmp_path.iterdir() if p.is_file())
+    assert all(cursor.encode() not in stored for cursor in cursors)

@@ -273,6 +273,27 @@ async def test_the_callers_tracestate_reaches_the_agent_with_its_trace(
         assert t.tracestate == "frontend=t61rcWkgMzE"
 
 
+async def test_the_applications_baggage_reaches_the_agent_in_meta(
+    telemetry: Telemetry, link: Link, agent: ReferenceAgent
+) -> None:
+    """ACP reserves ``baggage`` beside ``traceparent``/``tracestate`` in ``_meta``: the application's baggage goes
+    along when it has some, and nothing is added when it has none."""
+    from opentelemetry import baggage
+    from opentelemetry import context as otel_context
+
+    async with connect(link.url(agent), **link.options) as client:
+        await client.new_session("/w")
+        token = otel_context.attach(baggage.set_baggage("tenant", "acme", baggage.set_baggage("user.tier", "gold")))
+        try:
+            await client.new_session("/w")
+        finally:
+            otel_context.detach(token)
+    metas = [r.params.get("_meta") for r in agent.received if r.method == "session/new"]
+    assert "baggage" not in metas[0]
+    assert sorted(metas[1]["baggage"].split(",")) == ["tenant=acme", "user.tier=gold"]
+    assert metas[1]["traceparent"].startswith("00-")
+
+
 async def test_propagation_can_be_turned_off(link: Link, agent: ReferenceAgent) -> None:
     spans = InMemorySpanExporter()
     provider = TracerProvider()
