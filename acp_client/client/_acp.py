@@ -51,6 +51,7 @@ from acp_client.schema import (
     SessionStatusResponse,
     build_status_models,
     models_for,
+    parse_result,
     parse_status_response,
 )
 from acp_client.sessions import Session, SessionLink, SessionOwner, SessionRecord, SessionRegistry
@@ -414,17 +415,44 @@ class ACPClient:
         *,
         timeout: RequestTimeout = USE_CLIENT_DEFAULT,
         max_pages: int = DEFAULT_MAX_LIST_PAGES,
+        archived: Literal["exclude", "include", "only"] | None = None,
     ) -> AsyncIterator[SessionInfo]:
         """``session/list``: iterate over every session the agent reports, fetching page after page.
 
         ``timeout`` bounds each page. An agent that sends a cursor it sent before (a loop), or more than
         ``max_pages`` pages, ends the iteration with :class:`~acp_client.exceptions.ProtocolError` naming
-        the bound: a listing always ends.
+        the bound: a listing always ends. ``archived`` filters by archive state (``"exclude"``, the agent's
+        default, ``"include"`` or ``"only"``); it needs the agent's ``archive`` capability. Cursors are
+        opaque: they are used within this walk and kept nowhere.
         """
         self._require("session/list", "list")
         if max_pages < 1:
             raise UsageError(f"max_pages must be at least 1, not {max_pages!r}")
-        return list_pages(self.connection.request, cwd, timeout=timeout, max_pages=max_pages)
+        if archived is not None:
+            if archived not in ("exclude", "include", "only"):
+                raise UsageError(f"archived must be 'exclude', 'include' or 'only', not {archived!r}")
+            self._require("session/list with archived", "archive")
+        return list_pages(self.connection.request, cwd, timeout=timeout, max_pages=max_pages, archived=archived)
+
+    async def archive_session(self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
+        """``session/archive`` (**UNSTABLE**): the agent hides the session from default listings; it can still
+        be resumed or loaded. Needs the agent's ``archive`` capability (``CapabilityNotSupported`` otherwise)."""
+        self._require("session/archive", "archive")
+        await self.connection.request("session/archive", {"sessionId": session_id}, timeout=timeout)
+
+    async def unarchive_session(self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
+        """``session/unarchive`` (**UNSTABLE**): the session is listed by default again."""
+        self._require("session/unarchive", "archive")
+        await self.connection.request("session/unarchive", {"sessionId": session_id}, timeout=timeout)
+
+    async def auth_status(self, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> Any:
+        """``auth/status`` (**UNSTABLE**): whether the agent is authenticated (``state``: ``authenticated``,
+        ``unauthenticated``, ``not_required``, ``unknown`` or a newer value) and the accounts it has, as the
+        typed ``AuthStatusResponse`` of the connection's protocol version. Account fields are for display only:
+        do not log them. Needs the agent's ``auth.status`` capability."""
+        self._require("auth/status", "auth_status")
+        result = await self.connection.request("auth/status", {}, timeout=timeout)
+        return parse_result("auth/status", result, self.protocol_version)
 
     async def close_session(self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
         """``session/close``: the agent cancels the session's work and frees it; the handle becomes closed."""

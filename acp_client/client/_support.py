@@ -32,6 +32,10 @@ _GATES: dict[tuple[str, int], tuple[tuple[str, ...], str]] = {
         "agentCapabilities.sessionCapabilities.additionalDirectories",
     ),
     ("logout", 1): (("auth", "logout"), "agentCapabilities.auth.logout"),
+    ("archive", 1): (("sessionCapabilities", "archive"), "agentCapabilities.sessionCapabilities.archive"),
+    ("auth_status", 1): (("auth", "status"), "agentCapabilities.auth.status"),
+    ("archive", 2): (("session", "archive"), "capabilities.session.archive"),
+    ("auth_status", 2): (("auth", "status"), "capabilities.auth.status"),
     ("session", 2): (("session",), "capabilities.session"),
     ("resume", 2): (("session",), "capabilities.session"),
     ("list", 2): (("session",), "capabilities.session"),
@@ -80,7 +84,12 @@ def parse_list_page(result: Any) -> tuple[list[SessionInfo], str | None]:
 
 
 async def list_pages(
-    request: Callable[..., Awaitable[Any]], cwd: str | None, *, timeout: RequestTimeout, max_pages: int
+    request: Callable[..., Awaitable[Any]],
+    cwd: str | None,
+    *,
+    timeout: RequestTimeout,
+    max_pages: int,
+    archived: str | None = None,
 ) -> AsyncIterator[SessionInfo]:
     """Every entry of ``session/list``, page after page, sent with ``request(method, params, timeout=...)``.
 
@@ -91,6 +100,8 @@ async def list_pages(
     seen: set[str] = set()
     for page in range(1, max_pages + 1):
         params: dict[str, Any] = {"cwd": cwd} if cwd is not None else {}
+        if archived is not None:
+            params["archived"] = archived
         if cursor is not None:
             params["cursor"] = cursor
         infos, cursor = parse_list_page(await request("session/list", params, timeout=timeout))

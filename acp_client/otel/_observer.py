@@ -14,8 +14,8 @@ import weakref
 from collections.abc import Generator, Iterable, Mapping
 from typing import Final
 
-from opentelemetry import context as otel_context
 from opentelemetry import baggage, propagate, trace
+from opentelemetry import context as otel_context
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.metrics import CallbackOptions, Histogram, MeterProvider, Observation, get_meter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider

@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from acp_client._checks import check_bool, check_instance
 from acp_client.client import USE_CLIENT_DEFAULT, ACPClient, ProtocolVersionOption, RequestTimeout, SessionInfo
@@ -416,15 +416,35 @@ class ReconnectingClient:
         return await self._gate.read_only(lambda c: c.session_status(session_id, timeout=timeout))
 
     def list_sessions(
-        self, cwd: str | None = None, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT
+        self,
+        cwd: str | None = None,
+        *,
+        timeout: RequestTimeout = USE_CLIENT_DEFAULT,
+        archived: Literal["exclude", "include", "only"] | None = None,
     ) -> AsyncIterator[SessionInfo]:
-        """``session/list`` over every page, on the current connection."""
+        """``session/list`` over every page, on the current connection (``archived``: see
+        :meth:`ACPClient.list_sessions`). Its cursors live only within the walk; nothing stores them."""
 
         async def pages() -> AsyncIterator[SessionInfo]:
-            async for info in (await self._gate.require()).list_sessions(cwd, timeout=timeout):
+            client = await self._gate.require()
+            async for info in client.list_sessions(cwd, timeout=timeout, archived=archived):
                 yield info
 
         return pages()
+
+    async def archive_session(self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
+        """``session/archive`` on the current connection (**UNSTABLE**; see :meth:`ACPClient.archive_session`).
+        The session stays known here and is recovered as before: archived is not closed."""
+        await (await self._gate.require()).archive_session(session_id, timeout=timeout)
+
+    async def unarchive_session(self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
+        """``session/unarchive`` on the current connection (**UNSTABLE**)."""
+        await (await self._gate.require()).unarchive_session(session_id, timeout=timeout)
+
+    async def auth_status(self, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> Any:
+        """``auth/status`` on the current connection (**UNSTABLE**; see :meth:`ACPClient.auth_status`);
+        side-effect free, so retried once after a drop."""
+        return await self._gate.read_only(lambda c: c.auth_status(timeout=timeout))
 
     async def close_session(self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
         """``session/close``, and the session is closed here for good: from the call on, nothing resumes,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Literal
 
 from acp_client._logging import get_logger
 from acp_client.client import ACPClient
@@ -22,10 +23,12 @@ async def listing_lacks(client: ACPClient, session: Session, dialects: SessionDi
     if not client.supports("list"):
         return False
     cwd = session.record.cwd if dialects.list_with_cwd else None
+    # an archived session is left out of a default listing: never read that as absence
+    archived: Literal["include"] | None = "include" if client.supports("archive") else None
     listed = 0
     try:
         async with asyncio.timeout(timeout):  # the whole walk, every page
-            async for info in client.list_sessions(cwd, timeout=None):
+            async for info in client.list_sessions(cwd, timeout=None, archived=archived):
                 if info.session_id == session.id:
                     return False
                 listed += 1

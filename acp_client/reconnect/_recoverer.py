@@ -13,6 +13,7 @@ The recoverer decides nothing about the registry or the store: it reports outcom
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import random
 from collections.abc import Awaitable, Callable
@@ -52,6 +53,13 @@ from acp_client.sessions import Session, SessionLink
 __all__ = ["RecoveryHost", "SessionRecoverer"]
 
 log = get_logger("acp_client.reconnect")
+
+
+def _message_counts(session: Session) -> collections.Counter[str]:
+    """How many messages of each role (``user``, ``agent``, ``thought``) the session's transcript holds."""
+    counts = collections.Counter({"user": 0, "agent": 0, "thought": 0})
+    counts.update(message.role for message in session.transcript.messages)
+    return counts
 
 
 class RecoveryHost(Protocol):
@@ -326,8 +334,8 @@ class SessionRecoverer:
             self._keep(session, action, probe.not_found, generation)
             return "kept"
         via = f"session/{action.mode}"
-        before, local_messages = session.stats["replayed"], len(session.transcript.messages)
-        had_history = local_messages > 0
+        before, local = session.stats["replayed"], _message_counts(session)
+        had_history = sum(local.values()) > 0
         try:
             mode, replayed = await slot.carry(
                 lambda: self._reattach(client, session, action, caps, slot), client.connection
@@ -352,13 +360,17 @@ class SessionRecoverer:
             return "forgotten"
         # a replay that rebuilt fewer messages than the client held lost some (an agent that persisted less
         # than it said, or a prompt it never inserted): the gap is reported, never hidden behind "replayed"
-        shorter = replayed and len(session.transcript.messages) < local_messages
+        rebuilt = _message_counts(session) if replayed else local
+        # a role the replay has none of is not compared: many v1 agents replay no user messages at all
+        shorter = any(0 < rebuilt[role] < local[role] for role in local) or (
+            rebuilt["agent"] == 0 < local["agent"] and replayed
+        )
         if shorter:
             log.warning(
                 "replay_shorter_than_local",
                 session_id=session.id,
-                local_messages=local_messages,
-                replayed_messages=len(session.transcript.messages),
+                local_messages=dict(local),
+                replayed_messages=dict(rebuilt),
             )
         outcome = Reattached(
             action.outcome,

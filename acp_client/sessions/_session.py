@@ -10,7 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from acp_client._logging import get_logger
-from acp_client.exceptions import ACPTimeoutError, ConnectionLost, NotConnected, RPCError, SessionLost, UsageError
+from acp_client.exceptions import (
+    ACPTimeoutError,
+    CapabilityNotSupported,
+    ConnectionLost,
+    NotConnected,
+    RPCError,
+    SessionLost,
+    UsageError,
+)
 from acp_client.schema import parse_prompt_answer, parse_state_update
 from acp_client.schema._parse import _DEFERRED
 from acp_client.schema.content import PromptContent, prompt_blocks
@@ -378,6 +386,20 @@ class Session:
                 self._turn_waiters.remove(waiter)
             if not waiter.done():
                 waiter.cancel()
+
+    async def cancel_tool_call(self, tool_call_id: str, *, timeout: float | None = 30.0) -> None:
+        """Ask the agent to stop one tool call (``tool_call/cancel``, v2, **UNSTABLE**). Returns once the agent
+        accepted; its final status (normally ``cancelled``) arrives as a ``tool_call_update``. The turn goes
+        on. Refused with ``CapabilityNotSupported`` before anything is sent when the tool call does not
+        currently advertise ``capabilities.cancel`` (or in v1, which has no such call)."""
+        self._check_usable()
+        if self._owner.protocol_version < 2:
+            raise CapabilityNotSupported("tool_call/cancel", None, self._owner.protocol_version)
+        call = self.transcript.tool_calls.get(tool_call_id)
+        if call is None or not call.cancellable:
+            raise CapabilityNotSupported("tool_call/cancel", f"capabilities.cancel on tool call {tool_call_id!r}", 2)
+        params = {"sessionId": self.id, "toolCallId": tool_call_id}
+        await self._owner._session_request(self, "tool_call/cancel", params, timeout=timeout)
 
     async def cancel(self) -> None:
         """Ask the agent to stop the current turn (``session/cancel``); the turn still ends normally."""

@@ -163,6 +163,13 @@ class ToolCall:
         value = self.fields.get("status")
         return value if isinstance(value, str) else None
 
+    @property
+    def cancellable(self) -> bool:
+        """Whether the tool call currently advertises ``capabilities.cancel`` (v2): a later update that omits
+        ``capabilities`` keeps it, ``null`` or an object without ``cancel`` withdraws it."""
+        capabilities = self.fields.get("capabilities")
+        return isinstance(capabilities, dict) and isinstance(capabilities.get("cancel"), dict)
+
 
 class Transcript:
     """Messages, tool calls, plans and session info, in the order the agent reported them.

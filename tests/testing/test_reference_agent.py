@@ -503,7 +503,12 @@ async def test_hidden_capabilities_answer_method_not_found() -> None:
     async with ReferenceAgent(1, capabilities=caps) as agent, raw(agent, None) as c:
         result = await c.initialize(1)
         assert result["agentCapabilities"]["loadSession"] is False
-        assert set(result["agentCapabilities"]["sessionCapabilities"]) == {"close", "delete", "additionalDirectories"}
+        assert set(result["agentCapabilities"]["sessionCapabilities"]) == {
+            "close",
+            "delete",
+            "additionalDirectories",
+            "archive",
+        }
         sid = await c.new_session()
         for method, params in [
             ("session/load", {"sessionId": sid, "cwd": CWD, "mcpServers": []}),

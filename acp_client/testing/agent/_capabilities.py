@@ -20,8 +20,20 @@ __all__ = [
 #: Capability switches understood by ``ReferenceAgent(capabilities=...)`` and ``set_capability``.
 #: ``loadSession`` (v1), ``resume``/``list``/``close`` (v1 markers; baseline in v2, so hiding them there only
 #: makes the method answer -32601), ``delete``, ``status``, ``additionalDirectories`` (v1 and v2 markers),
-#: ``logout`` (v1 ``auth.logout``).
-CAPABILITY_NAMES = ("loadSession", "resume", "list", "close", "delete", "status", "additionalDirectories", "logout")
+#: ``logout`` (v1 ``auth.logout``), ``archive`` (``session/archive``/``unarchive``, v1 and v2 markers) and
+#: ``authStatus`` (``auth/status``, the ``auth.status`` marker of both versions).
+CAPABILITY_NAMES = (
+    "loadSession",
+    "resume",
+    "list",
+    "close",
+    "delete",
+    "status",
+    "additionalDirectories",
+    "logout",
+    "archive",
+    "authStatus",
+)
 
 #: method → the capability that gates it (a hidden capability makes the method answer -32601).
 METHOD_GATES: Mapping[str, str] = {
@@ -32,6 +44,9 @@ METHOD_GATES: Mapping[str, str] = {
     "session/delete": "delete",
     "session/status": "status",
     "logout": "logout",
+    "session/archive": "archive",
+    "session/unarchive": "archive",
+    "auth/status": "authStatus",
 }
 
 #: The one authentication method the agent offers when ``require_auth`` is on.
@@ -42,6 +57,8 @@ def capability_name(name: str) -> str:
     """Normalise a capability name: dotted wire paths (``sessionCapabilities.resume``,
     ``capabilities.session.delete``, ``auth.logout``) map to their last component. Raises ``ValueError``."""
     short = name.rsplit(".", 1)[-1]
+    if name.endswith("auth.status"):  # its last component, "status", names the session/status switch
+        short = "authStatus"
     if short not in CAPABILITY_NAMES:
         raise ValueError(f"unknown capability {name!r}; known: {', '.join(CAPABILITY_NAMES)}")
     return short
@@ -63,7 +80,9 @@ def auth_methods(version: int, require_auth: bool) -> list[dict[str, Any]]:
 
 def _v1_capabilities(caps: Mapping[str, bool]) -> dict[str, Any]:
     session_caps: dict[str, Any] = {
-        name: {} for name in ("list", "resume", "close", "delete", "status", "additionalDirectories") if caps[name]
+        name: {}
+        for name in ("list", "resume", "close", "delete", "status", "additionalDirectories", "archive")
+        if caps[name]
     }
     result: dict[str, Any] = {
         "loadSession": caps["loadSession"],
@@ -71,17 +90,23 @@ def _v1_capabilities(caps: Mapping[str, bool]) -> dict[str, Any]:
         "mcpCapabilities": {"http": True, "sse": False},
         "sessionCapabilities": session_caps,
     }
-    if caps["logout"]:
-        result["auth"] = {"logout": {}}
+    auth: dict[str, Any] = {
+        name: {} for name, switch in (("logout", "logout"), ("status", "authStatus")) if caps[switch]
+    }
+    if auth:
+        result["auth"] = auth
     return result
 
 
 def _v2_capabilities(caps: Mapping[str, bool]) -> dict[str, Any]:
     session: dict[str, Any] = {"prompt": {"embeddedContext": {}}, "mcp": {"stdio": {}, "http": {}}}
-    for name in ("delete", "status", "additionalDirectories"):
+    for name in ("delete", "status", "additionalDirectories", "archive"):
         if caps[name]:
             session[name] = {}
-    return {"session": session}
+    result: dict[str, Any] = {"session": session}
+    if caps["authStatus"]:
+        result["auth"] = {"status": {}}
+    return result
 
 
 def initialize_result(version: int, caps: Mapping[str, bool], require_auth: bool) -> dict[str, Any]:

@@ -39,7 +39,7 @@ _log = get_logger(__name__)
 Handler = Callable[["ReferenceAgent", "AgentConnection", dict[str, Any], "Reply"], Awaitable[Any]]
 
 _V1_ONLY = frozenset({"authenticate", "logout", "session/load", "session/set_mode"})
-_V2_ONLY = frozenset({"auth/login", "auth/logout"})
+_V2_ONLY = frozenset({"auth/login", "auth/logout", "tool_call/cancel"})
 #: methods answering -32000 until the connection authenticated, when the agent requires authentication
 _AUTH_GATED = frozenset(
     {
@@ -52,6 +52,8 @@ _AUTH_GATED = frozenset(
         "session/delete",
         "session/set_mode",
         "session/set_config_option",
+        "session/archive",
+        "session/unarchive",
     }
 )
 #: how long close/delete wait for a cancelled turn to report its end
@@ -269,7 +271,12 @@ async def _list(agent: ReferenceAgent, connection: AgentConnection, params: dict
     if agent.list_requires_cwd and cwd is None:
         return {"sessions": []}  # kimi-cli's dialect: nothing is listed without a cwd
     try:
-        return list_page(agent.sessions.values(), cwd=cwd, cursor=cursor, page_size=agent.list_page_size)
+        archived = params.get("archived")
+        if archived is not None and archived not in ("exclude", "include", "only"):
+            raise ValueError(f"archived must be exclude, include or only, not {archived!r}")
+        return list_page(
+            agent.sessions.values(), cwd=cwd, cursor=cursor, page_size=agent.list_page_size, archived=archived
+        )
     except ValueError as exc:
         raise AgentError.invalid_params(str(exc)) from exc
 
@@ -290,6 +297,37 @@ async def _delete(agent: ReferenceAgent, connection: AgentConnection, params: di
         agent.sessions.pop(session_id, None)
         agent.records.notify_changed()
     return {}
+
+
+async def _archive(agent: ReferenceAgent, connection: AgentConnection, params: dict[str, Any], reply: Reply) -> Any:
+    _known(agent, params).archived = True
+    agent.records.notify_changed()
+    return {}
+
+
+async def _unarchive(agent: ReferenceAgent, connection: AgentConnection, params: dict[str, Any], reply: Reply) -> Any:
+    _known(agent, params).archived = False
+    agent.records.notify_changed()
+    return {}
+
+
+async def _auth_status(agent: ReferenceAgent, connection: AgentConnection, params: dict[str, Any], reply: Reply) -> Any:
+    if not agent.require_auth:
+        return {"state": "not_required"}
+    state = "authenticated" if connection.authenticated else "unauthenticated"
+    return {"state": state, "accounts": [{"label": "Agent login", "active": connection.authenticated}]}
+
+
+async def _cancel_tool_call(
+    agent: ReferenceAgent, connection: AgentConnection, params: dict[str, Any], reply: Reply
+) -> Any:
+    session = _known(agent, params)
+    stop = session.cancellable_tools.get(_str(params, "toolCallId"))
+    if stop is None:  # unknown, already final, or not cancellable
+        raise AgentError.invalid_params("the tool call is unknown, final, or not cancellable")
+    if not stop.done():
+        stop.set_result(None)
+    return {}  # accepted: the tool call's final status follows as an update
 
 
 async def _status(agent: ReferenceAgent, connection: AgentConnection, params: dict[str, Any], reply: Reply) -> Any:
@@ -364,6 +402,10 @@ _HANDLERS: dict[str, Handler] = {
     "session/close": _close,
     "session/delete": _delete,
     "session/status": _status,
+    "session/archive": _archive,
+    "session/unarchive": _unarchive,
+    "auth/status": _auth_status,
+    "tool_call/cancel": _cancel_tool_call,
     "session/prompt": _prompt,
     "session/set_mode": _set_mode,
     "session/set_config_option": _set_config,

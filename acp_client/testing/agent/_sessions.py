@@ -97,6 +97,7 @@ class AgentSessionRecord:
     state: str = "idle"
     stop_reason: str | None = None
     in_memory: bool = True
+    archived: bool = False
     title: str | None = None
     created_at: str = field(default_factory=now_rfc3339)
     updated_at: str = field(default_factory=now_rfc3339)
@@ -105,6 +106,8 @@ class AgentSessionRecord:
     connection: AgentConnection | None = field(default=None, repr=False)
     turn: PromptTurn | None = field(default=None, repr=False)
     emit_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)
+    #: v2 tool calls that advertise ``capabilities.cancel`` now: id -> resolved by ``tool_call/cancel``
+    cancellable_tools: dict[str, asyncio.Future[None]] = field(default_factory=dict, repr=False)
     _attach_waiters: list[asyncio.Future[None]] = field(default_factory=list, repr=False)
 
     @property
@@ -158,6 +161,8 @@ class AgentSessionRecord:
             entry["title"] = self.title
         if self.additional_directories:
             entry["additionalDirectories"] = list(self.additional_directories)
+        if self.archived:
+            entry["archived"] = True
         return entry
 
     def state_update(self) -> dict[str, Any]:
@@ -217,10 +222,21 @@ def decode_cursor(cursor: str) -> int:
 
 
 def list_page(
-    sessions: Iterable[AgentSessionRecord], *, cwd: str | None, cursor: str | None, page_size: int
+    sessions: Iterable[AgentSessionRecord],
+    *,
+    cwd: str | None,
+    cursor: str | None,
+    page_size: int,
+    archived: str | None = None,
 ) -> dict[str, Any]:
-    """One ``session/list`` result page (creation order), with ``nextCursor`` when more remain."""
-    matching = [s for s in sessions if cwd is None or s.cwd == cwd]
+    """One ``session/list`` result page (creation order), with ``nextCursor`` when more remain. ``archived``:
+    ``exclude`` (the default, also for ``None``), ``include`` or ``only``."""
+    matching = [
+        s
+        for s in sessions
+        if (cwd is None or s.cwd == cwd)
+        and (archived == "include" or (s.archived if archived == "only" else not s.archived))
+    ]
     offset = decode_cursor(cursor) if cursor is not None else 0
     page = matching[offset : offset + page_size]
     result: dict[str, Any] = {"sessions": [s.list_entry() for s in page]}

@@ -197,6 +197,35 @@ class PromptTurn:
         await self.accept()
         return await emit_update(self.agent, self.session, update)
 
+    async def cancellable_tool_call(self, title: str = "long reference tool", *, seconds: float = 30.0) -> str:
+        """v2: run a tool call that advertises ``capabilities.cancel`` for ``seconds``; returns its final status:
+        ``cancelled`` when the client sent ``tool_call/cancel`` (or the turn was cancelled), else ``completed``.
+        The client learns each step from ``tool_call_update`` updates."""
+        await self.accept()
+        call_id = f"call_{uuid.uuid4().hex[:10]}"
+        stop: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.session.cancellable_tools[call_id] = stop
+        try:
+            await emit_update(
+                self.agent,
+                self.session,
+                {
+                    "sessionUpdate": "tool_call_update",  # v2 upserts tool calls by id
+                    "toolCallId": call_id,
+                    "title": title,
+                    "kind": "execute",
+                    "status": "in_progress",
+                    "capabilities": {"cancel": {}},
+                },
+            )
+            done, _ = await asyncio.wait([stop, self._cancel_fut], timeout=seconds, return_when="FIRST_COMPLETED")
+        finally:
+            self.session.cancellable_tools.pop(call_id, None)
+        status = "cancelled" if done else "completed"
+        final = {"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": status, "capabilities": None}
+        await emit_update(self.agent, self.session, final)
+        return status
+
     async def sleep(self, seconds: float) -> bool:
         """Work for ``seconds``; ``False`` if the turn was cancelled meanwhile (returns at once then)."""
         await self.accept()
