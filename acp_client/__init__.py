@@ -41,6 +41,7 @@ from acp_client.exceptions import (
     StoreUnavailable,
     TLSError,
     TransportError,
+    TurnFailed,
     UnsupportedProtocolVersion,
     UsageError,
 )
@@ -195,6 +196,7 @@ __all__ = [
     "ToolCallUpdate",
     "TransportError",
     "TransportOptions",
+    "TurnFailed",
     "UnknownUpdate",
     "UnsupportedProtocolVersion",
     "UpdatesDropped",

@@ -27,7 +27,8 @@ tree exactly once, at the transport seam, so no caller ever needs to import ``we
     │   ├── InternalError                -32603
     │   ├── AuthRequired                 -32000
     │   ├── SessionNotFound              -32002 (carries ``session_id`` from ``data.sessionId``)
-    │   └── RequestCancelled             -32800
+    │   ├── RequestCancelled             -32800
+    │   └── TurnFailed                   a v2 turn ended idle with stopReason "error" (its error object)
     ├── ProtocolError                    the agent broke the protocol (bad frame, wrong shape, lie)
     │   └── UnsupportedProtocolVersion   the agent only speaks a version we do not
     ├── UsageError                       the caller misused the SDK
@@ -68,6 +69,7 @@ from acp_client.exceptions._rpc import (
     RequestCancelled,
     RPCError,
     SessionNotFound,
+    TurnFailed,
     rpc_error_from_object,
 )
 from acp_client.exceptions._store import LeaseLost, StoreError, StoreLocked, StoreUnavailable
@@ -123,6 +125,7 @@ __all__ = [
     "StoreUnavailable",
     "TLSError",
     "TransportError",
+    "TurnFailed",
     "UnsupportedProtocolVersion",
     "UsageError",
     "rpc_error_from_object",

@@ -17,6 +17,7 @@ __all__ = [
     "RPCError",
     "RequestCancelled",
     "SessionNotFound",
+    "TurnFailed",
     "rpc_error_from_object",
 ]
 
@@ -45,6 +46,28 @@ class RPCError(ACPError):
         if self.data is not None:
             obj["data"] = self.data
         return obj
+
+
+class TurnFailed(RPCError):
+    """A v2 turn ended ``idle`` with ``stopReason: "error"``: it failed after its prompt was inserted.
+
+    ``code``, ``message`` and ``data`` are the JSON-RPC error object the agent put on that ``state_update``
+    (``-32603`` and a generic message when it gave none); ``message_id`` is the inserted user message (from
+    the receipt), so the transcript holds the prompt, and resending it is the caller's choice.
+    """
+
+    def __init__(self, code: int, message: str, data: Any = None, *, message_id: str | None = None) -> None:
+        super().__init__(code, message, data)
+        self.message_id = message_id
+
+    @classmethod
+    def from_error(cls, error: Any, *, message_id: str | None = None) -> TurnFailed:
+        """The failure for the ``error`` an idle ``state_update`` carried (a dict, or ``None``)."""
+        if isinstance(error, Mapping):
+            code, text = error.get("code"), error.get("message")
+            if isinstance(code, int) and not isinstance(code, bool) and isinstance(text, str):
+                return cls(code, text, error.get("data"), message_id=message_id)
+        return cls(-32603, "the agent reported that the turn failed", None, message_id=message_id)
 
 
 #: the longest ``data.reason``/``data.message`` text an :class:`RPCError`'s message quotes

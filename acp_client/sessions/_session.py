@@ -17,6 +17,7 @@ from acp_client.exceptions import (
     NotConnected,
     RPCError,
     SessionLost,
+    TurnFailed,
     UsageError,
 )
 from acp_client.schema import parse_prompt_answer, parse_state_update
@@ -158,6 +159,8 @@ class Session:
         self._interrupted = False
         # v2: a prompt() call was cancelled after its prompt went out: the turn may run on (see ABANDONED_TURN_WAIT)
         self._abandoned = False
+        # v2: the error object of the last live idle update whose stopReason was "error" (read by prompt())
+        self._turn_error: Any = None
         self._snapshot_seen = False
         self._subs: list[_Subscription] | None = None
         self._turn_waiters: list[asyncio.Future[str | None]] | None = None
@@ -263,7 +266,11 @@ class Session:
             if (
                 getattr(exc, "request_sent", None) is False
                 or isinstance(exc, UsageError | NotConnected)
-                or (isinstance(exc, RPCError) and self._owner.protocol_version >= 2)
+                or (
+                    isinstance(exc, RPCError)
+                    and not isinstance(exc, TurnFailed)
+                    and self._owner.protocol_version >= 2
+                )
             ):
                 # never sent, or answered with an error: a v2 agent answers only once the prompt is inserted
                 self.transcript._retract_prompt(recorded)
@@ -378,6 +385,8 @@ class Session:
                 if answered or self._state in ("running", "requires_action"):
                     self._abandoned = True  # the turn may run on: the next prompt() waits for it (bounded)
                 raise
+            if stop == "error":  # v2 alpha.8: the turn failed after its prompt was inserted
+                raise TurnFailed.from_error(self._turn_error, message_id=recorded.message_id)
             return PromptResult(stop, result, answer.message_id)
         finally:
             if self._unarmed:
@@ -502,6 +511,7 @@ class Session:
                     old in ("running", "requires_action") or self._turn_waiters or self._interrupted
                 ):
                     self._interrupted = False
+                    self._turn_error = new.error if new.stop_reason == "error" else None
                     self._fire_turn_finished(new.stop_reason)
                 else:
                     self._learned_after_loss(state)

@@ -76,6 +76,7 @@ class SyncSession(_Twin):
     prompt = _Prompt(Session.prompt, needs_connection=False)
     send_prompt = _Blocking(Session.send_prompt, needs_connection=False)
     cancel = _Blocking(Session.cancel, needs_connection=False)
+    cancel_tool_call = _Blocking(Session.cancel_tool_call, needs_connection=False)
     on_turn_finished = _OnLoop(Session.on_turn_finished)
 
     def updates(

@@ -219,3 +219,24 @@ async def test_a_full_replay_does_not_claim_missed_updates(version: int) -> None
         recovered = events[-1]
         assert isinstance(recovered, SessionRecovered)
         assert (recovered.replayed, recovered.may_have_missed_updates) == (True, False)
+
+
+async def test_a_v2_turn_that_fails_after_insertion_raises_turn_failed(link: Link) -> None:
+    """Schema alpha.8: a turn that fails after its prompt was inserted ends idle with ``stopReason: "error"``
+    and the error object; ``prompt()`` raises ``TurnFailed`` with it, and the prompt stays in the transcript."""
+    from acp_client import TurnFailed
+
+    async with (
+        link.agent(2) as agent,
+        running_client(link.url(agent), **link.options) as (client, _),
+    ):
+        session = await client.new_session("/w")
+        stops: list[str | None] = []
+        session.on_turn_finished(lambda _s, stop: stops.append(stop))
+        with pytest.raises(TurnFailed) as failed:
+            await asyncio.wait_for(session.prompt("echo: partial\nfail -32050 model overloaded"), bound(5))
+        assert (failed.value.code, failed.value.message) == (-32050, "model overloaded")
+        assert failed.value.message_id == _agent_user_ids(agent, session)[0]
+        assert _users(session) == [(failed.value.message_id, "echo: partial\nfail -32050 model overloaded")]
+        assert stops == ["error"] and session.state == "idle"
+        assert (await session.prompt("echo: again")).stop_reason == "end_turn"  # the session goes on

@@ -129,8 +129,8 @@ def test_help_reads_like_the_async_one() -> None:
     assert "new_session(self, cwd: 'str | os.PathLike[str]', *," in text
     assert "-> 'SyncSession'" in text
     assert (
-        "list_sessions(self, cwd: 'str | None' = None, *, timeout: 'RequestTimeout' = USE_CLIENT_DEFAULT) "
-        "-> 'list[SessionInfo]'"
+        "list_sessions(self, cwd: 'str | None' = None, *, timeout: 'RequestTimeout' = USE_CLIENT_DEFAULT, "
+        "archived: \"Literal['exclude', 'include', 'only'] | None\" = None) -> 'list[SessionInfo]'"
         in text
     )
     assert AsyncReconnectingClient.new_session.__doc__.splitlines()[0] in text  # type: ignore[union-attr]

@@ -15,7 +15,7 @@ the rest of their line verbatim (``;`` included). A prompt that is not a valid s
                            "permission denied" and end the turn; outcome ``cancelled`` → stop ``cancelled``
 ``fail [CODE [MESSAGE]]``  a JSON-RPC error (default ``-32603``). First command: the prompt is rejected (v1 and
                            v2). Later: v1 answers the prompt with the error; v2 (already accepted) ends the turn
-                           with ``idle`` / ``stopReason: "refusal"``
+                           with ``idle`` / ``stopReason: "error"`` and the error object (schema alpha.8)
 ``stop REASON``            end the turn now with that stop reason (``max_tokens``, ``refusal``, …)
 ``drop [CODE]``            close the session's connection (WebSocket close ``CODE``, default 1011); the turn
                            runs on, its updates are dropped until a connection re-attaches the session

@@ -351,7 +351,17 @@ class PromptTurn:
                     self._settle(None)
                     raise
                 _log.info("reference_agent_turn_failed", session_id=self.session_id, error=repr(exc))
-                stop = "refusal"
+                # v2 (schema alpha.8): a turn that failed after its prompt was inserted ends idle with
+                # stopReason "error" and the JSON-RPC error object
+                error: dict[str, Any] = (
+                    {"code": exc.code, "message": exc.message}
+                    if isinstance(exc, AgentError)
+                    else {"code": -32603, "message": "Internal error"}
+                )
+                if isinstance(exc, AgentError) and exc.data is not None:
+                    error["data"] = exc.data
+                await self._finish("error", error=error)
+                return
             if self.cancel_requested and stop == "end_turn":
                 stop = "cancelled"
             await self.accept()
@@ -372,7 +382,7 @@ class PromptTurn:
             self.session.stop_reason = stop_reason
             self.stop_reason = stop_reason
 
-    async def _finish(self, stop_reason: str) -> None:
+    async def _finish(self, stop_reason: str, *, error: dict[str, Any] | None = None) -> None:
         session = self.session
         self.stop_reason = stop_reason
 
@@ -382,7 +392,9 @@ class PromptTurn:
             session.touch()
 
         if self.protocol_version >= 2:
-            update = {"sessionUpdate": "state_update", "state": "idle", "stopReason": stop_reason}
+            update: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle", "stopReason": stop_reason}
+            if error is not None:
+                update["error"] = error
             await emit_update(self.agent, session, update, idle)
         else:
             async with session.emit_lock:
