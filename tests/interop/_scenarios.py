@@ -34,6 +34,7 @@ from acp_client import (
     SessionRecovered,
     SessionRecoveryFailed,
     SQLiteSessionStore,
+    TurnFailed,
 )
 from acp_client.sessions import SessionRecord
 from acp_client.testing import EventRecorder
@@ -89,10 +90,13 @@ class Agent:
         session = await client.new_session(str(self.cwd), timeout=bound(60))
         try:
             result = await session.prompt(PROMPT, timeout=bound(60))
+        except TurnFailed as failed:  # offline, v2: the turn ends idle with stopReason "error"
+            assert self.prompt_error is not None, failed
+            assert failed.message_id is None or isinstance(failed.message_id, str)
         except ACPError as refused:  # offline, v1: no model answers, the request fails
             assert refused.code == self.prompt_error, refused
-        else:  # offline, v2: the turn ends with an error; an offline model ends it normally
-            assert result.stop_reason == ("end_turn" if self.prompt_error is None else "error"), result
+        else:  # an offline model ends the turn normally
+            assert self.prompt_error is None and result.stop_reason == "end_turn", result
         # the agent writes its transcript after the turn; once session/list names it, it is on disk
         assert client.current is not None
         await wait_listed(client.current, session.id, str(self.cwd))

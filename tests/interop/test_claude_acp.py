@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_client import ACPError, InternalError, MethodNotFound, SessionNotFound, Timeouts, connect
+from acp_client import ACPError, InternalError, MethodNotFound, SessionNotFound, Timeouts, TurnFailed, connect
 from acp_client.transports import Transport
 from tests.conftest import bound
 from tests.interop import _scenarios as scenario
@@ -53,8 +53,10 @@ async def test_lifecycle_speaks_v2(claude: Callable[[], Awaitable[Transport]], p
         session = await client.new_session(str(project), timeout=bound(60))
         # the list is empty until a prompt was tried (the transcript file is written then)
         assert [i.session_id async for i in client.list_sessions(timeout=bound(30))] == []
-        result = await session.prompt("hello", timeout=bound(60))
-        assert result.stop_reason == "error"  # v2, no credentials: the turn ends in error, not -32000
+        with pytest.raises(TurnFailed) as failed:  # v2, no credentials: the turn ends in error, not -32000
+            await session.prompt("hello", timeout=bound(60))
+        assert failed.value.message_id is not None  # the SDK 2.4.0 agent answered the prompt with a receipt
+        assert [m.message_id for m in session.transcript.messages if m.role == "user"] == [failed.value.message_id]
         # the transcript is written behind the turn's end (CI once listed nothing right after the answer)
         await scenario.wait_listed(client, session.id, str(project))
         listed = [i async for i in client.list_sessions(timeout=bound(30))]
