@@ -56,9 +56,11 @@ log = get_logger("acp_client.reconnect")
 
 
 def _message_counts(session: Session) -> collections.Counter[str]:
-    """How many messages of each role (``user``, ``agent``, ``thought``) the session's transcript holds."""
+    """How much text the session's transcript holds per role (``user``, ``agent``, ``thought``), in characters:
+    a measure a replay can be compared with however the agent split its messages into chunks."""
     counts = collections.Counter({"user": 0, "agent": 0, "thought": 0})
-    counts.update(message.role for message in session.transcript.messages)
+    for message in session.transcript.messages:
+        counts[message.role] += len(message.text)
     return counts
 
 
@@ -361,7 +363,8 @@ class SessionRecoverer:
         # a replay that rebuilt fewer messages than the client held lost some (an agent that persisted less
         # than it said, or a prompt it never inserted): the gap is reported, never hidden behind "replayed"
         rebuilt = _message_counts(session) if replayed else local
-        # a role the replay has none of is not compared: many v1 agents replay no user messages at all
+        # less text of a role than the client held: the replay lost some. A role the replay has none of is not
+        # compared (many v1 agents replay no user messages at all), unless it is the agent's own
         shorter = any(0 < rebuilt[role] < local[role] for role in local) or (
             rebuilt["agent"] == 0 < local["agent"] and replayed
         )
@@ -369,8 +372,8 @@ class SessionRecoverer:
             log.warning(
                 "replay_shorter_than_local",
                 session_id=session.id,
-                local_messages=dict(local),
-                replayed_messages=dict(rebuilt),
+                local_characters=dict(local),
+                replayed_characters=dict(rebuilt),
             )
         outcome = Reattached(
             action.outcome,

@@ -173,6 +173,9 @@ class Session:
         # the transcript keeps), swapped in when the resume/load succeeds
         self._rebuilding = False
         self._shadow: Transcript | None = None
+        # prompts recorded while the session was not attached: they wait for the re-attachment, so no replay
+        # before it can hold them; a replay's rebuilt transcript takes them over (Transcript._carry_prompts)
+        self._held_prompts: list[Message] | None = None
         self._lost: SessionLost | None = None
         self._connection_id: int | None = None
         #: The last ``usage_update`` received live (raw dict), if any.
@@ -259,7 +262,7 @@ class Session:
         given = timeout
         timeout = await self._wait_sendable("session/prompt", timeout)
         timeout = await self._settle_abandoned_turn(timeout)
-        recorded = self.transcript._record_prompt(blocks)
+        recorded = self._record_prompt(blocks)
         try:
             result = await self._prompt_turn(params, timeout, given, recorded)
         except BaseException as exc:
@@ -295,7 +298,7 @@ class Session:
         blocks = text_blocks(content)
         params = {"sessionId": self.id, "prompt": blocks}
         timeout = await self._wait_sendable("session/prompt", timeout)
-        recorded = self.transcript._record_prompt(blocks)
+        recorded = self._record_prompt(blocks)
         try:
             raw = await self._owner._session_request(self, "session/prompt", params, timeout=timeout)
         except BaseException as exc:
@@ -306,6 +309,12 @@ class Session:
         if answer.message_id is not None:
             self.transcript._receipt(recorded, answer.message_id)
         return PromptReceipt(answer.message_id, raw)
+
+    def _record_prompt(self, blocks: list[dict[str, Any]]) -> Message:
+        recorded = self.transcript._record_prompt(blocks)
+        if self._link is not SessionLink.ATTACHED:
+            self._held_prompts = [*(self._held_prompts or ()), recorded]
+        return recorded
 
     async def _settle_abandoned_turn(self, timeout: float | None) -> float | None:
         """Wait (bounded) for a turn whose ``prompt()`` was cancelled to end; return what is left of
@@ -474,7 +483,11 @@ class Session:
         self._replaying = max(0, self._replaying - 1)
         if self._rebuilding:
             if success:
-                self._transcript = self._shadow  # None: nothing was replayed, an empty transcript
+                old, new = self._transcript, self._shadow  # None: nothing was replayed, an empty transcript
+                if old is not None and self._held_prompts:
+                    new = old._carry_prompts(new, self._held_prompts)
+                self._held_prompts = None
+                self._transcript = new
             self._rebuilding = False
             self._shadow = None
         if success and not self._snapshot_seen and self._owner.protocol_version >= 2:
@@ -531,6 +544,7 @@ class Session:
 
     def _fire_turn_finished(self, stop_reason: str | None) -> None:
         self._abandoned = False
+        self._held_prompts = None  # sent and answered: a later replay holds them
         self.transcript._end_turn()
         if self._turn_waiters:
             unarmed = self._unarmed or ()

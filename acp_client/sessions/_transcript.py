@@ -295,6 +295,22 @@ class Transcript:
         message.message_id = message_id
         self._by_id[message_id] = message
 
+    def _carry_prompts(self, rebuilt: Transcript | None, held: list[Message]) -> Transcript | None:
+        """``rebuilt`` (a replay's transcript, ``None`` if it replayed nothing) with the ``held`` prompts that
+        are still here and still wait for their echo appended (and waiting there): they were recorded while the
+        session was not attached, so they go out after the replay, which cannot hold them."""
+        carried = [m for m in held if any(m is p for p in self._prompts)]
+        if not carried:
+            return rebuilt
+        target = rebuilt if rebuilt is not None else Transcript()
+        for message in carried:
+            target.messages.append(message)
+            target._prompts.append(message)
+            if message.message_id is not None:
+                target._by_id[message.message_id] = message
+        target._boundary = True
+        return target
+
     def _end_turn(self) -> None:
         """A turn ended: the next chunk without a message id starts a new message."""
         self._prompts.clear()  # an echo after the turn is not the echo of these prompts

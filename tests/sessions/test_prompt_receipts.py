@@ -240,3 +240,26 @@ async def test_a_v2_turn_that_fails_after_insertion_raises_turn_failed(link: Lin
         assert _users(session) == [(failed.value.message_id, "echo: partial\nfail -32050 model overloaded")]
         assert stops == ["error"] and session.state == "idle"
         assert (await session.prompt("echo: again")).stop_reason == "end_turn"  # the session goes on
+
+
+async def test_a_prompt_sent_while_the_link_is_down_survives_the_recoverys_replay(version: int) -> None:
+    """A prompt recorded while the session is not attached waits for the re-attachment; the replay that comes
+    first cannot hold it, so the rebuilt transcript takes it over: it is neither lost nor doubled, and the
+    recovery does not report a gap for it."""
+    from acp_client import ConnectionDropped, SessionLink
+
+    async with (
+        _replaying_agent(version) as agent,
+        running_client(agent.url, wait_for_ready=True) as (client, rec),
+    ):
+        session = await client.new_session("/w")
+        await session.prompt("echo: before")
+        await agent.drop_all_connections(abort=True)
+        await rec.wait(lambda e: isinstance(e, ConnectionDropped), bound(5))
+        assert session.link is not SessionLink.ATTACHED
+        result = await asyncio.wait_for(session.prompt("echo: during"), bound(10))
+        assert result.stop_reason == "end_turn"
+        recovered = [e for e in rec.events if isinstance(e, SessionRecovered) and e.session_id == session.id]
+        assert recovered and recovered[-1].replayed and not recovered[-1].may_have_missed_updates
+        assert [text for _, text in _users(session)] == ["echo: before", "echo: during"]
+        assert [m.text for m in session.transcript.messages if m.role == "agent"] == ["before", "during"]
