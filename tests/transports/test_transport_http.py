@@ -328,6 +328,9 @@ async def test_stream_resumed_with_last_event_id_without_reinitializing() -> Non
             result = await asyncio.wait_for(turn, bound(5))
             assert result.stop_reason == "end_turn"
             assert session.transcript.messages[-1].text == "".join(f"chunk {i} " for i in range(1, 21))
+            # the prompt is held once, under its receipt's id, although the streams were resumed mid-turn
+            users = [(m.message_id, m.text) for m in session.transcript.messages if m.role == "user"]
+            assert result.message_id is not None and users == [(result.message_id, "stream 20 every 0.02")]
             assert transport.stats.streams_resumed == 2
             assert agent.count("initialize") == 1 and not transport.closed
             resumed = [r for r in agent.http.requests if "last-event-id" in r[2]]
