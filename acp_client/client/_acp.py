@@ -42,6 +42,7 @@ from acp_client.exceptions import (
     ACPTimeoutError,
     CapabilityNotSupported,
     ClientClosed,
+    ConnectionLost,
     ProtocolError,
     SessionLost,
     UsageError,
@@ -54,7 +55,14 @@ from acp_client.schema import (
     parse_result,
     parse_status_response,
 )
-from acp_client.sessions import Session, SessionLink, SessionOwner, SessionRecord, SessionRegistry
+from acp_client.sessions import (
+    Session,
+    SessionControl,
+    SessionLink,
+    SessionOwner,
+    SessionRecord,
+    SessionRegistry,
+)
 from acp_client.transports.base import Transport
 
 __all__ = ["SUPPORTED_PROTOCOL_VERSIONS", "ACPClient", "ProtocolVersionOption", "SessionInfo", "shape_mcp_servers"]
@@ -94,8 +102,15 @@ class ACPClient:
         self.handlers = handlers or ClientHandlers()
         # a reconnecting client lends its registry (it owns it); on its own this client owns a fresh one
         self._registry = registry if registry is not None else SessionRegistry()
+        # sessions made here answer to the reconnecting client that owns this one, or to this client's own
+        # small owner: either sends their calls and is the one writer of their links (this client reports)
+        self._owns_sessions = session_owner is None
+        self._session_owner: SessionOwner = session_owner if session_owner is not None else _OneConnection(self)
+        self._control = SessionControl()
         # made first: the connection calls its methods directly, one call per update less than a lambda
-        self._inbound = InboundRouter(handlers=self.handlers, registry=self._registry, versions=self)
+        self._inbound = InboundRouter(
+            handlers=self.handlers, registry=self._registry, versions=self, owner=self._session_owner
+        )
         #: The JSON-RPC connection over ``transport``; what the agent sends goes to this client's router.
         self.connection = Connection(
             transport,
@@ -113,8 +128,6 @@ class ACPClient:
         self.agent_info: dict[str, Any] = {}
         self.auth_methods: list[dict[str, Any]] = []
         self.initialize_result: dict[str, Any] = {}
-        # sessions made here answer to this client, or to the reconnecting client that owns it
-        self._session_owner: SessionOwner = session_owner if session_owner is not None else self
         self._closed_by_owner = False  # aclose() was called: a session call says "closed", not "detached"
 
     @property
@@ -140,7 +153,7 @@ class ACPClient:
         self._closed_by_owner = True
         await self.connection.close()
         self._inbound.detach_all()
-        if self._session_owner is self:
+        if self._owns_sessions:
             await self.handlers.client_closed()
 
     close = aclose
@@ -277,16 +290,13 @@ class ACPClient:
             additional_directories=params.get("additionalDirectories"),
             protocol_version=self.protocol_version,
         )
-        session = Session(self._owner(), record)
+        session = Session(self._session_owner, record)
         if self.protocol_version >= 2:
-            session._apply_snapshot("idle")  # "a new session defaults to idle"
-        session._move_link(SessionLink.ATTACHED, connection_id=self.connection.id)
+            self._control.apply_snapshot(session, "idle")  # "a new session defaults to idle"
+        self._session_owner.attached(session, self.connection.id)
         self._registry.add(session)
         self._inbound.deliver_early(session_id)  # updates the agent sent right behind its answer
         return session
-
-    def _owner(self) -> SessionOwner:
-        return self._session_owner
 
     def _existing(
         self,
@@ -308,7 +318,7 @@ class ACPClient:
                 directories,
                 self.protocol_version,
             )
-            session = Session(self._owner(), record)
+            session = Session(self._session_owner, record)
         self._registry.reopen(session)  # asked for by id: a forgotten id may come back on purpose
         return session
 
@@ -384,7 +394,7 @@ class ACPClient:
         record.protocol_version = self.protocol_version
         if self._registry.get(record.session_id) is not session and not self._registry.add(session):
             raise SessionLost(record.session_id, "forgotten")
-        session._begin_replay(rebuild=replay)
+        self._control.begin_replay(session, rebuild=replay)
         ok = False
         try:
             with self._inbound.attaching(record.session_id):
@@ -396,18 +406,18 @@ class ACPClient:
                         params,
                         silence=silence,
                         deadline=deadline,
-                        progress=session._replay_progress,
+                        progress=self._control.replay_progress(session),
                         on_give_up=on_give_up,
                         max_progress=max_replay,
                         # a reader of the session's stream gets the recovery marker before what follows
                         # the answer (it costs a loop turn per session, so only when someone reads)
-                        waiter_first=session._has_subscribers(),
+                        waiter_first=self._control.has_subscribers(session),
                     )
             ok = True
         finally:
-            session._end_replay(success=ok)
+            self._control.end_replay(session, success=ok)
         record.mcp_servers = servers
-        session._move_link(SessionLink.ATTACHED, connection_id=self.connection.id)
+        self._session_owner.attached(session, self.connection.id)  # the owner moves the link
 
     def list_sessions(
         self,
@@ -471,7 +481,7 @@ class ACPClient:
     def _end_session(self, session_id: str) -> None:
         session = self._registry.remove(session_id)
         if session is not None:
-            session._move_link(SessionLink.CLOSED)
+            self._session_owner.closed(session)
 
     async def session_status(
         self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT
@@ -514,23 +524,52 @@ class ACPClient:
         self._inbound.cancel_permissions(session_id)
         await self.connection.notify("session/cancel", {"sessionId": session_id})
 
-    # ------------------------------------------------------------------ SessionOwner
 
-    async def _session_request(
+class _OneConnection:
+    """The :class:`~acp_client.sessions.SessionOwner` of the sessions of an :class:`ACPClient` on its own: their
+    calls go out on its one connection, and it moves their links as the client reports (created or attached
+    here, the connection lost, closed by the agent). A reconnecting client hands its own owner instead."""
+
+    __slots__ = ("_client", "_control")
+
+    def __init__(self, client: ACPClient) -> None:
+        self._client = client
+        self._control = SessionControl()
+
+    @property
+    def protocol_version(self) -> int:
+        """The negotiated protocol version of the client's connection."""
+        return self._client.protocol_version
+
+    async def session_request(
         self, session: Session, method: str, params: dict[str, Any], *, timeout: float | None
     ) -> Any:
+        """Send a session's request on the connection; refused while the session is not attached."""
         if session.link is not SessionLink.ATTACHED:
-            if self._closed_by_owner:
+            if self._client._closed_by_owner:
                 raise ClientClosed(f"session {session.id}: this client was closed; connect() again to go on")
             raise UsageError(f"session {session.id} is not attached to this connection ({session.link.value})")
-        return await self.connection.request(method, params, timeout=timeout)
+        return await self._client.connection.request(method, params, timeout=timeout)
 
-    async def _wait_attached(self, session: Session, method: str, timeout: float) -> float:
-        """One connection: nothing to wait for (``_session_request`` refuses a session not attached)."""
+    async def wait_attached(self, session: Session, method: str, timeout: float) -> float:
+        """One connection: nothing to wait for (:meth:`session_request` refuses a session not attached)."""
         return timeout
 
-    async def _session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
+    async def session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
+        """Send a session's notification (``session/cancel`` also answers its waiting permission requests)."""
         if method == "session/cancel":
-            await self.cancel(session.id)
+            await self._client.cancel(session.id)
         else:
-            await self.connection.notify(method, params)
+            await self._client.connection.notify(method, params)
+
+    def attached(self, session: Session, connection_id: int) -> None:
+        """Created or attached on the connection: the link moves to ``attached``."""
+        self._control.move_link(session, SessionLink.ATTACHED, connection_id=connection_id)
+
+    def detached(self, session: Session, loss: ConnectionLost) -> None:
+        """The connection ended: the link moves to ``detached``, failing the turns waiting."""
+        self._control.move_link(session, SessionLink.DETACHED, loss=loss)
+
+    def closed(self, session: Session) -> None:
+        """Closed or deleted: the link moves to ``closed`` (final)."""
+        self._control.move_link(session, SessionLink.CLOSED)

@@ -14,7 +14,7 @@ from acp_client._logging import get_logger
 from acp_client.exceptions import ConnectionLost, ProtocolError
 from acp_client.handlers import ClientHandlers, dispatch_request
 from acp_client.schema._parse import update_fields
-from acp_client.sessions import SessionLink, SessionRegistry
+from acp_client.sessions import SessionControl, SessionOwner, SessionRegistry
 
 if TYPE_CHECKING:
     from acp_client.client.connection import Connection
@@ -62,6 +62,9 @@ class InboundRouter:
     negotiated version from ``versions`` (the client: it is known only after ``initialize``). The client
     makes it before its connection, whose handlers are the router's own methods (no extra call per
     update), and then binds it to that connection (:meth:`bind`).
+
+    It moves no session link: a lost connection is reported to the sessions' ``owner``
+    (:meth:`~acp_client.sessions.SessionOwner.detached`), which moves them.
     """
 
     def __init__(
@@ -70,8 +73,11 @@ class InboundRouter:
         handlers: ClientHandlers,
         registry: SessionRegistry,
         versions: VersionSource,
+        owner: SessionOwner,
     ) -> None:
         self.handlers = handlers
+        self._owner = owner
+        self._control = SessionControl()
         self._registry = registry
         self._lookup = registry.view.get  # the live view's lookup: no Python call per update
         self._versions = versions
@@ -190,7 +196,7 @@ class InboundRouter:
                     self._early.popleft()
                     self.connection.stats["early_updates_dropped"] += 1
             return
-        if not session._attached_to(self._connection_id) and session_id not in self._attaching:
+        if not self._control.attached_to(session, self._connection_id) and session_id not in self._attaching:
             # late frames of a connection the session has left (or never joined) reach nothing
             self.connection.stats["updates_other_connection"] += 1
             return
@@ -203,14 +209,15 @@ class InboundRouter:
             self.connection.stats["updates_malformed"] += 1
             log.warning("update_discarded", session_id=session_id, error=str(exc))
             return
-        session._handle_update(kind, update, raw, version)
+        self._control.deliver(session, kind, update, raw, version)
 
     def detach_all(self) -> None:
         """The client closed the connection: its attached sessions become detached."""
         self.on_connection_lost(self.connection.loss or ConnectionLost(reason="closed"))
 
     def on_connection_lost(self, loss: ConnectionLost) -> None:
-        """The link ended: every session attached to it becomes detached, carrying ``loss``."""
+        """The link ended: every session attached to it is reported detached to its owner, carrying ``loss``."""
+        connection_id = self.connection.id
         for session in self._registry:
-            if session.link is SessionLink.ATTACHED and session._connection_id in (None, self.connection.id):
-                session._move_link(SessionLink.DETACHED, loss=loss)
+            if self._control.attached_to(session, connection_id):
+                self._owner.detached(session, loss)

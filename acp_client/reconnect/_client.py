@@ -27,7 +27,7 @@ from acp_client._checks import check_bool, check_instance
 from acp_client.client import USE_CLIENT_DEFAULT, ACPClient, ProtocolVersionOption, RequestTimeout, SessionInfo
 from acp_client.client._connect import Target, check_client_keywords, check_protocol_version, check_target
 from acp_client.client.options import check_callables, fold_flat_keywords, option_object
-from acp_client.exceptions import ClientClosed, ReconnectFailed, SessionLost, UsageError
+from acp_client.exceptions import ClientClosed, ConnectionLost, ReconnectFailed, SessionLost, UsageError
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._assembly import assemble
 from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker, check_clock
@@ -176,7 +176,7 @@ class ReconnectingClient:
         self._handlers = handlers or ClientHandlers()
         parts = assemble(
             target,
-            owner=self,
+            owner=_Owner(self),
             handlers=self._handlers,
             protocol_version=protocol_version,
             client_info=client_info,
@@ -527,15 +527,44 @@ class ReconnectingClient:
         and recover it on this worker's connection; returns its handle. Needs a shared store."""
         return await self._owners.adopt(session_id)
 
-    # ------------------------------------------------------------------ SessionOwner (its sessions call these)
 
-    async def _session_request(
+class _Owner:
+    """The :class:`~acp_client.sessions.SessionOwner` a :class:`ReconnectingClient` hands its sessions and its
+    per-connection clients: calls and reports go to the client's :class:`SessionCalls` (looked up at each
+    call: the parts are built after this object), the version is the current connection's."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: ReconnectingClient) -> None:
+        self._client = client
+
+    @property
+    def protocol_version(self) -> int:
+        """The protocol version of the current (or last) connection."""
+        return self._client.protocol_version
+
+    async def session_request(
         self, session: Session, method: str, params: dict[str, Any], *, timeout: float | None
     ) -> Any:
-        return await self._calls.session_request(session, method, params, timeout=timeout)
+        """See :meth:`SessionCalls.session_request`."""
+        return await self._client._calls.session_request(session, method, params, timeout=timeout)
 
-    async def _session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
-        await self._calls.session_notify(session, method, params)
+    async def session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
+        """See :meth:`SessionCalls.session_notify`."""
+        await self._client._calls.session_notify(session, method, params)
 
-    async def _wait_attached(self, session: Session, method: str, timeout: float) -> float:
-        return await self._calls.wait_attached(session, method, timeout)
+    async def wait_attached(self, session: Session, method: str, timeout: float) -> float:
+        """See :meth:`SessionCalls.wait_attached`."""
+        return await self._client._calls.wait_attached(session, method, timeout)
+
+    def attached(self, session: Session, connection_id: int) -> None:
+        """See :meth:`SessionCalls.attached`."""
+        self._client._calls.attached(session, connection_id)
+
+    def detached(self, session: Session, loss: ConnectionLost) -> None:
+        """See :meth:`SessionCalls.detached`."""
+        self._client._calls.detached(session, loss)
+
+    def closed(self, session: Session) -> None:
+        """See :meth:`SessionCalls.closed`."""
+        self._client._calls.closed(session)

@@ -24,11 +24,19 @@ from acp_client.reconnect._links import Forgotten, Outcome, Reattached, SessionL
 from acp_client.reconnect._roles import ConnectionView, Recovery
 from acp_client.reconnect._store_writer import StoreWriter
 from acp_client.reconnect.strategy import RecoveryStrategy
-from acp_client.sessions import Session, SessionLink, SessionOwner, SessionRecord, SessionRegistry
+from acp_client.sessions import (
+    Session,
+    SessionControl,
+    SessionLink,
+    SessionOwner,
+    SessionRecord,
+    SessionRegistry,
+)
 
 __all__ = ["RecoveryControl", "SessionKeeper"]
 
 _GONE = (SessionLink.LOST, SessionLink.CLOSED)
+_SESSIONS = SessionControl()  # reads only: whether a session is attached, or usable
 
 
 class SessionKeeper:
@@ -183,10 +191,10 @@ class SessionKeeper:
             return
         connection_id = client.connection.id
         if session_id is None:
-            sessions = [s for s in self._registry if s._attached_to(connection_id)]
+            sessions = [s for s in self._registry if self._links.attached_to(s, connection_id)]
         else:
             one = self._registry.get(session_id)
-            sessions = [one] if one is not None and one._attached_to(connection_id) else []
+            sessions = [one] if one is not None and self._links.attached_to(one, connection_id) else []
         for session in sessions:
             resumed = Reattached(
                 "reattached", "resume", False, False, None, generation, "stream_resumed", "resumed with Last-Event-ID"
@@ -220,11 +228,11 @@ class RecoveryControl:
         self._gate.check_serving(session)  # another worker serves it: LeaseLost, never re-attached from here
         await self._connection.wait_ready(timeout=self._session_wait_timeout)
         client = await self._gate.require()
-        if not session._attached_to(client.connection.id):
+        if not _SESSIONS.attached_to(session, client.connection.id):
             async with asyncio.timeout(self._session_wait_timeout):
                 await self._recovery.recover_now(client, session, self._connection.generation)
-        session._check_usable()
-        if not session._attached_to(client.connection.id):
+        _SESSIONS.check_usable(session)
+        if not _SESSIONS.attached_to(session, client.connection.id):
             raise RecoveryFailed(session_id)
         return session
 

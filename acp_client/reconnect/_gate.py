@@ -17,7 +17,7 @@ from acp_client.exceptions import ClientClosed, ConnectionLost, NotConnected, Re
 from acp_client.reconnect._events import ClientState
 from acp_client.reconnect._ownership import SessionOwnership
 from acp_client.reconnect._roles import ConnectionView, Recovery
-from acp_client.sessions import Session, SessionLink
+from acp_client.sessions import Session, SessionControl, SessionLink
 
 __all__ = ["ClientGate"]
 
@@ -26,6 +26,7 @@ log = get_logger("acp_client.reconnect")
 _T = TypeVar("_T")
 
 _S = ClientState
+_SESSIONS = SessionControl()  # reads only: whether a session is attached, or usable
 # states in which a call waits for the next connection (with wait_for_ready) or fails at once
 _WAITING = (_S.IDLE, _S.CONNECTING, _S.INITIALIZING, _S.BACKOFF, _S.SUSPENDED)
 
@@ -96,10 +97,10 @@ class ClientGate:
             async with asyncio.timeout(self._session_wait_timeout):
                 while True:
                     changed = self._connection.changed()
-                    session._check_usable()
+                    _SESSIONS.check_usable(session)
                     self.check_serving(session)
                     client = self.usable()
-                    if client is not None and session._attached_to(client.connection.id):
+                    if client is not None and _SESSIONS.attached_to(session, client.connection.id):
                         return client
                     idle = client is not None and not self._recovery.busy(session.id)
                     if idle and session.link in (SessionLink.FAILED, SessionLink.DETACHED):

@@ -21,7 +21,7 @@ from acp_client.reconnect._events import (
     SessionRecovered,
     SessionRecoveryFailed,
 )
-from acp_client.sessions import RecoveryMarker, Session, SessionLink
+from acp_client.sessions import RecoveryMarker, Session, SessionControl, SessionLink
 
 __all__ = [
     "Forgotten",
@@ -37,8 +37,10 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Reattached:
-    """Attached again: by the recovery ladder (the attach itself moved the link), or because the transport
-    resumed its event stream (``path="stream_resumed"``; nothing was lost)."""
+    """Attached again: by the recovery ladder, or because the transport resumed its event stream
+    (``path="stream_resumed"``; nothing was lost). It moves no link: the ladder's attach was reported by the
+    per-connection client when the agent answered (:meth:`SessionLinks.attached` moved it then, before any
+    update that follows the answer is routed), and a resumed stream never left ``attached``."""
 
     outcome: Literal["reattached", "restored"]
     mode: str
@@ -174,26 +176,27 @@ class SessionLinks:
     """Moves session links for the reconnect layer, and turns each recovery outcome into its link, marker
     and event in one step (:meth:`apply`)."""
 
-    __slots__ = ("_changed", "_emit")
+    __slots__ = ("_changed", "_control", "_emit")
 
     def __init__(self, *, emit: Callable[[Event], None], changed: Callable[[], None]) -> None:
         self._emit = emit
         self._changed = changed
+        self._control = SessionControl()  # the only object of the reconnect layer that moves links
 
     def apply(self, session: Session, outcome: Outcome) -> tuple[RecoveryMarker, Event | None]:
         """Apply ``outcome`` to ``session``: the marker goes into its stream (before the stream ends, for a
         final outcome), its link moves, the event is reported, and waiters wake. Returns the marker and
         the event."""
         marker = outcome.marker(session.id)
-        session._mark(marker)
+        self._control.mark(session, marker)
         if isinstance(outcome, Forgotten):
-            session._move_link(SessionLink.LOST, error=SessionLost(session.id, outcome.reason))
+            self._control.move_link(session, SessionLink.LOST, error=SessionLost(session.id, outcome.reason))
         elif isinstance(outcome, TakenOver):
             text = f"session {session.id} is served by another worker now ({outcome.reason})"
             loss = ConnectionLost(text, request_sent=True, reason=outcome.reason)
-            session._move_link(SessionLink.DETACHED, loss=loss)
+            self._control.move_link(session, SessionLink.DETACHED, loss=loss)
         elif outcome.link is not None:
-            session._move_link(outcome.link)
+            self._control.move_link(session, outcome.link)
         event = outcome.event(session)
         if event is not None:
             self._emit(event)
@@ -203,5 +206,26 @@ class SessionLinks:
     def move(self, session: Session, link: SessionLink) -> None:
         """Move ``session`` between ``detached``, ``recovering`` and ``closed`` outside of an outcome (a
         recovery starts, a connection is lost under it, the application closes it); waiters wake."""
-        if session._move_link(link):
+        if self._control.move_link(session, link):
             self._changed()
+
+    # ------------------------------------------------------------------ what the per-connection client reports
+    # (no wake-up here: the connection's own state change, or the recovery outcome that follows, wakes waiters)
+
+    def attached(self, session: Session, connection_id: int) -> None:
+        """``session`` was created or attached on the connection ``connection_id``: its link moves to
+        ``attached`` now, so the updates that follow the answer are routed to it."""
+        self._control.move_link(session, SessionLink.ATTACHED, connection_id=connection_id)
+
+    def detached(self, session: Session, loss: ConnectionLost) -> None:
+        """The connection ``session`` was attached on ended: ``detached``, failing the turns waiting."""
+        self._control.move_link(session, SessionLink.DETACHED, loss=loss)
+
+    def closed(self, session: Session) -> None:
+        """The agent confirmed the close or delete of ``session`` (already ``closed`` when the client's own
+        close ran first)."""
+        self._control.move_link(session, SessionLink.CLOSED)
+
+    def attached_to(self, session: Session, connection_id: int) -> bool:
+        """``True`` if ``session`` is attached on the connection ``connection_id``."""
+        return self._control.attached_to(session, connection_id)

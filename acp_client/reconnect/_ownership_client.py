@@ -99,7 +99,7 @@ class ClientHost:
                     self._links.move(session, SessionLink.DETACHED)  # the next connection's round recovers it
             connection.notify_changed()
             return
-        todo = [s for s in sessions if not s._attached_to(live.connection.id)]
+        todo = [s for s in sessions if not self._links.attached_to(s, live.connection.id)]
         if todo:
             # in a task of the client's: the lease renewals must never wait for a recovery round
             self._tasks.spawn(self._round(live, todo), "acp-recover-adopted")
@@ -114,8 +114,8 @@ class ClientHost:
         sessions = [s for sid in session_ids if (s := self._keeper.get(sid)) is not None and s.link not in _GONE]
         if live is None:
             return
-        detached = [s for s in sessions if not s._attached_to(live.connection.id)]
-        attached = [s for s in sessions if s._attached_to(live.connection.id)]
+        detached = [s for s in sessions if not self._links.attached_to(s, live.connection.id)]
+        attached = [s for s in sessions if self._links.attached_to(s, live.connection.id)]
         if attached and live.supports("status"):
             limit = asyncio.Semaphore(self._probe_concurrency)
 

@@ -48,7 +48,7 @@ from acp_client.reconnect.strategy import (
     RecoveryStrategy,
     StatusProbe,
 )
-from acp_client.sessions import Session, SessionLink
+from acp_client.sessions import Session, SessionControl, SessionLink
 
 __all__ = ["RecoveryHost", "SessionRecoverer"]
 
@@ -107,6 +107,7 @@ class SessionRecoverer:
         mcp_secrets: McpSecrets | None = None,
     ) -> None:
         self._host = host
+        self._sessions = SessionControl()  # the probe's snapshot is applied through it
         self._max_replay = max_replay
         self._mcp_secrets = mcp_secrets
         self.policy = policy
@@ -325,7 +326,7 @@ class SessionRecoverer:
         else:
             probe = StatusProbe(None, skipped_reason="not_advertised")  # no request: no slot needed
         if probe.state is not None and caps.protocol_version >= 2:
-            session._apply_snapshot(probe.state.state)
+            self._sessions.apply_snapshot(session, probe.state.state)
         action = await self._decide(session, probe, caps, slot)
         if isinstance(action, Forget):
             slot.give_back()  # no request follows

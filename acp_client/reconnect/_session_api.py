@@ -1,7 +1,9 @@
 """The calls a :class:`~acp_client.ReconnectingClient`'s sessions send: each goes out on the current connection.
 
-The client is its sessions' :class:`~acp_client.sessions.SessionOwner` and hands their calls to
-:class:`SessionCalls`. The :class:`~acp_client.reconnect._gate.ClientGate` says when a call may go out (once the
+:class:`SessionCalls` is the :class:`~acp_client.sessions.SessionOwner` side of the client (its sessions reach it
+through a small owner object the client hands them): it sends their calls, and passes what its per-connection
+clients report (attached, connection lost, closed) to :class:`~acp_client.reconnect._links.SessionLinks`,
+the one writer of their links. The :class:`~acp_client.reconnect._gate.ClientGate` says when a call may go out (once the
 session is re-attached on a live connection); an agent's "attached elsewhere" answer is looked into here. The
 client's own ACP calls (``new_session()``, ``session_status()`` ...) are defined on the client itself.
 """
@@ -13,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from acp_client._logging import get_logger
-from acp_client.exceptions import LeaseLost, RPCError
+from acp_client.exceptions import ConnectionLost, LeaseLost, RPCError
 from acp_client.reconnect._gate import ClientGate
 from acp_client.reconnect._links import SessionLinks
 from acp_client.reconnect._ownership import SessionOwnership
@@ -61,7 +63,10 @@ class SessionCalls:
     async def session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
         """Send a session's notification (``session/cancel``) once it is attached."""
         client = await self._gate.attached(session, method)
-        await client._session_notify(session, method, params)  # the per-connection client's SessionOwner side
+        if method == "session/cancel":
+            await client.cancel(session.id)  # also answers the session's waiting permission requests
+        else:
+            await client.notify(method, params)
 
     async def wait_attached(self, session: Session, method: str, timeout: float) -> float:
         """Wait at most ``timeout`` seconds (``TimeoutError``; ``session_wait_timeout`` bounds it too) until
@@ -71,6 +76,18 @@ class SessionCalls:
         async with asyncio.timeout(timeout):
             await self._gate.attached(session, method)
         return max(0.0, timeout - (loop.time() - started))
+
+    def attached(self, session: Session, connection_id: int) -> None:
+        """A per-connection client created or attached ``session`` (see :meth:`SessionLinks.attached`)."""
+        self._links.attached(session, connection_id)
+
+    def detached(self, session: Session, loss: ConnectionLost) -> None:
+        """A per-connection client lost the connection ``session`` was attached on."""
+        self._links.detached(session, loss)
+
+    def closed(self, session: Session) -> None:
+        """A per-connection client saw ``session`` closed or deleted by the agent."""
+        self._links.closed(session)
 
     async def _on_session_error(self, session: Session, error: RPCError) -> None:
         """A session call failed. If the agent says the session is attached to another connection, ask the

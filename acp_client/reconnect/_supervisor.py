@@ -33,7 +33,7 @@ from acp_client.reconnect._backoff import Clock
 from acp_client.reconnect._events import LEGAL_TRANSITIONS, ClientState, ConnectionDropped, Event, StateChanged
 from acp_client.reconnect._planner import Ended, Plan, ReconnectPlanner
 from acp_client.reconnect._roles import Recovery, TaskSpawner
-from acp_client.sessions import SessionLink, SessionOwner, SessionRegistry
+from acp_client.sessions import SessionControl, SessionLink, SessionOwner, SessionRegistry
 from acp_client.transports import Transport, TransportOptions
 
 __all__ = ["ConnectionSupervisor"]
@@ -79,6 +79,7 @@ class ConnectionSupervisor:
         self._planner = planner
         self._registry = registry
         self._session_owner = session_owner
+        self._sessions = SessionControl()  # reads only: which sessions are attached
         self._recovery = recovery
         self._serving = serving
         self._emit = emit
@@ -367,7 +368,7 @@ class ConnectionSupervisor:
             s
             for s in self._registry
             if s.link not in (SessionLink.LOST, SessionLink.CLOSED)
-            and not s._attached_to(client.connection.id)
+            and not self._sessions.attached_to(s, client.connection.id)
             and self._serving(s.id)  # never one another worker serves
         ]
         if todo:

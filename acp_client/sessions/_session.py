@@ -40,6 +40,7 @@ __all__ = [
     "PromptResult",
     "RecoveryMarker",
     "Session",
+    "SessionControl",
     "SessionLink",
     "SessionOwner",
     "SessionUpdate",
@@ -113,24 +114,111 @@ ABANDONED_TURN_WAIT = 10.0
 
 
 class SessionOwner(Protocol):
-    """What a :class:`Session` needs from the client that owns it (a plain or a reconnecting client)."""
+    """The client that owns a :class:`Session`: it sends the session's calls, and it is the one writer of the
+    session's link (through :class:`SessionControl`). A client hands its sessions a small owner object, so
+    these names are not part of the client's own API.
+
+    The connection layer (the per-connection client and its router) reports here what happened to a session
+    (:meth:`attached`, :meth:`detached`, :meth:`closed`); it never moves a link itself."""
 
     @property
     def protocol_version(self) -> int:
         """The protocol version of the current connection."""
         ...
 
-    async def _session_request(
+    async def session_request(
         self, session: Session, method: str, params: dict[str, Any], *, timeout: float | None
-    ) -> Any: ...
+    ) -> Any:
+        """Send one request of ``session`` and return its result."""
+        ...
 
-    async def _session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None: ...
+    async def session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
+        """Send one notification of ``session`` (``session/cancel``)."""
+        ...
 
-    async def _wait_attached(self, session: Session, method: str, timeout: float) -> float:
+    async def wait_attached(self, session: Session, method: str, timeout: float) -> float:
         """Wait at most ``timeout`` seconds (``TimeoutError``) until ``session`` may send ``method``, and
         return what is left of ``timeout``. A reconnecting owner waits for its re-attachment; a
         one-connection owner returns ``timeout`` at once. Raises when waiting cannot help."""
         ...
+
+    def attached(self, session: Session, connection_id: int) -> None:
+        """``session`` was created or attached on the connection ``connection_id`` (its answer arrived)."""
+        ...
+
+    def detached(self, session: Session, loss: ConnectionLost) -> None:
+        """The connection ``session`` was attached on ended (``loss`` says how)."""
+        ...
+
+    def closed(self, session: Session) -> None:
+        """The agent confirmed ``session/close`` or ``session/delete`` of ``session``."""
+        ...
+
+
+class SessionControl:
+    """The owner side of :class:`Session`: the one interface through which a session's link, its foreground
+    snapshot, its replay bookkeeping and its stream are written from outside this module.
+
+    It holds no state: which object holds one is the rule. A session's :class:`SessionOwner` moves links
+    (:meth:`move_link`); the per-connection client brackets a resume/load (:meth:`begin_replay`,
+    :meth:`end_replay`) and delivers the agent's updates (:meth:`deliver`); the recovery applies a status
+    snapshot (:meth:`apply_snapshot`) and puts markers into the stream (:meth:`mark`). Applications never
+    use it."""
+
+    __slots__ = ()
+
+    # ------------------------------------------------------------------ reads
+
+    def attached_to(self, session: Session, connection_id: int) -> bool:
+        """``True`` if ``session`` is attached on the connection ``connection_id``."""
+        return session._attached_to(connection_id)
+
+    def check_usable(self, session: Session) -> None:
+        """Raise what a call on ``session`` would raise now (``SessionLost``, or ``UsageError`` once closed)."""
+        session._check_usable()
+
+    def replay_progress(self, session: Session) -> Callable[[], int]:
+        """A function that counts the updates replayed into ``session`` so far (a recovery watches it)."""
+        return session._replay_progress
+
+    def has_subscribers(self, session: Session) -> bool:
+        """Whether an ``updates()`` subscription of ``session`` is open."""
+        return session._has_subscribers()
+
+    # ------------------------------------------------------------------ writes
+
+    def move_link(
+        self,
+        session: Session,
+        new: SessionLink,
+        *,
+        connection_id: int | None = None,
+        loss: ConnectionLost | None = None,
+        error: SessionLost | None = None,
+    ) -> bool:
+        """Move ``session``'s link along :data:`LINK_TRANSITIONS` (see :meth:`Session._move_link`); ``False``
+        when nothing changed. Only the session's owner calls this."""
+        return session._move_link(new, connection_id=connection_id, loss=loss, error=error)
+
+    def apply_snapshot(self, session: Session, state: str | None) -> None:
+        """Apply a foreground state learned from a status probe, or the default of a new session."""
+        session._apply_snapshot(state)
+
+    def begin_replay(self, session: Session, *, rebuild: bool) -> None:
+        """A resume/load of ``session`` is about to be sent (``rebuild``: its transcript is replayed)."""
+        session._begin_replay(rebuild=rebuild)
+
+    def end_replay(self, session: Session, *, success: bool) -> None:
+        """The resume/load of ``session`` was answered (``success``) or failed."""
+        session._end_replay(success=success)
+
+    def deliver(self, session: Session, kind: str, update: Any, raw: dict[str, Any], version: int) -> None:
+        """Apply one checked update from the agent to ``session`` (see :meth:`Session._handle_update`)."""
+        session._handle_update(kind, update, raw, version)
+
+    def mark(self, session: Session, marker: RecoveryMarker) -> None:
+        """Put a recovery marker into every subscription of ``session``'s stream."""
+        session._mark(marker)
 
 
 def text_blocks(content: PromptContent) -> list[dict[str, Any]]:
@@ -300,7 +388,7 @@ class Session:
         timeout = await self._wait_sendable("session/prompt", timeout)
         recorded = self._record_prompt(blocks)
         try:
-            raw = await self._owner._session_request(self, "session/prompt", params, timeout=timeout)
+            raw = await self._owner.session_request(self, "session/prompt", params, timeout=timeout)
         except BaseException as exc:
             if getattr(exc, "request_sent", None) is False or isinstance(exc, UsageError | NotConnected | RPCError):
                 self.transcript._retract_prompt(recorded)
@@ -348,7 +436,7 @@ class Session:
         if timeout is None:
             return timeout  # the owner's own wait (bounded by its session_wait_timeout) says "never sent"
         try:
-            return await self._owner._wait_attached(self, method, timeout)
+            return await self._owner.wait_attached(self, method, timeout)
         except TimeoutError as exc:
             if isinstance(exc, ACPTimeoutError):
                 raise
@@ -360,7 +448,7 @@ class Session:
         self, params: dict[str, Any], timeout: float | None, given: float | None, recorded: Message
     ) -> PromptResult:
         if self._owner.protocol_version < 2:
-            result = await self._owner._session_request(self, "session/prompt", params, timeout=timeout)
+            result = await self._owner.session_request(self, "session/prompt", params, timeout=timeout)
             stop = parse_prompt_answer(result).stop_reason
             self._fire_turn_finished(stop)
             return PromptResult(stop, result)
@@ -376,7 +464,7 @@ class Session:
         try:
             try:
                 async with asyncio.timeout(timeout):
-                    result = await self._owner._session_request(self, "session/prompt", params, timeout=None)
+                    result = await self._owner.session_request(self, "session/prompt", params, timeout=None)
                     answered = True
                     answer = parse_prompt_answer(result)
                     if answer.message_id is not None:
@@ -417,12 +505,12 @@ class Session:
         if call is None or not call.cancellable:
             raise CapabilityNotSupported("tool_call/cancel", f"capabilities.cancel on tool call {tool_call_id!r}", 2)
         params = {"sessionId": self.id, "toolCallId": tool_call_id}
-        await self._owner._session_request(self, "tool_call/cancel", params, timeout=timeout)
+        await self._owner.session_request(self, "tool_call/cancel", params, timeout=timeout)
 
     async def cancel(self) -> None:
         """Ask the agent to stop the current turn (``session/cancel``); the turn still ends normally."""
         self._check_usable()
-        await self._owner._session_notify(self, "session/cancel", {"sessionId": self.id})
+        await self._owner.session_notify(self, "session/cancel", {"sessionId": self.id})
 
     def updates(self, *, maxsize: int = DEFAULT_UPDATES_BUFFER) -> AsyncIterator[StreamItem]:
         """Subscribe to this session's stream: updates, recovery markers, and overflow notices.
@@ -438,7 +526,7 @@ class Session:
             self._subs = [sub]
         else:
             self._subs.append(sub)
-        return _UpdatesIterator(self, sub)
+        return _UpdatesIterator(self._unsubscribe, sub)
 
     def on_turn_finished(self, callback: Callable[[Session, str | None], None]) -> Callable[[], None]:
         """Call ``callback(session, stop_reason)`` when a turn ends live (never for replayed history or
@@ -465,6 +553,11 @@ class Session:
     def _has_subscribers(self) -> bool:
         """Whether an ``updates()`` subscription is open (the order of what it receives then matters)."""
         return bool(self._subs)
+
+    def _unsubscribe(self, sub: _Subscription) -> None:
+        """An ``updates()`` iterator ended, was closed or dropped: stop feeding its subscription."""
+        if self._subs and sub in self._subs:
+            self._subs.remove(sub)
 
     def _publish(self, item: StreamItem | None) -> None:
         for sub in self._subs or ():

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from acp_client import _observe
 from acp_client.schema._parse import _DEFERRED, _validate_update
 from acp_client.schema.updates import TypedUpdate, typed_update, update_text
-
-if TYPE_CHECKING:
-    from acp_client.sessions._session import Session
 
 __all__ = [
     "DEFAULT_UPDATES_BUFFER",
@@ -208,10 +206,11 @@ class _UpdatesIterator:
     """One ``session.updates()`` subscription: unregistered when closed, ended, or garbage-collected (so
     a reader task that is cancelled and dropped leaks nothing: the session holds only the buffer)."""
 
-    __slots__ = ("_session", "_sub")
+    __slots__ = ("_sub", "_unsubscribe")
 
-    def __init__(self, session: Session, sub: _Subscription) -> None:
-        self._session: Session | None = session
+    def __init__(self, unsubscribe: Callable[[_Subscription], None], sub: _Subscription) -> None:
+        # the session's own unsubscribe (a bound method: it keeps the session alive while read, as before)
+        self._unsubscribe: Callable[[_Subscription], None] | None = unsubscribe
         self._sub = sub
 
     def __aiter__(self) -> _UpdatesIterator:
@@ -219,7 +218,7 @@ class _UpdatesIterator:
 
     async def __anext__(self) -> StreamItem:
         sub = self._sub
-        if self._session is None:
+        if self._unsubscribe is None:
             raise StopAsyncIteration
         while not sub.buffer:  # a cancelled wait loses nothing: the iterator can be awaited again
             await sub.wait()
@@ -238,9 +237,9 @@ class _UpdatesIterator:
         self._unregister()
 
     def _unregister(self) -> None:
-        session, self._session = self._session, None
-        if session is not None and session._subs and self._sub in session._subs:
-            session._subs.remove(self._sub)
+        unsubscribe, self._unsubscribe = self._unsubscribe, None
+        if unsubscribe is not None:
+            unsubscribe(self._sub)
 
     def __del__(self) -> None:
         self._unregister()

@@ -11,9 +11,10 @@ from acp_client.exceptions import ConnectionLost, SessionLost
 from acp_client.reconnect import SessionDetached, SessionForgotten, SessionRecovered, SessionRecoveryFailed
 from acp_client.reconnect._events import Event
 from acp_client.reconnect._links import Forgotten, LeftDetached, Reattached, RetryLater, SessionLinks, TakenOver
-from acp_client.sessions import LINK_TRANSITIONS, RecoveryMarker, Session, SessionLink, SessionRecord
+from acp_client.sessions import LINK_TRANSITIONS, RecoveryMarker, Session, SessionControl, SessionLink, SessionRecord
 
 L = SessionLink
+CONTROL = SessionControl()  # the owner side: what moves a link
 
 
 class Owner:
@@ -21,26 +22,35 @@ class Owner:
 
     protocol_version = 2
 
-    async def _session_request(
+    async def session_request(
         self, session: Session, method: str, params: dict[str, Any], *, timeout: float | None
     ) -> Any:
         raise AssertionError("nothing is sent in these tests")
 
-    async def _session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
+    async def session_notify(self, session: Session, method: str, params: dict[str, Any]) -> None:
         raise AssertionError("nothing is sent in these tests")
 
-    async def _wait_attached(self, session: Session, method: str, timeout: float) -> float:
+    async def wait_attached(self, session: Session, method: str, timeout: float) -> float:
         return timeout
+
+    def attached(self, session: Session, connection_id: int) -> None:
+        CONTROL.move_link(session, L.ATTACHED, connection_id=connection_id)
+
+    def detached(self, session: Session, loss: ConnectionLost) -> None:
+        CONTROL.move_link(session, L.DETACHED, loss=loss)
+
+    def closed(self, session: Session) -> None:
+        CONTROL.move_link(session, L.CLOSED)
 
 
 def make(link: SessionLink = L.DETACHED) -> Session:
     session = Session(Owner(), SessionRecord("s1", "/w"))
     if link is L.ATTACHED:
-        session._move_link(L.ATTACHED, connection_id=1)
+        CONTROL.move_link(session, L.ATTACHED, connection_id=1)
     elif link is not L.DETACHED:
         if link in (L.FAILED,):
-            session._move_link(L.RECOVERING)
-        session._move_link(link)
+            CONTROL.move_link(session, L.RECOVERING)
+        CONTROL.move_link(session, link)
     assert session.link is link
     return session
 
@@ -58,41 +68,41 @@ def test_every_move_is_checked_against_the_table(old: SessionLink, new: SessionL
     session = make(old)
     kwargs: dict[str, Any] = {"connection_id": 2} if new is L.ATTACHED else {}
     if old is new and new is not L.ATTACHED:
-        assert session._move_link(new, **kwargs) is False  # already there: nothing happens
+        assert CONTROL.move_link(session, new, **kwargs) is False  # already there: nothing happens
     elif new in LINK_TRANSITIONS[old]:
-        assert session._move_link(new, **kwargs) is True
+        assert CONTROL.move_link(session, new, **kwargs) is True
         assert session.link is new
     else:
         with pytest.raises(RuntimeError, match="illegal session link transition"):
-            session._move_link(new, **kwargs)
+            CONTROL.move_link(session, new, **kwargs)
         assert session.link is old
 
 
 @pytest.mark.parametrize("final", [L.LOST, L.CLOSED])
 def test_a_final_link_absorbs_every_later_move(final: SessionLink) -> None:
     session = make(L.RECOVERING)
-    assert session._move_link(final, error=SessionLost("s1", "gone") if final is L.LOST else None)
+    assert CONTROL.move_link(session, final, error=SessionLost("s1", "gone") if final is L.LOST else None)
     for new in SessionLink:
-        assert session._move_link(new, connection_id=3) is False  # a late answer cannot revive it
+        assert CONTROL.move_link(session, new, connection_id=3) is False  # a late answer cannot revive it
         assert session.link is final
 
 
 def test_attached_needs_a_connection_and_a_reattach_moves_it() -> None:
     session = make()
     with pytest.raises(ValueError):
-        session._move_link(L.ATTACHED)
-    session._move_link(L.ATTACHED, connection_id=1)
-    assert session._attached_to(1)
-    session._move_link(L.ATTACHED, connection_id=2)
-    assert session._attached_to(2) and not session._attached_to(1)
+        CONTROL.move_link(session, L.ATTACHED)
+    CONTROL.move_link(session, L.ATTACHED, connection_id=1)
+    assert CONTROL.attached_to(session, 1)
+    CONTROL.move_link(session, L.ATTACHED, connection_id=2)
+    assert CONTROL.attached_to(session, 2) and not CONTROL.attached_to(session, 1)
 
 
 async def test_a_loss_fails_the_waiting_turn_and_forgets_the_state() -> None:
     session = make(L.ATTACHED)
-    session._apply_snapshot("running")
+    CONTROL.apply_snapshot(session, "running")
     waiter: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
     session._turn_waiters = [waiter]  # made on first use
-    session._move_link(L.DETACHED, loss=ConnectionLost("gone"))
+    CONTROL.move_link(session, L.DETACHED, loss=ConnectionLost("gone"))
     assert session.link is L.DETACHED and session.state is None
     with pytest.raises(ConnectionLost) as caught:
         waiter.result()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from acp_client.sessions import RecoveryMarker, SessionLink
-from tests.sessions.test_session_link import make
+from tests.sessions.test_session_link import CONTROL, make
 
 
 async def _waiting(task: asyncio.Future[object]) -> None:
@@ -26,12 +26,12 @@ async def test_a_cancelled_wait_spoils_no_other_waiter_and_loses_nothing() -> No
     cancelled.cancel()
     await asyncio.wait({cancelled})
     marker = RecoveryMarker(session.id, "reattached")
-    session._mark(marker)
+    CONTROL.mark(session, marker)
     async with asyncio.timeout(5):
         assert await other == marker
         assert await same == marker
     later = RecoveryMarker(session.id, "failed")
-    session._mark(later)
+    CONTROL.mark(session, later)
     async with asyncio.timeout(5):
         assert await anext(first) == later  # the subscription whose wait was cancelled goes on
 
@@ -43,7 +43,7 @@ async def test_a_burst_is_taken_in_order_after_one_wake_up() -> None:
     await _waiting(waiting)
     markers = [RecoveryMarker(session.id, "reattached", reason=str(i)) for i in range(5)]
     for marker in markers:
-        session._mark(marker)
+        CONTROL.mark(session, marker)
     async with asyncio.timeout(5):
         got = [await waiting] + [await anext(updates) for _ in markers[1:]]
     assert got == markers
