@@ -291,6 +291,7 @@ class ACPClient:
             protocol_version=self.protocol_version,
         )
         session = Session(self._session_owner, record)
+        self._control.learn(session, result)  # its config options and commands, when the answer has them
         if self.protocol_version >= 2:
             self._control.apply_snapshot(session, "idle")  # "a new session defaults to idle"
         self._session_owner.attached(session, self.connection.id)
@@ -396,12 +397,13 @@ class ACPClient:
             raise SessionLost(record.session_id, "forgotten")
         self._control.begin_replay(session, rebuild=replay)
         ok = False
+        answer: Any = None
         try:
             with self._inbound.attaching(record.session_id):
                 if silence is None:
-                    await self.connection.request(method, params, timeout=timeout)
+                    answer = await self.connection.request(method, params, timeout=timeout)
                 else:
-                    await self.connection.request_watched(
+                    answer = await self.connection.request_watched(
                         method,
                         params,
                         silence=silence,
@@ -417,6 +419,7 @@ class ACPClient:
         finally:
             self._control.end_replay(session, success=ok)
         record.mcp_servers = servers
+        self._control.learn(session, answer)  # v2 alpha.6/7 resume answers carry commands and config options
         self._session_owner.attached(session, self.connection.id)  # the owner moves the link
 
     def list_sessions(
@@ -513,6 +516,9 @@ class ACPClient:
         elif self.protocol_version >= 2:
             params["type"] = "id"
         result = await self.connection.request("session/set_config_option", params, timeout=timeout)
+        session = self._registry.get(session_id)
+        if session is not None:
+            self._control.learn(session, result)
         return result.get("configOptions") if isinstance(result, dict) else result
 
     async def cancel(self, session_id: str) -> None:

@@ -54,6 +54,8 @@ log = get_logger(__name__)
 #: the foreground states the protocol names: a state read from a frame is replaced by one of these constants,
 #: so 100,000 idle sessions share one ``"idle"`` instead of keeping a string each
 _KNOWN_STATES = {state: state for state in ("idle", "running", "requires_action")}
+#: session updates that carry facts about the session rather than conversation
+_FACT_KEYS = frozenset({"available_commands_update", "config_option_update"})
 
 
 class SessionLink(enum.Enum):
@@ -216,6 +218,11 @@ class SessionControl:
         """Apply one checked update from the agent to ``session`` (see :meth:`Session._handle_update`)."""
         session._handle_update(kind, update, raw, version)
 
+    def learn(self, session: Session, answer: Any) -> None:
+        """Take what an agent's answer for ``session`` says about it (``session/new``, ``session/resume``,
+        ``session/load``, ``session/set_config_option``): its ``availableCommands`` and ``configOptions``."""
+        session._learn(answer)
+
     def mark(self, session: Session, marker: RecoveryMarker) -> None:
         """Put a recovery marker into every subscription of ``session``'s stream."""
         session._mark(marker)
@@ -232,6 +239,35 @@ class Session:
 
     Created by ``client.new_session()`` (or load/resume); do not construct it yourself.
     """
+
+    # what the agent last said about the session (class defaults: an instance holds its own only once told)
+    _commands: list[dict[str, Any]] | None = None
+    _config: list[dict[str, Any]] | None = None
+
+    @property
+    def available_commands(self) -> list[dict[str, Any]] | None:
+        """The agent's slash commands for this session, as last reported (``available_commands_update``, or
+        the ``availableCommands`` of a ``session/new``/``session/resume`` answer, v2 alpha.6 and later); raw
+        objects (``name``, ``description``, ``input``...). ``None`` until the agent says."""
+        return self._commands
+
+    @property
+    def config_options(self) -> list[dict[str, Any]] | None:
+        """The session's config options (mode, model, effort ...) as the agent last reported them
+        (``configOptions`` of ``session/new``, ``session/resume`` (v2 alpha.7), ``session/load``,
+        ``session/set_config_option``, or a ``config_option_update``); raw objects. ``None`` until the agent
+        says."""
+        return self._config
+
+    def _learn(self, answer: Any) -> None:
+        if not isinstance(answer, dict):
+            return
+        commands = answer.get("availableCommands")
+        if isinstance(commands, list):
+            self._commands = [c for c in commands if isinstance(c, dict)]
+        config = answer.get("configOptions")
+        if isinstance(config, list):
+            self._config = [c for c in config if isinstance(c, dict)]
 
     def __init__(self, owner: SessionOwner, record: SessionRecord) -> None:
         # Everything an idle session does not use is made on first use (``None`` until then): a client may
@@ -625,6 +661,8 @@ class Session:
                         self._unarmed.clear()  # a new turn runs: the waiting prompts' idle is the next one
         elif kind == "usage_update" and not replay:
             self.usage = raw
+        elif kind in _FACT_KEYS:
+            self._learn(raw)
         if replay:
             self._replayed_updates += 1
         else:

@@ -44,6 +44,16 @@ class SyncSession(_Twin):
         return self.session.cwd
 
     @property
+    def available_commands(self) -> list[dict[str, Any]] | None:
+        """The agent's slash commands for this session, as last reported (``None`` until it says)."""
+        return self.session.available_commands
+
+    @property
+    def config_options(self) -> list[dict[str, Any]] | None:
+        """The session's config options as the agent last reported them (``None`` until it says)."""
+        return self.session.config_options
+
+    @property
     def state(self) -> str | None:
         """v2 foreground state (``idle``, ``running``, ...), ``None`` when unknown and always in v1."""
         return self.session.state

@@ -117,3 +117,47 @@ async def test_cancel_tool_call_does_not_exist_in_v1() -> None:
         session = await client.new_session("/w")
         with pytest.raises(CapabilityNotSupported, match="does not exist in protocol v1"):
             await session.cancel_tool_call("call_x")
+
+
+async def test_a_session_knows_its_commands_and_config_options_from_new_resume_and_set(link: Link) -> None:
+    """v2 alpha.6/7: ``session/new`` and ``session/resume`` answers carry ``availableCommands`` and
+    ``configOptions``; the session keeps what the agent last said (also after a set and a reconnect)."""
+    from acp_client import SessionRecovered
+    from tests.conftest import bound
+
+    def model(session: object) -> str:
+        options = session.config_options  # type: ignore[attr-defined]
+        return str(next(o["currentValue"] for o in options if o["id"] == "model"))
+
+    async with (
+        link.agent(2) as agent,
+        running_client(link.url(agent), **link.options) as (client, rec),
+    ):
+        session = await client.new_session("/w")
+        assert [c["name"] for c in session.available_commands or []] == ["echo", "sleep"]
+        assert model(session) == "fast"
+        await client.current.set_config_option(session.id, "model", "smart")
+        assert model(session) == "smart"
+        agent.sessions[session.id].config["model"] = "fast"  # changed on the agent's side while we are away
+        await agent.drop_all_connections(abort=True)
+        await rec.wait(lambda e: isinstance(e, SessionRecovered) and e.session_id == session.id, bound(10))
+        assert model(session) == "fast"  # what the resume answer said
+
+
+async def test_a_v1_session_knows_its_config_options_and_ignores_malformed_ones() -> None:
+    import asyncio
+
+    from tests.conftest import bound
+
+    async with ReferenceAgent(1) as agent, running_client(agent.url) as (client, _):
+        session = await client.new_session("/w")
+        assert session.config_options is not None and session.available_commands is None
+        stream = session.updates()
+        update = {"sessionUpdate": "available_commands_update", "availableCommands": [{"name": "x"}, 7, "y"]}
+        assert await agent.send_update(session.id, update)
+        async with asyncio.timeout(bound(5)):
+            async for item in stream:
+                if getattr(item, "kind", None) == "available_commands_update":
+                    break
+        await stream.aclose()
+        assert session.available_commands == [{"name": "x"}]

@@ -19,6 +19,7 @@ from acp_client.testing.agent._errors import (
 from acp_client.testing.agent._sessions import (
     MODES,
     AgentSessionRecord,
+    available_commands,
     config_options,
     config_values,
     list_page,
@@ -212,6 +213,8 @@ async def _new(agent: ReferenceAgent, connection: AgentConnection, params: dict[
     result: dict[str, Any] = {"sessionId": session.session_id, "configOptions": config_options(session.config)}
     if (connection.protocol_version or 0) < 2:
         result["modes"] = modes_state(session.mode_id)
+    else:
+        result["availableCommands"] = available_commands()  # v2 alpha.6
     return result
 
 
@@ -254,7 +257,10 @@ async def _resume(agent: ReferenceAgent, connection: AgentConnection, params: di
         replay=replay,
         as_chunks=agent.replay_as == "chunks",
         snapshot=v2 and agent.resume_snapshot,
-        result={},
+        # v2 alpha.6/7: the answer says the session's commands and config options
+        result={"availableCommands": available_commands(), "configOptions": config_options(session.config)}
+        if v2
+        else {},
     )
     return None
 

@@ -25,6 +25,7 @@ __all__ = [
     "AgentSessionRecord",
     "Role",
     "TranscriptMessage",
+    "available_commands",
     "config_options",
     "decode_cursor",
     "encode_cursor",
@@ -177,6 +178,14 @@ class AgentSessionRecord:
         snapshot = dict(self.state_update())
         del snapshot["sessionUpdate"]
         return snapshot
+
+
+def available_commands() -> list[dict[str, Any]]:
+    """The slash commands the reference agent offers (v2 ``availableCommands``)."""
+    return [
+        {"name": "echo", "description": "Say the rest of the line back"},
+        {"name": "sleep", "description": "Work for a number of seconds", "input": {"hint": "seconds"}},
+    ]
 
 
 def config_options(config: Mapping[str, str]) -> list[dict[str, Any]]:
