@@ -240,9 +240,17 @@ class Session:
     Created by ``client.new_session()`` (or load/resume); do not construct it yourself.
     """
 
-    # what the agent last said about the session (class defaults: an instance holds its own only once told)
+    # Rarely set state, as class defaults: an instance holds its own only once it is set (memory per session).
+    # what the agent last said about the session
     _commands: list[dict[str, Any]] | None = None
     _config: list[dict[str, Any]] | None = None
+    # v2: a prompt() call was cancelled after its prompt went out: the turn may run on (see ABANDONED_TURN_WAIT)
+    _abandoned: bool = False
+    # v2: the error object of the last live idle update whose stopReason was "error" (read by prompt())
+    _turn_error: Any = None
+    # prompts recorded while the session was not attached: they wait for the re-attachment, so no replay
+    # before it can hold them; a replay's rebuilt transcript takes them over (Transcript._carry_prompts)
+    _held_prompts: list[Message] | None = None
 
     @property
     def available_commands(self) -> list[dict[str, Any]] | None:
@@ -281,10 +289,6 @@ class Session:
         # v2: a turn was running when the connection was lost; the first state known afterwards that shows
         # the agent idle ends it for :meth:`on_turn_finished` (the agent's own idle update was sent to nobody)
         self._interrupted = False
-        # v2: a prompt() call was cancelled after its prompt went out: the turn may run on (see ABANDONED_TURN_WAIT)
-        self._abandoned = False
-        # v2: the error object of the last live idle update whose stopReason was "error" (read by prompt())
-        self._turn_error: Any = None
         self._snapshot_seen = False
         self._subs: list[_Subscription] | None = None
         self._turn_waiters: list[asyncio.Future[str | None]] | None = None
@@ -297,9 +301,6 @@ class Session:
         # the transcript keeps), swapped in when the resume/load succeeds
         self._rebuilding = False
         self._shadow: Transcript | None = None
-        # prompts recorded while the session was not attached: they wait for the re-attachment, so no replay
-        # before it can hold them; a replay's rebuilt transcript takes them over (Transcript._carry_prompts)
-        self._held_prompts: list[Message] | None = None
         self._lost: SessionLost | None = None
         self._connection_id: int | None = None
         #: The last ``usage_update`` received live (raw dict), if any.
@@ -443,7 +444,9 @@ class Session:
     async def _settle_abandoned_turn(self, timeout: float | None) -> float | None:
         """Wait (bounded) for a turn whose ``prompt()`` was cancelled to end; return what is left of
         ``timeout``. Never raises for the wait itself: after the bound the next prompt goes out anyway."""
-        if not self._abandoned or self._state not in ("running", "requires_action"):
+        if not self._abandoned:
+            return timeout
+        if self._state not in ("running", "requires_action"):
             self._abandoned = False
             return timeout
         bound = ABANDONED_TURN_WAIT if timeout is None else min(timeout, ABANDONED_TURN_WAIT)
@@ -615,7 +618,8 @@ class Session:
                 old, new = self._transcript, self._shadow  # None: nothing was replayed, an empty transcript
                 if old is not None and self._held_prompts:
                     new = old._carry_prompts(new, self._held_prompts)
-                self._held_prompts = None
+                if self._held_prompts is not None:
+                    self._held_prompts = None
                 self._transcript = new
             self._rebuilding = False
             self._shadow = None
@@ -653,7 +657,8 @@ class Session:
                     old in ("running", "requires_action") or self._turn_waiters or self._interrupted
                 ):
                     self._interrupted = False
-                    self._turn_error = new.error if new.stop_reason == "error" else None
+                    if new.stop_reason == "error" or self._turn_error is not None:
+                        self._turn_error = new.error if new.stop_reason == "error" else None
                     self._fire_turn_finished(new.stop_reason)
                 else:
                     self._learned_after_loss(state)
@@ -674,8 +679,10 @@ class Session:
                 sub.push(item)
 
     def _fire_turn_finished(self, stop_reason: str | None) -> None:
-        self._abandoned = False
-        self._held_prompts = None  # sent and answered: a later replay holds them
+        if self._abandoned:
+            self._abandoned = False
+        if self._held_prompts is not None:
+            self._held_prompts = None  # sent and answered: a later replay holds them
         self.transcript._end_turn()
         if self._turn_waiters:
             unarmed = self._unarmed or ()
