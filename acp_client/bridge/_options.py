@@ -14,12 +14,17 @@ __all__ = ["BridgeOptions", "BridgeStrategy", "describe_url"]
 
 
 def describe_url(url: str) -> str:
-    """``scheme://host:port/path`` of ``url``, without credentials or query (they may hold a token)."""
+    """``scheme://host:port/path`` of ``url``, without credentials or query (they may hold a token). A string
+    that is no URL (no scheme or no host: ``127.0.0.1:8765/acp``, ``http//nope``) is shown as given, less its
+    query, fragment and anything before an ``@``."""
     try:
         parts = urlsplit(url)
         port = f":{parts.port}" if parts.port is not None else ""
     except ValueError:
         return "<malformed URL>"
+    if not parts.scheme or not parts.netloc:
+        shown = url.split("?", 1)[0].split("#", 1)[0]
+        return shown.rsplit("@", 1)[-1]
     return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
 
 

@@ -365,11 +365,21 @@ async def test_header_values_can_come_from_the_environment(tmp_path: Path, monke
         assert "BRIDGE_TEST_UNSET" in (tmp_path / "missing.err").read_text()
 
 
-async def test_a_bad_url_is_a_usage_error(tmp_path: Path) -> None:
-    async with RawEditor.spawn("http//nope", stderr=tmp_path / "bridge.err") as editor:
+@pytest.mark.parametrize(
+    ("given", "shown"),
+    [
+        ("http//nope", "http//nope"),
+        ("127.0.0.1:8765/acp", "127.0.0.1:8765/acp"),  # was shown as "://127.0.0.1:8765/acp"
+        ("me:s3cret@127.0.0.1:8765/acp?token=t0k", "127.0.0.1:8765/acp"),  # never the secrets
+    ],
+)
+async def test_a_bad_url_is_a_usage_error(tmp_path: Path, given: str, shown: str) -> None:
+    async with RawEditor.spawn(given, stderr=tmp_path / "bridge.err") as editor:
         code = await editor.close()
     assert code == 2
-    assert "bad URL" in (tmp_path / "bridge.err").read_text()
+    text = (tmp_path / "bridge.err").read_text()
+    assert f"bad URL {shown}:" in text
+    assert "s3cret" not in text and "t0k" not in text
 
 
 # ---------------------------------------------------------------------------- raw editor: stdout and v2
