@@ -8,6 +8,7 @@ package is not on PyPI yet.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -56,3 +57,30 @@ def test_index_names_every_transport() -> None:
     intro = " ".join((ROOT / "docs" / "index.md").read_text(encoding="utf-8").split()[:80])
     for transport in ("WebSocket", "HTTP", "stdio"):
         assert transport in intro
+
+
+def test_no_example_or_page_uses_a_deprecated_keyword() -> None:
+    """The examples and the docs teach the option objects, never the flat keywords the library only still
+    accepts with a DeprecationWarning (the notebook used ``recovery_start_jitter=``)."""
+    from acp_client.reconnect.options import FLAT_KEYWORDS
+
+    root = ROOT
+    # the flat names that are no field of an option object (a field of the same name, TransportOptions(headers=)
+    # or sync's ready_timeout=, is no deprecated spelling); the design page and the changelog quote them
+    renamed = [name for name, goes in FLAT_KEYWORDS.items() if all(field != name for _, field, _ in goes)]
+    renamed.remove("ready_timeout")  # sync.ReconnectingClient(ready_timeout=) is its own, current keyword
+    pages = [*root.glob("examples/*"), *root.glob("docs/**/*.md"), root / "README.md"]
+    pages = [p for p in pages if p.name not in ("design.md", "benchmarks.md")]  # history, quoted on purpose
+    found = []
+    for page in pages:
+        if not page.is_file() or page.suffix not in (".py", ".ipynb", ".md"):
+            continue
+        text = page.read_text(encoding="utf-8")
+        if page.suffix == ".ipynb":  # the cells' code, not its JSON escaping
+            text = "\n".join("".join(cell["source"]) for cell in json.loads(text)["cells"])
+        found += [
+            f"{page.relative_to(root)}: {name}"
+            for name in renamed
+            if re.search(rf"\b{name}=(?!=)|[\"']{name}[\"']\s*:", text)  # passed as a keyword or in a **dict
+        ]
+    assert found == []
