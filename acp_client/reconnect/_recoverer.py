@@ -337,8 +337,11 @@ class SessionRecoverer:
             self._keep(session, action, probe.not_found, generation)
             return "kept"
         via = f"session/{action.mode}"
-        before, local = session.stats["replayed"], _message_counts(session)
-        had_history = sum(local.values()) > 0
+        before, had_history = session.stats["replayed"], bool(session.transcript.messages)
+        # what the client holds, to compare with what a replay rebuilds (only measured when one may come: it
+        # walks the transcript's text; a v1 resume answered -32601 falls back to a load, which replays)
+        may_replay = action.replay or action.mode == "load" or (caps.protocol_version < 2 and caps.load)
+        local = _message_counts(session) if may_replay and had_history else None
         try:
             mode, replayed = await slot.carry(
                 lambda: self._reattach(client, session, action, caps, slot), client.connection
@@ -363,19 +366,19 @@ class SessionRecoverer:
             return "forgotten"
         # a replay that rebuilt fewer messages than the client held lost some (an agent that persisted less
         # than it said, or a prompt it never inserted): the gap is reported, never hidden behind "replayed"
-        rebuilt = _message_counts(session) if replayed else local
         # less text of a role than the client held: the replay lost some. A role the replay has none of is not
         # compared (many v1 agents replay no user messages at all), unless it is the agent's own
-        shorter = any(0 < rebuilt[role] < local[role] for role in local) or (
-            rebuilt["agent"] == 0 < local["agent"] and replayed
-        )
-        if shorter:
-            log.warning(
-                "replay_shorter_than_local",
-                session_id=session.id,
-                local_characters=dict(local),
-                replayed_characters=dict(rebuilt),
-            )
+        shorter = False
+        if replayed and local is not None:
+            rebuilt = _message_counts(session)
+            shorter = any(0 < rebuilt[role] < local[role] for role in local) or rebuilt["agent"] == 0 < local["agent"]
+            if shorter:
+                log.warning(
+                    "replay_shorter_than_local",
+                    session_id=session.id,
+                    local_characters=dict(local),
+                    replayed_characters=dict(rebuilt),
+                )
         outcome = Reattached(
             action.outcome,
             mode,
