@@ -1,7 +1,9 @@
 """ReconnectingClient: one connection at a time, recovered sessions, stable handles.
 
-The client is composed of parts that each own their state; :func:`~acp_client.reconnect._assembly.assemble`
-builds and wires them, and the client drives them (its ACP calls are defined here, once):
+The client is composed of parts that each own their state; its keywords become one
+:class:`~acp_client.reconnect._settings.ClientSettings` (checked, defaults filled in), from which
+:func:`~acp_client.reconnect._assembly.assemble` builds and wires the parts, and the client drives them (its ACP
+calls are defined here, once):
 
 - :class:`~acp_client.reconnect._supervisor.ConnectionSupervisor`: the connection loop and all of its state
   (lifecycle state, generation, current connection, failure, ``reconnect_now()``);
