@@ -7,21 +7,16 @@ drives them; nothing here holds state after it returns.
 
 from __future__ import annotations
 
-import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from acp_client import _observe
-from acp_client.client import ACPClient, ProtocolVersionOption
 from acp_client.client._connect import Target
-from acp_client.exceptions import UsageError
-from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._auth import Reauthentication
 from acp_client.reconnect._background import BackgroundTasks, ChangeSignal
-from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
-from acp_client.reconnect._classify import Classifier
+from acp_client.reconnect._backoff import Backoff, CrashLoopBreaker
 from acp_client.reconnect._control import RecoveryControl, SessionKeeper
-from acp_client.reconnect._events import EventBus
+from acp_client.reconnect._events import Event, EventBus
 from acp_client.reconnect._gate import ClientGate
 from acp_client.reconnect._gauges import ClientGauges
 from acp_client.reconnect._links import SessionLinks
@@ -30,11 +25,10 @@ from acp_client.reconnect._ownership_client import ClientHost, OwnershipControl
 from acp_client.reconnect._planner import ReconnectPlanner
 from acp_client.reconnect._recoverer import SessionRecoverer
 from acp_client.reconnect._session_api import SessionCalls
+from acp_client.reconnect._settings import ClientSettings
 from acp_client.reconnect._store_writer import StoreWriter
 from acp_client.reconnect._supervisor import ConnectionSupervisor
-from acp_client.reconnect.options import Limits, McpSecrets, RecoveryPolicy, Timeouts
-from acp_client.reconnect.strategy import RecoveryStrategy
-from acp_client.sessions import MemorySessionStore, SessionOwner, SessionRegistry, SessionStore, SharedSessionStore
+from acp_client.sessions import SessionOwner, SessionRegistry, SessionStore, SharedSessionStore
 from acp_client.transports import TransportOptions
 
 __all__ = ["ClientParts", "assemble"]
@@ -64,35 +58,13 @@ class ClientParts:
     host: ClientHost
 
 
-def assemble(
-    target: Target,
-    *,
-    owner: SessionOwner,
-    handlers: ClientHandlers,
-    protocol_version: ProtocolVersionOption,
-    client_info: Mapping[str, str] | None,
-    store: SessionStore | None,
-    strategy: RecoveryStrategy,
-    should_own: Callable[[str], bool] | None,
-    mcp_secrets: McpSecrets | None,
-    timeouts: Timeouts,
-    policy: RecoveryPolicy,
-    limits: Limits,
-    transport_options: TransportOptions,
-    backoff: Backoff,
-    breaker: CrashLoopBreaker | None,
-    classifier: Classifier,
-    on_auth_required: Callable[[ACPClient], Awaitable[None]] | None,
-    wait_for_ready: bool,
-    clock: Clock,
-    rng: random.Random,
-) -> ClientParts:
+def assemble(target: Target, settings: ClientSettings, *, owner: SessionOwner) -> ClientParts:
     """Build the parts of a client whose sessions are owned by ``owner`` (the client itself)."""
 
     def generation() -> int:
         return supervisor.generation  # bound late: the supervisor is built below
 
-    users_hook = transport_options.on_stream_resumed
+    users_hook = settings.transport_options.on_stream_resumed
 
     def stream_resumed(session_id: str | None) -> None:
         """The transport resumed an event stream (see :meth:`SessionKeeper.stream_resumed`); the
@@ -101,58 +73,26 @@ def assemble(
         if users_hook is not None:
             users_hook(session_id)  # a failing hook is logged by the transport that called this one
 
-    options = transport_options.replace(on_stream_resumed=stream_resumed)
-    bus = EventBus(buffer=limits.event_buffer)
-    tasks = BackgroundTasks()
-    changes = ChangeSignal()
+    options = settings.transport_options.replace(on_stream_resumed=stream_resumed)
+    bus, tasks, changes = EventBus(buffer=settings.limits.event_buffer), BackgroundTasks(), ChangeSignal()
     registry = SessionRegistry()
-    # several workers on one shared store: leases, adoption and hand-over (see _ownership.py)
-    writes: SessionStore = store if store is not None else MemorySessionStore()
-    ownership: SessionOwnership | None = None
-    if isinstance(writes, SharedSessionStore):
-        ownership = SessionOwnership(writes, should_own=should_own, generation=generation)
-        writes = FencedWrites(writes, ownership)
-    elif should_own is not None:
-        raise UsageError("should_own needs a store shared by several workers (RedisSessionStore)")
-    writer = StoreWriter(
-        writes,
-        emit=bus.emit,
-        generation=generation,
-        backoff=backoff,
-        clock=clock,
-        keep_mcp_secrets=mcp_secrets is None,
-    )
+    backoff = settings.backoff or Backoff(rng=settings.rng)
+    ownership, writer = _store(settings, backoff, emit=bus.emit, generation=generation)
     links = SessionLinks(emit=bus.emit, changed=changes.notify)
-    keeper = SessionKeeper(registry, writer=writer, links=links, strategy=strategy, owner=owner, handlers=handlers)
-    auth = Reauthentication(on_auth_required, timeout=timeouts.request)
-    recoverer = SessionRecoverer.build(
-        keeper,
-        policy=policy,
-        timeouts=timeouts,
-        max_replay=limits.replay_updates,
-        mcp_secrets=mcp_secrets,
-        backoff=backoff,
-        clock=clock,
-        rng=rng,
-        on_auth_required=auth.hook_once if on_auth_required is not None else None,
+    keeper = SessionKeeper(
+        registry, writer=writer, links=links, strategy=settings.strategy, owner=owner, handlers=settings.handlers
     )
+    auth = Reauthentication(settings.on_auth_required, timeout=settings.timeouts.request)
+    recoverer = _recoverer(settings, keeper, auth, backoff)
     supervisor = ConnectionSupervisor(
         target,
         transport_options=options,
-        handlers=handlers,
-        protocol_version=protocol_version,
-        timeouts=timeouts,
-        client_info=client_info,
-        clock=clock,
-        planner=ReconnectPlanner(
-            classifier=classifier,
-            backoff=backoff,
-            breaker=breaker or CrashLoopBreaker(clock=clock.monotonic),
-            stable_after=policy.stable_after,
-            suspended_interval=policy.suspended_interval,
-            startup_refusals=policy.startup_refusals,
-            refreshes_headers=options.refreshes_headers,
-        ),
+        handlers=settings.handlers,
+        protocol_version=settings.protocol_version,
+        timeouts=settings.timeouts,
+        client_info=settings.client_info,
+        clock=settings.clock,
+        planner=_planner(settings, backoff, refreshes_headers=options.refreshes_headers),
         authenticate=auth.on_new_connection,
         registry=registry,
         session_owner=owner,
@@ -162,18 +102,89 @@ def assemble(
         tasks=tasks,
         changes=changes,
     )
+    observer = _observe.current()  # an instrumentation installed before this client was made
+    if observer is not None:
+        bus.observe(observer.watch(ClientGauges(registry, recoverer.limit, supervisor)))
+    return _drivers(settings, options, bus, tasks, ownership, writer, links, keeper, auth, recoverer, supervisor)
+
+
+def _store(
+    settings: ClientSettings, backoff: Backoff, *, emit: Callable[[Event], None], generation: Callable[[], int]
+) -> tuple[SessionOwnership | None, StoreWriter]:
+    """The store's writer, and with a store shared by several workers the leases, adoption and hand-over
+    (see _ownership.py) that fence its writes."""
+    writes: SessionStore = settings.store
+    ownership: SessionOwnership | None = None
+    if isinstance(writes, SharedSessionStore):
+        ownership = SessionOwnership(writes, should_own=settings.should_own, generation=generation)
+        writes = FencedWrites(writes, ownership)
+    writer = StoreWriter(
+        writes,
+        emit=emit,
+        generation=generation,
+        backoff=backoff,
+        clock=settings.clock,
+        keep_mcp_secrets=settings.mcp_secrets is None,
+    )
+    return ownership, writer
+
+
+def _recoverer(
+    settings: ClientSettings, keeper: SessionKeeper, auth: Reauthentication, backoff: Backoff
+) -> SessionRecoverer:
+    return SessionRecoverer.build(
+        keeper,
+        policy=settings.policy,
+        timeouts=settings.timeouts,
+        max_replay=settings.limits.replay_updates,
+        mcp_secrets=settings.mcp_secrets,
+        backoff=backoff,
+        clock=settings.clock,
+        rng=settings.rng,
+        on_auth_required=auth.hook_once if settings.on_auth_required is not None else None,
+    )
+
+
+def _planner(settings: ClientSettings, backoff: Backoff, *, refreshes_headers: bool) -> ReconnectPlanner:
+    policy = settings.policy
+    return ReconnectPlanner(
+        classifier=settings.classifier,
+        backoff=backoff,
+        breaker=settings.breaker or CrashLoopBreaker(clock=settings.clock.monotonic),
+        stable_after=policy.stable_after,
+        suspended_interval=policy.suspended_interval,
+        startup_refusals=policy.startup_refusals,
+        refreshes_headers=refreshes_headers,
+    )
+
+
+def _drivers(
+    settings: ClientSettings,
+    options: TransportOptions,
+    bus: EventBus,
+    tasks: BackgroundTasks,
+    ownership: SessionOwnership | None,
+    writer: StoreWriter,
+    links: SessionLinks,
+    keeper: SessionKeeper,
+    auth: Reauthentication,
+    recoverer: SessionRecoverer,
+    supervisor: ConnectionSupervisor,
+) -> ClientParts:
+    """The parts the client calls through, on top of the connection and the recovery built above."""
+    session_wait = settings.timeouts.session_wait
     gate = ClientGate(
         supervisor,
         recovery=recoverer,
         ownership=ownership,
-        wait_for_ready=wait_for_ready,
-        session_wait_timeout=timeouts.session_wait,
+        wait_for_ready=settings.wait_for_ready,
+        session_wait_timeout=session_wait,
     )
     control = RecoveryControl(
-        keeper, recovery=recoverer, connection=supervisor, gate=gate, session_wait_timeout=timeouts.session_wait
+        keeper, recovery=recoverer, connection=supervisor, gate=gate, session_wait_timeout=session_wait
     )
     calls = SessionCalls(
-        gate, links=links, ownership=ownership, recover=control.recover, tasks=tasks, dialects=policy.dialects
+        gate, links=links, ownership=ownership, recover=control.recover, tasks=tasks, dialects=settings.policy.dialects
     )
     host = ClientHost(
         keeper,
@@ -183,12 +194,9 @@ def assemble(
         links=links,
         emit=bus.emit,
         tasks=tasks,
-        probe_timeout=timeouts.probe,
-        probe_concurrency=limits.probe_concurrency,
+        probe_timeout=settings.timeouts.probe,
+        probe_concurrency=settings.limits.probe_concurrency,
     )
-    observer = _observe.current()  # an instrumentation installed before this client was made
-    if observer is not None:
-        bus.observe(observer.watch(ClientGauges(registry, recoverer.limit, supervisor)))
     return ClientParts(
         options=options,
         bus=bus,

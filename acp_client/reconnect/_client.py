@@ -1,7 +1,9 @@
 """ReconnectingClient: one connection at a time, recovered sessions, stable handles.
 
-The client is composed of parts that each own their state; :func:`~acp_client.reconnect._assembly.assemble`
-builds and wires them, and the client drives them (its ACP calls are defined here, once):
+The client is composed of parts that each own their state; its keywords become one
+:class:`~acp_client.reconnect._settings.ClientSettings` (checked, defaults filled in), from which
+:func:`~acp_client.reconnect._assembly.assemble` builds and wires the parts, and the client drives them (its ACP
+calls are defined here, once):
 
 - :class:`~acp_client.reconnect._supervisor.ConnectionSupervisor`: the connection loop and all of its state
   (lifecycle state, generation, current connection, failure, ``reconnect_now()``);
@@ -23,18 +25,17 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from acp_client._checks import check_bool, check_instance
 from acp_client.client import USE_CLIENT_DEFAULT, ACPClient, ProtocolVersionOption, RequestTimeout, SessionInfo
-from acp_client.client._connect import Target, check_client_keywords, check_protocol_version, check_target
-from acp_client.client.options import check_callables, fold_flat_keywords, option_object
+from acp_client.client._connect import Target, check_target
 from acp_client.exceptions import ClientClosed, ConnectionLost, ReconnectFailed, SessionLost, UsageError
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._assembly import assemble
-from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker, check_clock
+from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
 from acp_client.reconnect._classify import Classifier, classify_error
 from acp_client.reconnect._events import ClientState, Event
-from acp_client.reconnect.options import FLAT_KEYWORDS, Limits, McpSecrets, RecoveryPolicy, Timeouts
-from acp_client.reconnect.strategy import DefaultStrategy, RecoveryStrategy, check_strategy
+from acp_client.reconnect._settings import ClientSettings
+from acp_client.reconnect.options import Limits, McpSecrets, RecoveryPolicy, Timeouts
+from acp_client.reconnect.strategy import RecoveryStrategy, check_strategy
 from acp_client.schema import SessionStatusResponse
 from acp_client.sessions import Session, SessionStore
 from acp_client.transports import Transport, TransportOptions
@@ -143,59 +144,13 @@ class ReconnectingClient:
         rng: random.Random | None = None,
         **deprecated: object,
     ) -> None:
+        given = {name: value for name, value in locals().items() if name not in ("self", "target", "deprecated")}
         if isinstance(target, Transport):
             raise UsageError("a ReconnectingClient needs something it can reopen: a URL, an argv list or a factory")
         check_target(target)
-        check_protocol_version(protocol_version)
-        objects: dict[str, Timeouts | RecoveryPolicy | Limits | TransportOptions] = {
-            "timeouts": option_object("timeouts", timeouts, Timeouts),
-            "policy": option_object("policy", policy, RecoveryPolicy),
-            "limits": option_object("limits", limits, Limits),
-            "transport_options": option_object("transport_options", transport_options, TransportOptions),
-        }
-        if deprecated:
-            objects = fold_flat_keywords("ReconnectingClient", deprecated, FLAT_KEYWORDS, objects)
-        check_callables(
-            classifier=classifier, on_auth_required=on_auth_required, should_own=should_own, mcp_secrets=mcp_secrets
-        )
-        check_bool("", "wait_for_ready", wait_for_ready)
-        check_client_keywords(handlers, client_info)
-        check_instance("", "store", store, SessionStore)
-        check_strategy("strategy", strategy)
-        check_instance("", "backoff", backoff, Backoff)
-        check_instance("", "breaker", breaker, CrashLoopBreaker)
-        check_clock("clock", clock)
-        check_instance("", "rng", rng, random.Random)
-        assert isinstance(objects["timeouts"], Timeouts) and isinstance(objects["policy"], RecoveryPolicy)
-        assert isinstance(objects["limits"], Limits) and isinstance(objects["transport_options"], TransportOptions)
-        self._timeouts: Timeouts = objects["timeouts"]
-        self._policy: RecoveryPolicy = objects["policy"]
-        self._limits: Limits = objects["limits"]
-        rng = rng or random.Random()
-        clock = clock or Clock()
-        self._handlers = handlers or ClientHandlers()
-        parts = assemble(
-            target,
-            owner=_Owner(self),
-            handlers=self._handlers,
-            protocol_version=protocol_version,
-            client_info=client_info,
-            store=store,
-            strategy=strategy or DefaultStrategy(),
-            should_own=should_own,
-            mcp_secrets=mcp_secrets,
-            timeouts=self._timeouts,
-            policy=self._policy,
-            limits=self._limits,
-            transport_options=objects["transport_options"],
-            backoff=backoff or Backoff(rng=rng),
-            breaker=breaker,
-            classifier=classifier,
-            on_auth_required=on_auth_required,
-            wait_for_ready=wait_for_ready,
-            clock=clock,
-            rng=rng,
-        )
+        # the keywords above are the fields of ClientSettings, which checks them and fills in the defaults
+        self._settings = settings = ClientSettings.from_keywords(given, deprecated)
+        parts = assemble(target, settings, owner=_Owner(self))
         # the parts, each owning its state (see the module docstring); the client only drives them
         self._options = parts.options
         self._bus, self._tasks, self._writer = parts.bus, parts.tasks, parts.writer
@@ -248,17 +203,17 @@ class ReconnectingClient:
     @property
     def timeouts(self) -> Timeouts:
         """The timeouts this client runs with (after folding any deprecated flat keyword in)."""
-        return self._timeouts
+        return self._settings.timeouts
 
     @property
     def policy(self) -> RecoveryPolicy:
         """The recovery policy this client runs with."""
-        return self._policy
+        return self._settings.policy
 
     @property
     def limits(self) -> Limits:
         """The bounds this client runs with."""
-        return self._limits
+        return self._settings.limits
 
     @property
     def recovery_limit(self) -> int:
@@ -275,7 +230,7 @@ class ReconnectingClient:
     async def __aenter__(self) -> ReconnectingClient:
         await self.start()
         try:
-            await self.wait_ready(timeout=self._timeouts.ready, first=True)
+            await self.wait_ready(timeout=self._settings.timeouts.ready, first=True)
         except BaseException:
             await self.aclose()
             raise
@@ -313,7 +268,7 @@ class ReconnectingClient:
         self._keeper.close_all()
         self._bus.close()
         await self._writer.aclose()
-        await self._handlers.client_closed()  # the handlers end what they still run for the agent
+        await self._settings.handlers.client_closed()  # the handlers end what they still run for the agent
 
     close = aclose
 
