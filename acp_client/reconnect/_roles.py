@@ -1,10 +1,10 @@
 """The narrow interfaces the parts of a :class:`~acp_client.ReconnectingClient` see of each other.
 
 The client is composed of objects that each own their state (see docs/design.md): the
-:class:`~acp_client.reconnect._supervisor.ConnectionSupervisor` (the connection loop),
-the :class:`~acp_client.reconnect._recoverer.SessionRecoverer` (per-session recovery jobs), the
-:class:`~acp_client.reconnect._control.SessionKeeper` (the registry, strategies and store writes) and the
-:class:`~acp_client.reconnect._links.SessionLinks` (recovery outcomes). A part that needs another is given
+:class:`~acp_client.reconnect._connection.supervisor.ConnectionSupervisor` (the connection loop),
+the :class:`~acp_client.reconnect._recovery.recoverer.SessionRecoverer` (per-session recovery jobs), the
+:class:`~acp_client.reconnect._sessions.control.SessionKeeper` (the registry, strategies and store writes) and the
+:class:`~acp_client.reconnect._sessions.links.SessionLinks` (recovery outcomes). A part that needs another is given
 it typed by one of these Protocols, so it can reach only what the Protocol names.
 """
 

@@ -3,8 +3,8 @@
 :class:`SessionKeeper` is the reconnect layer's one writer of the client's
 :class:`~acp_client.sessions.SessionRegistry` (the per-connection :class:`~acp_client.ACPClient` the
 client lends it to registers the sessions it creates or attaches), of the per-session strategies, and of
-the store (through the :class:`~acp_client.reconnect._store_writer.StoreWriter`). It is the host the
-:class:`~acp_client.reconnect._recoverer.SessionRecoverer` reports outcomes to.
+the store (through the :class:`~acp_client.reconnect._sessions.store_writer.StoreWriter`). It is the host the
+:class:`~acp_client.reconnect._recovery.recoverer.SessionRecoverer` reports outcomes to.
 
 :class:`RecoveryControl` is ``recover()`` (which joins the running recovery job rather than starting a
 second one) and ``forget()`` (final: the job is cancelled, a tombstone keeps the session from coming back).
@@ -19,10 +19,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from acp_client.client import ACPClient
 from acp_client.exceptions import RecoveryFailed, SessionLost
 from acp_client.handlers import ClientHandlers
-from acp_client.reconnect._gate import ClientGate
-from acp_client.reconnect._links import Forgotten, Outcome, Reattached, SessionLinks
+from acp_client.reconnect._calls.gate import ClientGate
 from acp_client.reconnect._roles import ConnectionView, Recovery
-from acp_client.reconnect._store_writer import StoreWriter
+from acp_client.reconnect._sessions.links import Forgotten, Outcome, Reattached, SessionLinks
+from acp_client.reconnect._sessions.store_writer import StoreWriter
 from acp_client.reconnect.strategy import RecoveryStrategy
 from acp_client.sessions import (
     Session,

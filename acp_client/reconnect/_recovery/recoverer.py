@@ -33,10 +33,10 @@ from acp_client.exceptions import (
 )
 from acp_client.reconnect._backoff import Backoff, Clock
 from acp_client.reconnect._events import RecoveryRoundFinished
-from acp_client.reconnect._jobs import Job, Round, Slot
-from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
-from acp_client.reconnect._links import LeftDetached, Outcome, Reattached, RetryLater, StillRecovering
-from acp_client.reconnect._listing import listing_lacks
+from acp_client.reconnect._recovery.jobs import Job, Round, Slot
+from acp_client.reconnect._recovery.limits import AdaptiveLimit, FixedLimit
+from acp_client.reconnect._recovery.listing import listing_lacks
+from acp_client.reconnect._sessions.links import LeftDetached, Outcome, Reattached, RetryLater, StillRecovering
 from acp_client.reconnect.dialects import SessionErrorKind
 from acp_client.reconnect.options import McpSecrets, RecoveryPolicy, Timeouts
 from acp_client.reconnect.strategy import (
@@ -66,7 +66,7 @@ def _message_counts(session: Session) -> collections.Counter[str]:
 
 class RecoveryHost(Protocol):
     """What the recoverer needs from the client that owns the sessions (its
-    :class:`~acp_client.reconnect._control.SessionKeeper`)."""
+    :class:`~acp_client.reconnect._sessions.control.SessionKeeper`)."""
 
     def strategy_for(self, session_id: str) -> RecoveryStrategy:
         """The strategy that decides for ``session_id``."""
