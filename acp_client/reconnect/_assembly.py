@@ -14,17 +14,18 @@ from acp_client import _observe
 from acp_client.client._connect import Target
 from acp_client.reconnect._backoff import Backoff, CrashLoopBreaker
 from acp_client.reconnect._calls.gate import ClientGate
-from acp_client.reconnect._calls.session_api import SessionCalls
+from acp_client.reconnect._calls.recovery_control import RecoveryControl
+from acp_client.reconnect._calls.session_calls import SessionCalls
 from acp_client.reconnect._connection.auth import Reauthentication
 from acp_client.reconnect._connection.background import BackgroundTasks, ChangeSignal
 from acp_client.reconnect._connection.planner import ReconnectPlanner
 from acp_client.reconnect._connection.supervisor import ConnectionSupervisor
 from acp_client.reconnect._events import Event, EventBus
 from acp_client.reconnect._gauges import ClientGauges
-from acp_client.reconnect._ownership.ownership import FencedWrites, SessionOwnership
-from acp_client.reconnect._ownership.ownership_client import ClientHost, OwnershipControl
+from acp_client.reconnect._ownership.control import ClientHost, OwnershipControl
+from acp_client.reconnect._ownership.leases import FencedWrites, SessionOwnership
 from acp_client.reconnect._recovery.recoverer import SessionRecoverer
-from acp_client.reconnect._sessions.control import RecoveryControl, SessionKeeper
+from acp_client.reconnect._sessions.keeper import SessionKeeper
 from acp_client.reconnect._sessions.links import SessionLinks
 from acp_client.reconnect._sessions.store_writer import StoreWriter
 from acp_client.reconnect._settings import ClientSettings

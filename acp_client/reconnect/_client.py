@@ -8,12 +8,12 @@ calls are defined here, once):
 - :class:`~acp_client.reconnect._connection.supervisor.ConnectionSupervisor`: the connection loop and all of its state
   (lifecycle state, generation, current connection, failure, ``reconnect_now()``);
 - :class:`~acp_client.reconnect._calls.gate.ClientGate`: when a call may go out, and on which connection;
-- :class:`~acp_client.reconnect._calls.session_api.SessionCalls`: the sessions' calls (the client is their owner);
-- :class:`~acp_client.reconnect._sessions.control.SessionKeeper` (the registry, strategies and store writes) and
-  :class:`~acp_client.reconnect._sessions.control.RecoveryControl` (``recover()``, ``forget()``);
+- :class:`~acp_client.reconnect._calls.session_calls.SessionCalls`: the sessions' calls (the client is their owner);
+- :class:`~acp_client.reconnect._sessions.keeper.SessionKeeper` (the registry, strategies and store writes) and
+  :class:`~acp_client.reconnect._calls.recovery_control.RecoveryControl` (``recover()``, ``forget()``);
 - :class:`~acp_client.reconnect._recovery.recoverer.SessionRecoverer`: the per-session recovery jobs;
-- :class:`~acp_client.reconnect._ownership.ownership_client.OwnershipControl` and
-  :class:`~acp_client.reconnect._ownership.ownership_client.ClientHost`: several workers on one shared store;
+- :class:`~acp_client.reconnect._ownership.control.OwnershipControl` and
+  :class:`~acp_client.reconnect._ownership.control.ClientHost`: several workers on one shared store;
 - :class:`~acp_client.reconnect._events.EventBus` (events) and
   :class:`~acp_client.reconnect._sessions.store_writer.StoreWriter` (the store).
 """

@@ -22,7 +22,7 @@ from acp_client import (
     SessionRecoveryFailed,
 )
 from acp_client.exceptions import RPCError, SessionNotFound, UsageError, rpc_error_from_object
-from acp_client.reconnect._ownership.ownership_client import attached_elsewhere
+from acp_client.reconnect._ownership.control import attached_elsewhere
 from acp_client.reconnect.dialects import DEFAULT_DIALECTS, SessionDialects
 from acp_client.testing import AgentError, ReferenceAgent
 from tests.conftest import bound, started

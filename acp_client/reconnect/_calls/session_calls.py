@@ -17,8 +17,8 @@ from typing import Any
 from acp_client._logging import get_logger
 from acp_client.exceptions import ConnectionLost, LeaseLost, RPCError
 from acp_client.reconnect._calls.gate import ClientGate
-from acp_client.reconnect._ownership.ownership import SessionOwnership
-from acp_client.reconnect._ownership.ownership_client import attached_elsewhere
+from acp_client.reconnect._ownership.control import attached_elsewhere
+from acp_client.reconnect._ownership.leases import SessionOwnership
 from acp_client.reconnect._roles import TaskSpawner
 from acp_client.reconnect._sessions.links import SessionLinks
 from acp_client.reconnect.dialects import DEFAULT_DIALECTS, SessionDialects
