@@ -17,7 +17,7 @@ import time
 
 import _common
 
-from acp_client.reconnect._limits import FixedLimit
+from acp_client.reconnect._recovery.limits import FixedLimit
 
 TARGET = 2.0
 

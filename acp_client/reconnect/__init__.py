@@ -1,8 +1,8 @@
 """The reconnect manager: backoff, error classification, liveness, and the ReconnectingClient state machine."""
 
 from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
-from acp_client.reconnect._classify import Classifier, Verdict, classify_error
 from acp_client.reconnect._client import ReconnectingClient
+from acp_client.reconnect._connection.classify import Classifier, Verdict, classify_error
 from acp_client.reconnect._events import (
     LEGAL_TRANSITIONS,
     ClientState,
@@ -19,7 +19,7 @@ from acp_client.reconnect._events import (
     SessionTakenOver,
     StateChanged,
 )
-from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
+from acp_client.reconnect._recovery.limits import AdaptiveLimit, FixedLimit
 from acp_client.reconnect.dialects import DEFAULT_DIALECTS, SessionDialects
 from acp_client.reconnect.options import Limits, RecoveryPolicy, Timeouts
 

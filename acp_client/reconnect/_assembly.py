@@ -12,22 +12,23 @@ from dataclasses import dataclass
 
 from acp_client import _observe
 from acp_client.client._connect import Target
-from acp_client.reconnect._auth import Reauthentication
-from acp_client.reconnect._background import BackgroundTasks, ChangeSignal
 from acp_client.reconnect._backoff import Backoff, CrashLoopBreaker
-from acp_client.reconnect._control import RecoveryControl, SessionKeeper
+from acp_client.reconnect._calls.gate import ClientGate
+from acp_client.reconnect._calls.recovery_control import RecoveryControl
+from acp_client.reconnect._calls.session_calls import SessionCalls
+from acp_client.reconnect._connection.auth import Reauthentication
+from acp_client.reconnect._connection.background import BackgroundTasks, ChangeSignal
+from acp_client.reconnect._connection.planner import ReconnectPlanner
+from acp_client.reconnect._connection.supervisor import ConnectionSupervisor
 from acp_client.reconnect._events import Event, EventBus
-from acp_client.reconnect._gate import ClientGate
 from acp_client.reconnect._gauges import ClientGauges
-from acp_client.reconnect._links import SessionLinks
-from acp_client.reconnect._ownership import FencedWrites, SessionOwnership
-from acp_client.reconnect._ownership_client import ClientHost, OwnershipControl
-from acp_client.reconnect._planner import ReconnectPlanner
-from acp_client.reconnect._recoverer import SessionRecoverer
-from acp_client.reconnect._session_api import SessionCalls
+from acp_client.reconnect._ownership.control import ClientHost, OwnershipControl
+from acp_client.reconnect._ownership.leases import FencedWrites, SessionOwnership
+from acp_client.reconnect._recovery.recoverer import SessionRecoverer
+from acp_client.reconnect._sessions.keeper import SessionKeeper
+from acp_client.reconnect._sessions.links import SessionLinks
+from acp_client.reconnect._sessions.store_writer import StoreWriter
 from acp_client.reconnect._settings import ClientSettings
-from acp_client.reconnect._store_writer import StoreWriter
-from acp_client.reconnect._supervisor import ConnectionSupervisor
 from acp_client.sessions import SessionOwner, SessionRegistry, SessionStore, SharedSessionStore
 from acp_client.transports import TransportOptions
 

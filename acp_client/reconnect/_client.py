@@ -5,17 +5,17 @@ The client is composed of parts that each own their state; its keywords become o
 :func:`~acp_client.reconnect._assembly.assemble` builds and wires the parts, and the client drives them (its ACP
 calls are defined here, once):
 
-- :class:`~acp_client.reconnect._supervisor.ConnectionSupervisor`: the connection loop and all of its state
+- :class:`~acp_client.reconnect._connection.supervisor.ConnectionSupervisor`: the connection loop and all of its state
   (lifecycle state, generation, current connection, failure, ``reconnect_now()``);
-- :class:`~acp_client.reconnect._gate.ClientGate`: when a call may go out, and on which connection;
-- :class:`~acp_client.reconnect._session_api.SessionCalls`: the sessions' calls (the client is their owner);
-- :class:`~acp_client.reconnect._control.SessionKeeper` (the registry, strategies and store writes) and
-  :class:`~acp_client.reconnect._control.RecoveryControl` (``recover()``, ``forget()``);
-- :class:`~acp_client.reconnect._recoverer.SessionRecoverer`: the per-session recovery jobs;
-- :class:`~acp_client.reconnect._ownership_client.OwnershipControl` and
-  :class:`~acp_client.reconnect._ownership_client.ClientHost`: several workers on one shared store;
+- :class:`~acp_client.reconnect._calls.gate.ClientGate`: when a call may go out, and on which connection;
+- :class:`~acp_client.reconnect._calls.session_calls.SessionCalls`: the sessions' calls (the client is their owner);
+- :class:`~acp_client.reconnect._sessions.keeper.SessionKeeper` (the registry, strategies and store writes) and
+  :class:`~acp_client.reconnect._calls.recovery_control.RecoveryControl` (``recover()``, ``forget()``);
+- :class:`~acp_client.reconnect._recovery.recoverer.SessionRecoverer`: the per-session recovery jobs;
+- :class:`~acp_client.reconnect._ownership.control.OwnershipControl` and
+  :class:`~acp_client.reconnect._ownership.control.ClientHost`: several workers on one shared store;
 - :class:`~acp_client.reconnect._events.EventBus` (events) and
-  :class:`~acp_client.reconnect._store_writer.StoreWriter` (the store).
+  :class:`~acp_client.reconnect._sessions.store_writer.StoreWriter` (the store).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from acp_client.exceptions import ClientClosed, ConnectionLost, ReconnectFailed,
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._assembly import assemble
 from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
-from acp_client.reconnect._classify import Classifier, classify_error
+from acp_client.reconnect._connection.classify import Classifier, classify_error
 from acp_client.reconnect._events import ClientState, Event
 from acp_client.reconnect._settings import ClientSettings
 from acp_client.reconnect.options import Limits, McpSecrets, RecoveryPolicy, Timeouts

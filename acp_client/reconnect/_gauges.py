@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from acp_client.reconnect._limits import FixedLimit
+from acp_client.reconnect._recovery.limits import FixedLimit
 from acp_client.reconnect._roles import ConnectionView
 from acp_client.sessions import SessionRegistry
 

@@ -1,10 +1,10 @@
 """The narrow interfaces the parts of a :class:`~acp_client.ReconnectingClient` see of each other.
 
 The client is composed of objects that each own their state (see docs/design.md): the
-:class:`~acp_client.reconnect._supervisor.ConnectionSupervisor` (the connection loop),
-the :class:`~acp_client.reconnect._recoverer.SessionRecoverer` (per-session recovery jobs), the
-:class:`~acp_client.reconnect._control.SessionKeeper` (the registry, strategies and store writes) and the
-:class:`~acp_client.reconnect._links.SessionLinks` (recovery outcomes). A part that needs another is given
+:class:`~acp_client.reconnect._connection.supervisor.ConnectionSupervisor` (the connection loop),
+the :class:`~acp_client.reconnect._recovery.recoverer.SessionRecoverer` (per-session recovery jobs), the
+:class:`~acp_client.reconnect._sessions.keeper.SessionKeeper` (the registry, strategies and store writes) and the
+:class:`~acp_client.reconnect._sessions.links.SessionLinks` (recovery outcomes). A part that needs another is given
 it typed by one of these Protocols, so it can reach only what the Protocol names.
 """
 
@@ -19,7 +19,7 @@ from acp_client.exceptions import ReconnectFailed
 from acp_client.reconnect._events import ClientState, RecoveryRoundFinished
 from acp_client.sessions import Session
 
-__all__ = ["ConnectionView", "Recovery", "TaskSpawner"]
+__all__ = ["ConnectionView", "Forgetting", "Recovery", "TaskSpawner"]
 
 
 class ConnectionView(Protocol):
@@ -96,4 +96,13 @@ class TaskSpawner(Protocol):
 
     def spawn(self, coro: Awaitable[object], name: str) -> None:
         """Run ``coro`` as a named task of the client."""
+        ...
+
+
+class Forgetting(Protocol):
+    """Stops a session's recovery job and forgets it (the ownership host's reconcile; it is
+    :class:`~acp_client.reconnect._calls.recovery_control.RecoveryControl`)."""
+
+    async def stop_and_forget(self, session: Session, reason: str, via: str | None) -> None:
+        """Cancel ``session``'s recovery job, then forget it for good."""
         ...

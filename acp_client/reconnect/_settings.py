@@ -22,7 +22,7 @@ from acp_client.client.options import fold_flat_keywords
 from acp_client.exceptions import UsageError
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker, check_clock
-from acp_client.reconnect._classify import Classifier, classify_error
+from acp_client.reconnect._connection.classify import Classifier, classify_error
 from acp_client.reconnect.options import FLAT_KEYWORDS, Limits, McpSecrets, RecoveryPolicy, Timeouts
 from acp_client.reconnect.strategy import DefaultStrategy, RecoveryStrategy, check_strategy
 from acp_client.sessions import MemorySessionStore, SessionStore, SharedSessionStore

@@ -124,7 +124,7 @@ def test_recovery_concurrency_is_validated(bad: Any) -> None:
 
 
 async def test_a_fixed_limit_serves_waiters_in_order_and_cancelled_ones_lose_nothing() -> None:
-    from acp_client.reconnect._limits import FixedLimit
+    from acp_client.reconnect._recovery.limits import FixedLimit
 
     limit = FixedLimit(2)
     held = [await limit.acquire(), await limit.acquire()]
@@ -150,7 +150,7 @@ async def test_a_fixed_limit_serves_waiters_in_order_and_cancelled_ones_lose_not
 
 
 async def test_a_woken_waiter_that_is_cancelled_passes_its_slot_on() -> None:
-    from acp_client.reconnect._limits import FixedLimit
+    from acp_client.reconnect._recovery.limits import FixedLimit
 
     limit = FixedLimit(1)
     held = await limit.acquire()

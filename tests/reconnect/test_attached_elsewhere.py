@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from acp_client.exceptions import RPCError, SessionNotFound
-from acp_client.reconnect._ownership_client import attached_elsewhere
+from acp_client.reconnect._ownership.control import attached_elsewhere
 
 
 @pytest.mark.parametrize(

@@ -22,7 +22,7 @@ from acp_client import (
     SessionRecoveryFailed,
 )
 from acp_client.exceptions import RPCError, SessionNotFound, UsageError, rpc_error_from_object
-from acp_client.reconnect._ownership_client import attached_elsewhere
+from acp_client.reconnect._ownership.control import attached_elsewhere
 from acp_client.reconnect.dialects import DEFAULT_DIALECTS, SessionDialects
 from acp_client.testing import AgentError, ReferenceAgent
 from tests.conftest import bound, started
@@ -38,11 +38,21 @@ READ_ROWS: list[tuple[str, int, str, Any, str]] = [
     ("generic", -32602, "Invalid session identifier", None, "unknown"),
     ("generic", -32603, "Internal error", "Session not found", "unknown"),
     ("generic", -32603, f"session {SID} does not exist", None, "unknown"),
-    ("qwen-code, live in the same process", -32023, "Session write ownership could not be verified",
-     {"errorKind": "session_writer_unavailable"}, "elsewhere"),
+    (
+        "qwen-code, live in the same process",
+        -32023,
+        "Session write ownership could not be verified",
+        {"errorKind": "session_writer_unavailable"},
+        "elsewhere",
+    ),
     ("errorKind alone", -32603, "Internal error", {"errorKind": "session_writer_unavailable"}, "elsewhere"),
-    ("reference agent", -32602, "Invalid params", {"reason": f"session {SID} is not attached to this connection"},
-     "elsewhere"),
+    (
+        "reference agent",
+        -32602,
+        "Invalid params",
+        {"reason": f"session {SID} is not attached to this connection"},
+        "elsewhere",
+    ),
     ("claude-agent-acp, a non-UUID id", -32603, "Internal error: Cannot read properties of undefined", None, "other"),
     ("a method the agent lacks", -32601, "Method not found: session/resume", None, "other"),
     ("auth required", -32000, "Authentication required: session not found before login", None, "other"),
@@ -130,12 +140,20 @@ OTHERS_ONLY = {"sessions": [{"sessionId": "sess_someone_else", "cwd": "/w/live"}
 
 #: (agent, the error every re-attach answers for a while, how the agent lists, listing expected at all)
 LIVE_ROWS: list[tuple[str, AgentError, str, bool]] = [
-    ("qwen-code, owned by another connection",
-     AgentError(-32023, "Session write ownership could not be verified", {"errorKind": "session_writer_unavailable"}),
-     "others", False),
-    ("reference agent, attached elsewhere",
-     AgentError(-32602, "Invalid params", {"reason": "the session is attached to another connection"}), "others",
-     False),
+    (
+        "qwen-code, owned by another connection",
+        AgentError(
+            -32023, "Session write ownership could not be verified", {"errorKind": "session_writer_unavailable"}
+        ),
+        "others",
+        False,
+    ),
+    (
+        "reference agent, attached elsewhere",
+        AgentError(-32602, "Invalid params", {"reason": "the session is attached to another connection"}),
+        "others",
+        False,
+    ),
     ("kimi-cli, lists nothing without a cwd", AgentError(-32603, "Internal error: disk busy"), "requires_cwd", True),
     ("claude-agent-acp, lists nothing yet", AgentError(-32603, "Internal error: disk busy"), "empty", True),
 ]
@@ -219,4 +237,3 @@ async def test_a_load_that_succeeds_without_the_history_is_checked_against_the_l
 
 def _recovered(session_id: str) -> Any:
     return lambda e: isinstance(e, SessionRecovered) and e.session_id == session_id
-

@@ -10,7 +10,14 @@ import pytest
 from acp_client.exceptions import ConnectionLost, SessionLost
 from acp_client.reconnect import SessionDetached, SessionForgotten, SessionRecovered, SessionRecoveryFailed
 from acp_client.reconnect._events import Event
-from acp_client.reconnect._links import Forgotten, LeftDetached, Reattached, RetryLater, SessionLinks, TakenOver
+from acp_client.reconnect._sessions.links import (
+    Forgotten,
+    LeftDetached,
+    Reattached,
+    RetryLater,
+    SessionLinks,
+    TakenOver,
+)
 from acp_client.sessions import LINK_TRANSITIONS, RecoveryMarker, Session, SessionControl, SessionLink, SessionRecord
 
 L = SessionLink

@@ -1,28 +1,24 @@
-"""The sessions a :class:`~acp_client.ReconnectingClient` keeps, and the manual control of their recovery.
+"""The sessions a :class:`~acp_client.ReconnectingClient` keeps.
 
 :class:`SessionKeeper` is the reconnect layer's one writer of the client's
 :class:`~acp_client.sessions.SessionRegistry` (the per-connection :class:`~acp_client.ACPClient` the
 client lends it to registers the sessions it creates or attaches), of the per-session strategies, and of
-the store (through the :class:`~acp_client.reconnect._store_writer.StoreWriter`). It is the host the
-:class:`~acp_client.reconnect._recoverer.SessionRecoverer` reports outcomes to.
+the store (through the :class:`~acp_client.reconnect._sessions.store_writer.StoreWriter`). It is the host the
+:class:`~acp_client.reconnect._recovery.recoverer.SessionRecoverer` reports outcomes to.
 
-:class:`RecoveryControl` is ``recover()`` (which joins the running recovery job rather than starting a
-second one) and ``forget()`` (final: the job is cancelled, a tombstone keeps the session from coming back).
+The manual control of their recovery (``recover()``, ``forget()``) is
+:class:`~acp_client.reconnect._calls.recovery_control.RecoveryControl`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 
 from acp_client.client import ACPClient
-from acp_client.exceptions import RecoveryFailed, SessionLost
 from acp_client.handlers import ClientHandlers
-from acp_client.reconnect._gate import ClientGate
-from acp_client.reconnect._links import Forgotten, Outcome, Reattached, SessionLinks
-from acp_client.reconnect._roles import ConnectionView, Recovery
-from acp_client.reconnect._store_writer import StoreWriter
+from acp_client.reconnect._sessions.links import Forgotten, Outcome, Reattached, SessionLinks
+from acp_client.reconnect._sessions.store_writer import StoreWriter
 from acp_client.reconnect.strategy import RecoveryStrategy
 from acp_client.sessions import (
     Session,
@@ -33,7 +29,7 @@ from acp_client.sessions import (
     SessionRegistry,
 )
 
-__all__ = ["RecoveryControl", "SessionKeeper"]
+__all__ = ["SessionKeeper"]
 
 _GONE = (SessionLink.LOST, SessionLink.CLOSED)
 _SESSIONS = SessionControl()  # reads only: whether a session is attached, or usable
@@ -142,7 +138,7 @@ class SessionKeeper:
         await self.closing(session_id)
         await self.closed(session_id)
 
-    async def forget_session(self, session: Session, reason: str, via: str | None, generation: int) -> None:
+    async def forget_handle(self, session: Session, reason: str, via: str | None, generation: int) -> None:
         """Forget ``session`` for good (registry tombstone, store, handle); exactly one event. The caller
         has stopped its recovery job (or is that job)."""
         if self._registry.get(session.id) is not session:
@@ -200,52 +196,3 @@ class SessionKeeper:
                 "reattached", "resume", False, False, None, generation, "stream_resumed", "resumed with Last-Event-ID"
             )
             self._links.apply(session, resumed)
-
-
-class RecoveryControl:
-    """``recover()`` and ``forget()`` of one client (see the module docstring)."""
-
-    def __init__(
-        self,
-        keeper: SessionKeeper,
-        *,
-        recovery: Recovery,
-        connection: ConnectionView,
-        gate: ClientGate,
-        session_wait_timeout: float,
-    ) -> None:
-        self._keeper = keeper
-        self._recovery = recovery
-        self._connection = connection
-        self._gate = gate
-        self._session_wait_timeout = session_wait_timeout
-
-    async def recover(self, session_id: str) -> Session:
-        """Probe and recover one session now; see :meth:`~acp_client.ReconnectingClient.recover`."""
-        session = self._keeper.get(session_id)
-        if session is None:
-            raise SessionLost(session_id, "not known to this client")
-        self._gate.check_serving(session)  # another worker serves it: LeaseLost, never re-attached from here
-        await self._connection.wait_ready(timeout=self._session_wait_timeout)
-        client = await self._gate.require()
-        if not _SESSIONS.attached_to(session, client.connection.id):
-            async with asyncio.timeout(self._session_wait_timeout):
-                await self._recovery.recover_now(client, session, self._connection.generation)
-        _SESSIONS.check_usable(session)
-        if not _SESSIONS.attached_to(session, client.connection.id):
-            raise RecoveryFailed(session_id)
-        return session
-
-    async def forget(self, session_id: str) -> None:
-        """Forget a session for good; see :meth:`~acp_client.ReconnectingClient.forget`."""
-        await self._recovery.cancel(session_id)
-        session = self._keeper.get(session_id)
-        if session is not None:
-            await self._keeper.forget_session(session, "application", None, self._connection.generation)
-        else:
-            await self._keeper.forget_id(session_id)
-
-    async def forget_session(self, session: Session, reason: str, via: str | None) -> None:
-        """Stop ``session``'s recovery job and forget it (the ownership host's reconcile uses this)."""
-        await self._recovery.cancel(session.id)
-        await self._keeper.forget_session(session, reason, via, self._connection.generation)

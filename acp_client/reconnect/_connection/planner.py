@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from acp_client._logging import get_logger
 from acp_client.exceptions import ConnectionLost, ReconnectFailed
 from acp_client.reconnect._backoff import Backoff, CrashLoopBreaker
-from acp_client.reconnect._classify import Classifier
+from acp_client.reconnect._connection.classify import Classifier
 from acp_client.reconnect._events import ClientState
 
 __all__ = ["Ended", "Plan", "ReconnectPlanner"]

@@ -1,7 +1,7 @@
 """The client side of session ownership: :class:`ClientHost` (a ReconnectingClient as the ownership
 manager sees it) and :class:`OwnershipControl` (``owner_id``, ``release()``, ``adopt()``), plus reading an
 agent's "attached elsewhere" answer. The manager itself is in
-:mod:`acp_client.reconnect._ownership`.
+:mod:`acp_client.reconnect._ownership.leases`.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from acp_client._logging import get_logger
 from acp_client.client import ACPClient
 from acp_client.exceptions import SessionLost, SessionNotFound, UsageError
 from acp_client.reconnect._events import ClientState, Event
-from acp_client.reconnect._links import SessionLinks, TakenOver
-from acp_client.reconnect._ownership import SessionOwnership
-from acp_client.reconnect._roles import ConnectionView, Recovery, TaskSpawner
+from acp_client.reconnect._ownership.leases import SessionOwnership
+from acp_client.reconnect._roles import ConnectionView, Forgetting, Recovery, TaskSpawner
+from acp_client.reconnect._sessions.links import SessionLinks, TakenOver
 from acp_client.reconnect.dialects import DEFAULT_DIALECTS, SessionDialects
 from acp_client.sessions import Session, SessionLink, SessionRecord
 
 if TYPE_CHECKING:
-    from acp_client.reconnect._control import RecoveryControl, SessionKeeper
+    from acp_client.reconnect._sessions.keeper import SessionKeeper
 
 __all__ = ["ClientHost", "OwnershipControl", "attached_elsewhere"]
 
@@ -50,7 +50,7 @@ class ClientHost:
         self,
         keeper: SessionKeeper,
         *,
-        control: RecoveryControl,
+        control: Forgetting,
         recovery: Recovery,
         connection: ConnectionView,
         links: SessionLinks,
@@ -124,7 +124,7 @@ class ClientHost:
                     try:
                         await live.session_status(session.id, timeout=self._probe_timeout)
                     except SessionNotFound:
-                        await self._control.forget_session(session, "unknown", "session/status")
+                        await self._control.stop_and_forget(session, "unknown", "session/status")
                     except Exception as exc:  # the link, a timeout: the next reconnect probes it anyway
                         log.info("acp.reconcile_probe_failed", session_id=session.id, error=str(exc))
 

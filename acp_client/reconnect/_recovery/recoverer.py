@@ -33,10 +33,10 @@ from acp_client.exceptions import (
 )
 from acp_client.reconnect._backoff import Backoff, Clock
 from acp_client.reconnect._events import RecoveryRoundFinished
-from acp_client.reconnect._jobs import Job, Round, Slot
-from acp_client.reconnect._limits import AdaptiveLimit, FixedLimit
-from acp_client.reconnect._links import LeftDetached, Outcome, Reattached, RetryLater, StillRecovering
-from acp_client.reconnect._listing import listing_lacks
+from acp_client.reconnect._recovery.jobs import Job, Round, Slot
+from acp_client.reconnect._recovery.limits import AdaptiveLimit, FixedLimit
+from acp_client.reconnect._recovery.listing import listing_lacks
+from acp_client.reconnect._sessions.links import LeftDetached, Outcome, Reattached, RetryLater, StillRecovering
 from acp_client.reconnect.dialects import SessionErrorKind
 from acp_client.reconnect.options import McpSecrets, RecoveryPolicy, Timeouts
 from acp_client.reconnect.strategy import (
@@ -66,7 +66,7 @@ def _message_counts(session: Session) -> collections.Counter[str]:
 
 class RecoveryHost(Protocol):
     """What the recoverer needs from the client that owns the sessions (its
-    :class:`~acp_client.reconnect._control.SessionKeeper`)."""
+    :class:`~acp_client.reconnect._sessions.keeper.SessionKeeper`)."""
 
     def strategy_for(self, session_id: str) -> RecoveryStrategy:
         """The strategy that decides for ``session_id``."""
@@ -80,7 +80,7 @@ class RecoveryHost(Protocol):
         """Move the session's link outside of an outcome (``recovering``, ``detached``)."""
         ...
 
-    async def forget_session(self, session: Session, reason: str, via: str | None, generation: int) -> None:
+    async def forget_handle(self, session: Session, reason: str, via: str | None, generation: int) -> None:
         """Forget the session for good (called from its own job)."""
         ...
 
@@ -330,7 +330,7 @@ class SessionRecoverer:
         action = await self._decide(session, probe, caps, slot)
         if isinstance(action, Forget):
             slot.give_back()  # no request follows
-            await self._host.forget_session(session, action.reason, via, generation)
+            await self._host.forget_handle(session, action.reason, via, generation)
             return "forgotten"
         if isinstance(action, Keep):
             slot.give_back()
@@ -355,14 +355,14 @@ class SessionRecoverer:
             # "live on another connection" is never proof of absence: the attempt fails and is retried
             if kind == "elsewhere" or not await self._absent_from_list(client, session, exc):
                 raise
-            await self._host.forget_session(session, "not_listed", via, generation)
+            await self._host.forget_handle(session, "not_listed", via, generation)
             return "forgotten"
         empty = replayed and had_history and session.stats["replayed"] == before
         if empty and await self._empty_replay_unlisted(client, session):
             # the session had a history, the agent answered success but replayed none of it, and does not list
             # the session: it made a fresh, empty one under the old id (pydantic-acp answers a load of an unknown
             # id so)
-            await self._host.forget_session(session, "not_listed", via, generation)
+            await self._host.forget_handle(session, "not_listed", via, generation)
             return "forgotten"
         # a replay that rebuilt fewer messages than the client held lost some (an agent that persisted less
         # than it said, or a prompt it never inserted): the gap is reported, never hidden behind "replayed"
@@ -402,7 +402,7 @@ class SessionRecoverer:
     async def _not_found(self, session: Session, caps: Capabilities, via: str, generation: int) -> str:
         verdict = await self._decide(session, StatusProbe(None, not_found=True, skipped_reason=via), caps)
         if isinstance(verdict, Forget):
-            await self._host.forget_session(session, verdict.reason, via, generation)
+            await self._host.forget_handle(session, verdict.reason, via, generation)
             return "forgotten"
         self._keep(session, verdict if isinstance(verdict, Keep) else Keep("kept"), True, generation)
         return "kept"

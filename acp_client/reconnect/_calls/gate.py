@@ -15,7 +15,7 @@ from acp_client._logging import get_logger
 from acp_client.client import ACPClient
 from acp_client.exceptions import ClientClosed, ConnectionLost, NotConnected, RecoveryFailed
 from acp_client.reconnect._events import ClientState
-from acp_client.reconnect._ownership import SessionOwnership
+from acp_client.reconnect._ownership.leases import SessionOwnership
 from acp_client.reconnect._roles import ConnectionView, Recovery
 from acp_client.sessions import Session, SessionControl, SessionLink
 

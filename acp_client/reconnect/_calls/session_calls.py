@@ -2,9 +2,9 @@
 
 :class:`SessionCalls` is the :class:`~acp_client.sessions.SessionOwner` side of the client (its sessions reach it
 through a small owner object the client hands them): it sends their calls, and passes what its per-connection
-clients report (attached, connection lost, closed) to :class:`~acp_client.reconnect._links.SessionLinks`,
-the one writer of their links. The :class:`~acp_client.reconnect._gate.ClientGate` says when a call may go out (once the
-session is re-attached on a live connection); an agent's "attached elsewhere" answer is looked into here. The
+clients report (attached, connection lost, closed) to :class:`~acp_client.reconnect._sessions.links.SessionLinks`,
+the one writer of their links. The :class:`~acp_client.reconnect._calls.gate.ClientGate` says when a call may go out
+(once the session is re-attached on a live connection); an agent's "attached elsewhere" answer is looked into here. The
 client's own ACP calls (``new_session()``, ``session_status()`` ...) are defined on the client itself.
 """
 
@@ -16,11 +16,11 @@ from typing import Any
 
 from acp_client._logging import get_logger
 from acp_client.exceptions import ConnectionLost, LeaseLost, RPCError
-from acp_client.reconnect._gate import ClientGate
-from acp_client.reconnect._links import SessionLinks
-from acp_client.reconnect._ownership import SessionOwnership
-from acp_client.reconnect._ownership_client import attached_elsewhere
+from acp_client.reconnect._calls.gate import ClientGate
+from acp_client.reconnect._ownership.control import attached_elsewhere
+from acp_client.reconnect._ownership.leases import SessionOwnership
 from acp_client.reconnect._roles import TaskSpawner
+from acp_client.reconnect._sessions.links import SessionLinks
 from acp_client.reconnect.dialects import DEFAULT_DIALECTS, SessionDialects
 from acp_client.sessions import Session, SessionLink
 

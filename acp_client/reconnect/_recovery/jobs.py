@@ -1,6 +1,6 @@
 """The bookkeeping of a recovery round: one job per session (its task and outcomes), the round that counts
 its jobs' first outcomes, and a recovery slot, which carries a job's requests and tells the limit how each
-went. Used by :class:`~acp_client.reconnect._recoverer.SessionRecoverer`, which owns them."""
+went. Used by :class:`~acp_client.reconnect._recovery.recoverer.SessionRecoverer`, which owns them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
 from acp_client.exceptions import RPCError
-from acp_client.reconnect._limits import FixedLimit
+from acp_client.reconnect._recovery.limits import FixedLimit
 
 _T = TypeVar("_T")
 

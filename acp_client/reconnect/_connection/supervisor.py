@@ -28,10 +28,10 @@ from acp_client.client._connect import Connector, Target, open_transport
 from acp_client.client.options import Timeouts
 from acp_client.exceptions import ACPError, ACPTimeoutError, ClientClosed, ConnectionLost, ReconnectFailed
 from acp_client.handlers import ClientHandlers
-from acp_client.reconnect._background import ChangeSignal
 from acp_client.reconnect._backoff import Clock
+from acp_client.reconnect._connection.background import ChangeSignal
+from acp_client.reconnect._connection.planner import Ended, Plan, ReconnectPlanner
 from acp_client.reconnect._events import LEGAL_TRANSITIONS, ClientState, ConnectionDropped, Event, StateChanged
-from acp_client.reconnect._planner import Ended, Plan, ReconnectPlanner
 from acp_client.reconnect._roles import Recovery, TaskSpawner
 from acp_client.sessions import SessionControl, SessionLink, SessionOwner, SessionRegistry
 from acp_client.transports import Transport, TransportOptions

@@ -1,0 +1,2 @@
+"""Session ownership across worker processes: leases, fenced writes and the client-side controls
+(private)."""
