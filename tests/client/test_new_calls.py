@@ -94,10 +94,13 @@ async def test_a_tool_call_that_advertises_cancel_can_be_cancelled_alone() -> No
 
     async with ReferenceAgent(2, on_prompt=hook) as agent, running_client(agent.url) as (client, _):
         session = await client.new_session("/w")
+        stream = session.updates()  # subscribed before the prompt goes out
         turn = asyncio.create_task(session.prompt("run the tool"))
         async with asyncio.timeout(bound(5)):
-            while not session.transcript.tool_calls:  # noqa: ASYNC110 - set by the reader; one loop turn each
-                await asyncio.sleep(0)
+            async for item in stream:  # the transcript has the tool call once its update is delivered
+                if getattr(item, "kind", None) == "tool_call_update":
+                    break
+        await stream.aclose()
         (call,) = session.transcript.tool_calls.values()
         assert call.cancellable
         await session.cancel_tool_call(call.tool_call_id)

@@ -4,7 +4,8 @@ transcript: after the answer, the echo, a replay, a reconnect, a cancelled turn 
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from collections.abc import AsyncIterator
+from typing import Any, Literal
 
 import pytest
 
@@ -25,10 +26,13 @@ def _agent_user_ids(agent: ReferenceAgent, session: Session) -> list[str]:
     return [m.message_id for m in agent.sessions[session.id].transcript if m.role == "user"]
 
 
-async def _running(session: Session) -> None:
+async def _running(stream: AsyncIterator[Any]) -> None:
+    """Wait (bounded) on a session's update stream until its turn reports ``running``; the stream is closed."""
     async with asyncio.timeout(bound(5)):
-        while session.state != "running":  # noqa: ASYNC110 - the state is set by the reader; one loop turn each
-            await asyncio.sleep(0)
+        async for item in stream:
+            if getattr(item, "kind", None) == "state_update" and item.raw.get("state") == "running":
+                break
+    await stream.aclose()  # type: ignore[attr-defined]
 
 
 async def test_prompt_returns_the_receipt_and_the_transcript_holds_the_message_once(
@@ -140,8 +144,9 @@ async def test_a_prompt_after_a_cancelled_one_waits_for_that_turn_to_end(link: L
         running_client(link.url(agent), **link.options) as (client, _),
     ):
         session = await client.new_session("/w")
+        running = session.updates()  # subscribed before the prompt goes out
         turn = asyncio.create_task(session.prompt("sleep 10"))
-        await _running(session)
+        await _running(running)
         turn.cancel()
         with pytest.raises(asyncio.CancelledError):
             await turn
@@ -163,8 +168,9 @@ async def test_a_cancelled_turn_that_never_ends_delays_the_next_prompt_only_boun
         client = ReconnectingClient(agent.url)
         async with client:
             session = await client.new_session("/w")
+            running = session.updates()
             turn = asyncio.create_task(session.prompt("sleep 30"))
-            await _running(session)
+            await _running(running)
             turn.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await turn
