@@ -27,7 +27,14 @@ from typing import Any, Literal
 
 from acp_client.client import USE_CLIENT_DEFAULT, ACPClient, ProtocolVersionOption, RequestTimeout, SessionInfo
 from acp_client.client._connect import Target, check_target
-from acp_client.exceptions import ClientClosed, ConnectionLost, ReconnectFailed, SessionLost, UsageError
+from acp_client.exceptions import (
+    CapabilityNotSupported,
+    ClientClosed,
+    ConnectionLost,
+    ReconnectFailed,
+    SessionLost,
+    UsageError,
+)
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._assembly import assemble
 from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
@@ -407,22 +414,25 @@ class ReconnectingClient:
         record until the agent confirms; a restart in between removes it without resuming it). If the close
         cannot reach the agent (the link is down: ``ConnectionLost``/``NotConnected``), the error is raised and
         the session stays closed here; call again to retry the request."""
-        await self._end_session("session/close", "close", session_id, timeout)
+        await self._end_session(
+            "session/close", "close", session_id, lambda c: c.close_session(session_id, timeout=timeout)
+        )
 
     async def delete_session(self, session_id: str, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT) -> None:
         """``session/delete``, with the guarantees of :meth:`close_session`."""
-        await self._end_session("session/delete", "delete", session_id, timeout)
+        await self._end_session(
+            "session/delete", "delete", session_id, lambda c: c.delete_session(session_id, timeout=timeout)
+        )
 
-    async def _end_session(self, method: str, feature: str, session_id: str, timeout: RequestTimeout) -> None:
+    async def _end_session(
+        self, method: str, feature: str, session_id: str, send: Callable[[ACPClient], Awaitable[None]]
+    ) -> None:
         client = await self._gate.require()
-        if not client.supports(feature):
-            raise UsageError(f"the agent does not support {method} (it did not advertise it)")
+        if not client.supports(feature):  # refused before anything changes here
+            raise CapabilityNotSupported(method, f"the agent's {feature} capability", client.protocol_version)
         await self._recoverer.cancel(session_id)
         await self._keeper.closing(session_id)
-        if method == "session/close":
-            await client.close_session(session_id, timeout=timeout)
-        else:
-            await client.delete_session(session_id, timeout=timeout)
+        await send(client)
         await self._keeper.closed(session_id)
 
     async def save_session(self, session: Session) -> None:

@@ -391,17 +391,7 @@ class Session:
         try:
             result = await self._prompt_turn(params, timeout, given, recorded)
         except BaseException as exc:
-            if (
-                getattr(exc, "request_sent", None) is False
-                or isinstance(exc, UsageError | NotConnected)
-                or (
-                    isinstance(exc, RPCError)
-                    and not isinstance(exc, TurnFailed)
-                    and self._owner.protocol_version >= 2
-                )
-            ):
-                # never sent, or answered with an error: a v2 agent answers only once the prompt is inserted
-                self.transcript._retract_prompt(recorded)
+            self._retract_if_not_inserted(recorded, exc)
             raise
         if result.message_id is None and recorded.message_id is not None:  # v1: the echo named it
             return PromptResult(result.stop_reason, result.raw, recorded.message_id)
@@ -427,13 +417,21 @@ class Session:
         try:
             raw = await self._owner.session_request(self, "session/prompt", params, timeout=timeout)
         except BaseException as exc:
-            if getattr(exc, "request_sent", None) is False or isinstance(exc, UsageError | NotConnected | RPCError):
-                self.transcript._retract_prompt(recorded)
+            self._retract_if_not_inserted(recorded, exc)
             raise
         answer = parse_prompt_answer(raw)
         if answer.message_id is not None:
             self.transcript._receipt(recorded, answer.message_id)
         return PromptReceipt(answer.message_id, raw)
+
+    def _retract_if_not_inserted(self, recorded: Message, exc: BaseException) -> None:
+        """Remove the prompt recorded as ``recorded`` when ``exc`` shows it never reached the conversation:
+        never sent, or (v2, where an answer means insertion) answered with an error. A turn that failed after
+        insertion (``TurnFailed``) keeps it."""
+        never_sent = getattr(exc, "request_sent", None) is False or isinstance(exc, UsageError | NotConnected)
+        refused = isinstance(exc, RPCError) and not isinstance(exc, TurnFailed) and self._owner.protocol_version >= 2
+        if never_sent or refused:
+            self.transcript._retract_prompt(recorded)
 
     def _record_prompt(self, blocks: list[dict[str, Any]]) -> Message:
         recorded = self.transcript._record_prompt(blocks)
