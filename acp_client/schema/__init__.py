@@ -63,17 +63,29 @@ from acp_client.schema.status import (
     StateSnapshot,
     StateValue,
 )
+from acp_client.schema.transport import (
+    CURSOR_META_KEY,
+    STREAM_RESUME,
+    STREAM_RESUME_FAILED,
+    TURN_STATE_META_KEY,
+    ResumableTransport,
+)
 
 if TYPE_CHECKING:
     from acp_client.schema._generated import v1, v2
 
 __all__ = [
+    "CURSOR_META_KEY",
     "OMITTED",
     "STATUS_CAPABILITY_PATH",
+    "STREAM_RESUME",
+    "STREAM_RESUME_FAILED",
+    "TURN_STATE_META_KEY",
     "AcpModel",
     "MethodSpec",
     "PatchState",
     "PromptAnswer",
+    "ResumableTransport",
     "SessionStatus",
     "SessionStatusRequest",
     "SessionStatusResponse",

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from acp_client.testing._scripted import ScriptedAgent, ScriptedCall, ScriptedError, ScriptedHandler, ScriptedLink
     from acp_client.testing.agent._errors import AgentError, RawAnswer
     from acp_client.testing.agent._records import Received
+    from acp_client.testing.agent._resumable import Resumable
     from acp_client.testing.agent._sessions import AgentSessionRecord
     from acp_client.testing.agent._turns import PromptTurn
     from acp_client.testing.fault_proxy import FaultProxy, LinkMode, ProxyLink, ProxyMode
@@ -41,6 +42,7 @@ __all__ = [
     "Received",
     "RedisServer",
     "ReferenceAgent",
+    "Resumable",
     "ScriptedAgent",
     "ScriptedCall",
     "ScriptedError",
@@ -70,6 +72,7 @@ _EXPORTS = {
     "PromptTurn": "acp_client.testing.agent._turns",
     "RawAnswer": "acp_client.testing.agent._errors",
     "Received": "acp_client.testing.agent._records",
+    "Resumable": "acp_client.testing.agent._resumable",
     "ReferenceAgent": "acp_client.testing.reference_agent",
     "RedisServer": "acp_client.testing.redis_server",
 }

@@ -36,6 +36,7 @@ from acp_client.testing.agent._errors import AgentError, RawAnswer
 from acp_client.testing.agent._faults import FaultControls
 from acp_client.testing.agent._http import HttpEndpoint
 from acp_client.testing.agent._records import AgentRecords, Handshake, Received, TraceContext
+from acp_client.testing.agent._resumable import Resumable
 from acp_client.testing.agent._sessions import AgentSessionRecord
 from acp_client.testing.agent._tasks import AgentTasks
 from acp_client.testing.agent._turns import PromptHook, PromptTurn, emit_update
@@ -43,6 +44,27 @@ from acp_client.testing.agent._turns import PromptHook, PromptTurn, emit_update
 __all__ = ["AgentError", "Handshake", "PromptTurn", "Received", "ReferenceAgent", "main", "serve_forever"]
 
 _log = get_logger(__name__)
+
+
+def _checked_versions(protocol_version: int, supported_versions: Iterable[int] | None) -> tuple[int, ...]:
+    """The versions the agent answers (sorted); ``ValueError`` for an unknown one or a latest not among them."""
+    versions = tuple(sorted(set(supported_versions))) if supported_versions is not None else (protocol_version,)
+    for v in (protocol_version, *versions):
+        if v not in SUPPORTED_PROTOCOL_VERSIONS:
+            raise ValueError(f"protocol version {v!r} is not one of {SUPPORTED_PROTOCOL_VERSIONS}")
+    if protocol_version not in versions:
+        raise ValueError("protocol_version must be one of supported_versions")
+    return versions
+
+
+def _check_choices(*, replay_as: str, prompt_answer: str, list_page_size: int) -> None:
+    """Refuse an unknown ``replay_as``/``prompt_answer`` or a page size below 1 (``ValueError``)."""
+    if replay_as not in ("messages", "chunks"):
+        raise ValueError("replay_as must be 'messages' or 'chunks'")
+    if list_page_size < 1:
+        raise ValueError("list_page_size must be at least 1")
+    if prompt_answer not in ("receipt", "empty", "stop_reason"):
+        raise ValueError("prompt_answer must be 'receipt', 'empty' or 'stop_reason'")
 
 
 class ReferenceAgent:
@@ -79,6 +101,9 @@ class ReferenceAgent:
     - ``prompt_answer``: what a v2 ``session/prompt`` answers once the prompt is inserted: ``"receipt"``
       (default, v2 alpha.5: ``{"messageId": <the user message's id>}``), ``"empty"`` (``{}``, as agents before
       alpha.5) or ``"stop_reason"`` (``{"stopReason": "end_turn"}``, an agent that never moved on).
+    - ``resumable``: serve the durable transport draft (PR 2208) and advertise ``transport.resumable``: a
+      :class:`~acp_client.testing.agent._resumable.Resumable` (retention, keepalive, a switch to refuse), or
+      ``True`` for its defaults. Default ``None``: not advertised.
     """
 
     def __init__(
@@ -104,6 +129,7 @@ class ReferenceAgent:
         close_timeout: float = 1.0,
         listen: bool = True,
         prompt_answer: Literal["receipt", "empty", "stop_reason"] = "receipt",
+        resumable: Resumable | bool | None = None,
     ) -> None:
         """Configure the agent; see the class docstring for the options. Nothing runs until ``async with``."""
         self._tasks = AgentTasks()
@@ -115,27 +141,18 @@ class ReferenceAgent:
             spawn=self._tasks.spawn,
             records=self.records,
         )
-        versions = tuple(sorted(set(supported_versions))) if supported_versions is not None else (protocol_version,)
-        for v in (protocol_version, *versions):
-            if v not in SUPPORTED_PROTOCOL_VERSIONS:
-                raise ValueError(f"protocol version {v!r} is not one of {SUPPORTED_PROTOCOL_VERSIONS}")
-        if protocol_version not in versions:
-            raise ValueError("protocol_version must be one of supported_versions")
-        if replay_as not in ("messages", "chunks"):
-            raise ValueError("replay_as must be 'messages' or 'chunks'")
-        if list_page_size < 1:
-            raise ValueError("list_page_size must be at least 1")
-        if prompt_answer not in ("receipt", "empty", "stop_reason"):
-            raise ValueError("prompt_answer must be 'receipt', 'empty' or 'stop_reason'")
+        self.supported_versions: tuple[int, ...] = _checked_versions(protocol_version, supported_versions)
+        _check_choices(replay_as=replay_as, prompt_answer=prompt_answer, list_page_size=list_page_size)
         self.prompt_answer: Literal["receipt", "empty", "stop_reason"] = prompt_answer
         self.protocol_version = protocol_version
-        self.supported_versions: tuple[int, ...] = versions
         self.host = host
         self.path = path
         self._requested_port = port
         self._capabilities = dict.fromkeys(CAPABILITY_NAMES, True)
         for name, present in (capabilities or {}).items():
             self._capabilities[capability_name(name)] = bool(present)
+        #: how resumable streams are served (``None``: the capability is not advertised)
+        self.resumable: Resumable | None = Resumable() if resumable is True else (resumable or None)
         self.require_auth = require_auth
         self.replay_as: Literal["messages", "chunks"] = replay_as
         self.resume_snapshot = resume_snapshot
@@ -146,6 +163,27 @@ class ReferenceAgent:
         self.reissue_permission_on_reattach = reissue_permission_on_reattach
         #: ``async def hook(turn: PromptTurn) -> str | None`` replacing the prompt mini-language
         self.on_prompt: PromptHook | None = on_prompt
+        #: ``Set-Cookie`` value sent in every 101 response (load-balancer affinity emulation)
+        self.set_cookie = set_cookie
+        self._ping_interval = ping_interval
+        self._close_timeout = close_timeout
+        self._listen = listen
+        self._reset_dialect()
+        #: session id → record; the agent's whole session table (shared by all connections)
+        self.sessions: dict[str, AgentSessionRecord] = {}
+        #: session updates that found no live attached connection
+        self.dropped_updates = 0
+        self._state: Literal["new", "running", "closing", "closed"] = "new"
+        self._server: Server | None = None
+        self._port: int | None = None
+        self._connections: dict[str, AgentConnection] = {}
+        self._ws_ids: dict[ServerConnection, str] = {}
+        self._connection_counter = 0
+        #: the Streamable HTTP side of the endpoint (controls in :class:`~acp_client.testing.agent._http.HttpEndpoint`)
+        self.http = HttpEndpoint(self)
+
+    def _reset_dialect(self) -> None:
+        """Set the answers a test may swap at run time (another agent's dialect, an error) to the defaults."""
         #: session id → a status string to answer instead (``"hibernating"``…), an :class:`AgentError` to raise,
         #: or a :class:`~acp_client.testing.RawAnswer` sent as the whole result (``None``, ``{}``, ...)
         self.status_override: dict[str, str | AgentError | RawAnswer] = {}
@@ -167,25 +205,6 @@ class ReferenceAgent:
         #: when set, ``session/list`` answers ``list_answer(params)`` as its whole result (a listing that
         #: loops, never ends, or is malformed)
         self.list_answer: Callable[[dict[str, Any]], Any] | None = None
-        #: ``Set-Cookie`` value sent in every 101 response (load-balancer affinity emulation)
-        self.set_cookie = set_cookie
-        self._ping_interval = ping_interval
-        self._close_timeout = close_timeout
-        self._listen = listen
-
-        #: session id → record; the agent's whole session table (shared by all connections)
-        self.sessions: dict[str, AgentSessionRecord] = {}
-        #: session updates that found no live attached connection
-        self.dropped_updates = 0
-
-        self._state: Literal["new", "running", "closing", "closed"] = "new"
-        self._server: Server | None = None
-        self._port: int | None = None
-        self._connections: dict[str, AgentConnection] = {}
-        self._ws_ids: dict[ServerConnection, str] = {}
-        self._connection_counter = 0
-        #: the Streamable HTTP side of the endpoint (controls in :class:`~acp_client.testing.agent._http.HttpEndpoint`)
-        self.http = HttpEndpoint(self)
 
     # ------------------------------------------------------------------ lifecycle
 

@@ -109,19 +109,27 @@ def _v2_capabilities(caps: Mapping[str, bool]) -> dict[str, Any]:
     return result
 
 
-def initialize_result(version: int, caps: Mapping[str, bool], require_auth: bool) -> dict[str, Any]:
+def initialize_result(
+    version: int, caps: Mapping[str, bool], require_auth: bool, resumable: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The ``initialize`` result for the negotiated ``version`` (v1: ``agentCapabilities``/``agentInfo``;
-    v2: ``capabilities``/``info``)."""
+    v2: ``capabilities``/``info``); ``resumable`` is advertised as ``transport.resumable`` when given."""
     if version >= 2:
+        capabilities = _v2_capabilities(caps)
+        if resumable is not None:
+            capabilities["transport"] = {"resumable": dict(resumable)}
         return {
             "protocolVersion": version,
-            "capabilities": _v2_capabilities(caps),
+            "capabilities": capabilities,
             "info": agent_info(),
             "authMethods": auth_methods(version, require_auth),
         }
+    agent_capabilities = _v1_capabilities(caps)
+    if resumable is not None:
+        agent_capabilities["transport"] = {"resumable": dict(resumable)}
     return {
         "protocolVersion": version,
-        "agentCapabilities": _v1_capabilities(caps),
+        "agentCapabilities": agent_capabilities,
         "agentInfo": agent_info(),
         "authMethods": auth_methods(version, require_auth),
     }

@@ -181,7 +181,8 @@ async def _initialize(agent: ReferenceAgent, connection: AgentConnection, params
     connection.client_info = params.get("info") if version >= 2 else params.get("clientInfo")
     connection.client_capabilities = params.get("capabilities") if version >= 2 else params.get("clientCapabilities")
     _log.debug("reference_agent_initialized", connection_id=connection.id, offered=offered, version=version)
-    await reply.result(initialize_result(version, agent.capability_flags, agent.require_auth))
+    resumable = agent.resumable.capability() if agent.resumable is not None else None
+    await reply.result(initialize_result(version, agent.capability_flags, agent.require_auth, resumable))
     agent.faults.after_initialize(connection)
     return None
 
