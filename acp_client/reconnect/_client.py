@@ -44,7 +44,7 @@ from acp_client.reconnect._settings import ClientSettings
 from acp_client.reconnect.options import Limits, McpSecrets, RecoveryPolicy, Timeouts
 from acp_client.reconnect.strategy import RecoveryStrategy, check_strategy
 from acp_client.schema import SessionStatusResponse
-from acp_client.sessions import Session, SessionStore
+from acp_client.sessions import Attachment, Session, SessionStore
 from acp_client.transports import Transport, TransportOptions
 
 __all__ = ["ReconnectingClient"]
@@ -522,9 +522,9 @@ class _Owner:
         """See :meth:`SessionCalls.wait_attached`."""
         return await self._client._calls.wait_attached(session, method, timeout)
 
-    def attached(self, session: Session, connection_id: int) -> None:
+    def attached(self, session: Session, attachment: Attachment) -> None:
         """See :meth:`SessionCalls.attached`."""
-        self._client._calls.attached(session, connection_id)
+        self._client._calls.attached(session, attachment)
 
     def detached(self, session: Session, loss: ConnectionLost) -> None:
         """See :meth:`SessionCalls.detached`."""
