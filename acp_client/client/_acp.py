@@ -388,24 +388,19 @@ class ACPClient:
         becomes the current state; without one the state is unknown. Raises ``SessionNotFound`` (-32002)
         when the agent does not know the session; the caller decides whether to forget it.
 
-        With ``silence`` (seconds) the call is timed by progress instead of ``timeout``: it is given up only
-        after that long with neither an answer nor a replayed update (and after ``deadline`` in all), see
-        :meth:`~acp_client.client.connection.Connection.request_watched` (``on_give_up`` is passed on, and
-        ``max_replay`` as its ``max_progress``: more replayed updates than that give the attempt up).
-        ``mcp_servers`` replaces the record's servers in the request (secrets supplied at recovery time). A
-        session recorded under another protocol version is sent in this connection's shape (v2
-        ``mcpServers`` entries carry ``type``).
+        With ``silence`` (seconds) the call is timed by progress instead of ``timeout`` (given up after that
+        long with neither an answer nor a replayed update, and after ``deadline`` in all): see
+        :meth:`~acp_client.client.connection.Connection.request_watched` (``on_give_up`` is passed on,
+        ``max_replay`` is its ``max_progress``). ``mcp_servers`` replaces the record's servers in the request
+        (secrets supplied at recovery time); the request has this connection's shape whatever the record's.
 
-        This client moves no link and writes no record: the answer is reported as an
-        :class:`~acp_client.sessions.Attachment` (this connection, its version, the servers sent) to the
-        session's owner, which applies it; or, with ``acceptance`` (an open window of
-        :meth:`accept_updates` for this session), it is left in that window for whoever opened it.
+        No link moves and no record is written here: the answer is reported as an
+        :class:`~acp_client.sessions.Attachment` to the session's owner or, with ``acceptance`` (an open
+        :meth:`accept_updates` window for this session), left in that window for whoever opened it.
         """
         record = session.record
-        if acceptance is not None and not (
-            acceptance.open and (acceptance.session_id, acceptance.connection_id) == (session.id, self.connection.id)
-        ):
-            raise UsageError(f"acceptance must be an open accept_updates({record.session_id!r}) of this connection")
+        if acceptance is not None:
+            acceptance.check(session.id, self.connection.id)
         method = attach_method(mode, replay, self.protocol_version, self.agent_capabilities)
         params = self._attach_params(record, mode == "resume" and replay, mcp_servers)
         if self._registry.get(record.session_id) is not session and not self._registry.add(session):
@@ -419,13 +414,8 @@ class ACPClient:
                     answer = await self.connection.request(method, params, timeout=timeout)
                 else:
                     answer = await self.connection.request_watched(
-                        method,
-                        params,
-                        silence=silence,
-                        deadline=deadline,
-                        progress=self._control.replay_progress(session),
-                        on_give_up=on_give_up,
-                        max_progress=max_replay,
+                        method, params, silence=silence, deadline=deadline, on_give_up=on_give_up,
+                        progress=self._control.replay_progress(session), max_progress=max_replay,
                         # a reader of the session's stream gets the recovery marker before what follows
                         # the answer (it costs a loop turn per session, so only when someone reads)
                         waiter_first=self._control.has_subscribers(session),
@@ -435,11 +425,15 @@ class ACPClient:
             self._control.end_replay(session, success=ok)
         # no await from the answer to the report: no update is routed in between
         self._control.learn(session, answer)  # v2 alpha.6/7 resume answers carry commands and config options
-        attachment = Attachment(self.connection.id, self.protocol_version, params["mcpServers"])
+        self._report(session, Attachment(self.connection.id, self.protocol_version, params["mcpServers"]), acceptance)
+
+    def _report(self, session: Session, attachment: Attachment, acceptance: UpdateAcceptance | None) -> None:
+        """Report an attach: to the session's owner (it moves the link and writes the record), or into the
+        window of whoever opened ``acceptance`` (it applies the attachment later)."""
         if acceptance is not None:
-            acceptance.attachment = attachment  # whoever opened the window applies it
+            acceptance.attachment = attachment
         else:
-            self._session_owner.attached(session, attachment)  # the owner moves the link, writes the record
+            self._session_owner.attached(session, attachment)
 
     def _attach_params(
         self, record: SessionRecord, replay_from_start: bool, mcp_servers: list[dict[str, Any]] | None

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from acp_client._logging import get_logger
-from acp_client.exceptions import ConnectionLost, ProtocolError
+from acp_client.exceptions import ConnectionLost, ProtocolError, UsageError
 from acp_client.handlers import ClientHandlers, dispatch_request
 from acp_client.schema._parse import update_fields
 from acp_client.sessions import Attachment, SessionControl, SessionOwner, SessionRegistry
@@ -60,6 +60,11 @@ class UpdateAcceptance:
     def open(self) -> bool:
         """``True`` until :meth:`close`."""
         return self._open
+
+    def check(self, session_id: str, connection_id: int) -> None:
+        """Raise :class:`UsageError` unless this window is open, for ``session_id`` on ``connection_id``."""
+        if not (self._open and (self.session_id, self.connection_id) == (session_id, connection_id)):
+            raise UsageError(f"acceptance must be an open accept_updates({session_id!r}) of this connection")
 
     def close(self) -> None:
         """Stop routing the session's updates here unless it is attached (idempotent)."""
