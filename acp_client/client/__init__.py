@@ -12,6 +12,7 @@ from acp_client.client._acp import (
     SessionInfo,
     shape_mcp_servers,
 )
+from acp_client.client._router import UpdateAcceptance
 from acp_client.client.options import USE_CLIENT_DEFAULT, RequestTimeout, UseClientDefault
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "ProtocolVersionOption",
     "RequestTimeout",
     "SessionInfo",
+    "UpdateAcceptance",
     "UseClientDefault",
     "shape_mcp_servers",
 ]

@@ -25,7 +25,7 @@ from acp_client.client._negotiate import (
     supported,
     timeout_with_stray_line,
 )
-from acp_client.client._router import InboundRouter
+from acp_client.client._router import InboundRouter, UpdateAcceptance
 from acp_client.client._support import (
     DEFAULT_MAX_LIST_PAGES,
     PathArg,
@@ -56,6 +56,7 @@ from acp_client.schema import (
     parse_status_response,
 )
 from acp_client.sessions import (
+    Attachment,
     Session,
     SessionControl,
     SessionLink,
@@ -294,7 +295,7 @@ class ACPClient:
         self._control.learn(session, result)  # its config options and commands, when the answer has them
         if self.protocol_version >= 2:
             self._control.apply_snapshot(session, "idle")  # "a new session defaults to idle"
-        self._session_owner.attached(session, self.connection.id)
+        self._session_owner.attached(session, Attachment(self.connection.id, self.protocol_version))
         self._registry.add(session)
         self._inbound.deliver_early(session_id)  # updates the agent sent right behind its answer
         return session
@@ -356,6 +357,16 @@ class ACPClient:
         await self.attach(session, mode="resume", replay=replay, timeout=timeout)
         return session
 
+    def accept_updates(self, session_id: str) -> UpdateAcceptance:
+        """Open a window in which this connection routes the updates of ``session_id`` to its session
+        whatever its link, until the window is closed (``with client.accept_updates(sid) as window:``).
+
+        For a session's owner that applies an attach later than the answer (a recovery first checks the
+        answer, then moves the link): passed to :meth:`attach` as ``acceptance``, it receives the attach's
+        report (:attr:`UpdateAcceptance.attachment`), and no update the agent sends behind its answer is
+        dropped before the owner applied it."""
+        return self._inbound.accept(session_id)
+
     async def attach(
         self,
         session: Session,
@@ -368,6 +379,7 @@ class ACPClient:
         on_give_up: Callable[[], None] | None = None,
         max_replay: int | None = None,
         mcp_servers: list[dict[str, Any]] | None = None,
+        acceptance: UpdateAcceptance | None = None,
     ) -> None:
         """Attach a known session on this connection with ``session/resume`` or (v1) ``session/load``.
 
@@ -376,41 +388,34 @@ class ACPClient:
         becomes the current state; without one the state is unknown. Raises ``SessionNotFound`` (-32002)
         when the agent does not know the session; the caller decides whether to forget it.
 
-        With ``silence`` (seconds) the call is timed by progress instead of ``timeout``: it is given up only
-        after that long with neither an answer nor a replayed update (and after ``deadline`` in all), see
-        :meth:`~acp_client.client.connection.Connection.request_watched` (``on_give_up`` is passed on, and
-        ``max_replay`` as its ``max_progress``: more replayed updates than that give the attempt up).
-        ``mcp_servers`` replaces the record's servers in the request (secrets supplied at recovery time). A
-        session recorded under another protocol version is sent in this connection's shape (v2
-        ``mcpServers`` entries carry ``type``).
+        With ``silence`` (seconds) the call is timed by progress instead of ``timeout`` (given up after that
+        long with neither an answer nor a replayed update, and after ``deadline`` in all): see
+        :meth:`~acp_client.client.connection.Connection.request_watched` (``on_give_up`` is passed on,
+        ``max_replay`` is its ``max_progress``). ``mcp_servers`` replaces the record's servers in the request
+        (secrets supplied at recovery time); the request has this connection's shape whatever the record's.
+
+        No link moves and no record is written here: the answer is reported as an
+        :class:`~acp_client.sessions.Attachment` to the session's owner or, with ``acceptance`` (an open
+        :meth:`accept_updates` window for this session), left in that window for whoever opened it.
         """
         record = session.record
+        if acceptance is not None:
+            acceptance.check(session.id, self.connection.id)
         method = attach_method(mode, replay, self.protocol_version, self.agent_capabilities)
-        servers = shape_mcp_servers(record.mcp_servers if mcp_servers is None else mcp_servers, self.protocol_version)
-        params: dict[str, Any] = {"sessionId": record.session_id, "cwd": record.cwd, "mcpServers": servers}
-        if record.additional_directories is not None and self.supports("additional_directories"):
-            params["additionalDirectories"] = list(record.additional_directories)
-        if mode == "resume" and replay:
-            params["replayFrom"] = {"type": "start"}
-        record.protocol_version = self.protocol_version
+        params = self._attach_params(record, mode == "resume" and replay, mcp_servers)
         if self._registry.get(record.session_id) is not session and not self._registry.add(session):
             raise SessionLost(record.session_id, "forgotten")
         self._control.begin_replay(session, rebuild=replay)
         ok = False
         answer: Any = None
         try:
-            with self._inbound.attaching(record.session_id):
+            with self._inbound.accept(record.session_id):
                 if silence is None:
                     answer = await self.connection.request(method, params, timeout=timeout)
                 else:
                     answer = await self.connection.request_watched(
-                        method,
-                        params,
-                        silence=silence,
-                        deadline=deadline,
-                        progress=self._control.replay_progress(session),
-                        on_give_up=on_give_up,
-                        max_progress=max_replay,
+                        method, params, silence=silence, deadline=deadline, on_give_up=on_give_up,
+                        progress=self._control.replay_progress(session), max_progress=max_replay,
                         # a reader of the session's stream gets the recovery marker before what follows
                         # the answer (it costs a loop turn per session, so only when someone reads)
                         waiter_first=self._control.has_subscribers(session),
@@ -418,9 +423,29 @@ class ACPClient:
             ok = True
         finally:
             self._control.end_replay(session, success=ok)
-        record.mcp_servers = servers
+        # no await from the answer to the report: no update is routed in between
         self._control.learn(session, answer)  # v2 alpha.6/7 resume answers carry commands and config options
-        self._session_owner.attached(session, self.connection.id)  # the owner moves the link
+        self._report(session, Attachment(self.connection.id, self.protocol_version, params["mcpServers"]), acceptance)
+
+    def _report(self, session: Session, attachment: Attachment, acceptance: UpdateAcceptance | None) -> None:
+        """Report an attach: to the session's owner (it moves the link and writes the record), or into the
+        window of whoever opened ``acceptance`` (it applies the attachment later)."""
+        if acceptance is not None:
+            acceptance.attachment = attachment
+        else:
+            self._session_owner.attached(session, attachment)
+
+    def _attach_params(
+        self, record: SessionRecord, replay_from_start: bool, mcp_servers: list[dict[str, Any]] | None
+    ) -> dict[str, Any]:
+        """The params of a resume/load of ``record`` in this connection's shape."""
+        servers = shape_mcp_servers(record.mcp_servers if mcp_servers is None else mcp_servers, self.protocol_version)
+        params: dict[str, Any] = {"sessionId": record.session_id, "cwd": record.cwd, "mcpServers": servers}
+        if record.additional_directories is not None and self.supports("additional_directories"):
+            params["additionalDirectories"] = list(record.additional_directories)
+        if replay_from_start:
+            params["replayFrom"] = {"type": "start"}
+        return params
 
     def list_sessions(
         self,
@@ -568,9 +593,10 @@ class _OneConnection:
         else:
             await self._client.connection.notify(method, params)
 
-    def attached(self, session: Session, connection_id: int) -> None:
-        """Created or attached on the connection: the link moves to ``attached``."""
-        self._control.move_link(session, SessionLink.ATTACHED, connection_id=connection_id)
+    def attached(self, session: Session, attachment: Attachment) -> None:
+        """Created or attached on the connection: the link moves to ``attached``, the record takes the
+        attach's version and servers."""
+        self._control.attach(session, attachment)
 
     def detached(self, session: Session, loss: ConnectionLost) -> None:
         """The connection ended: the link moves to ``detached``, failing the turns waiting."""

@@ -11,15 +11,15 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from acp_client._logging import get_logger
-from acp_client.exceptions import ConnectionLost, ProtocolError
+from acp_client.exceptions import ConnectionLost, ProtocolError, UsageError
 from acp_client.handlers import ClientHandlers, dispatch_request
 from acp_client.schema._parse import update_fields
-from acp_client.sessions import SessionControl, SessionOwner, SessionRegistry
+from acp_client.sessions import Attachment, SessionControl, SessionOwner, SessionRegistry
 
 if TYPE_CHECKING:
     from acp_client.client.connection import Connection
 
-__all__ = ["EARLY_UPDATES", "InboundRouter"]
+__all__ = ["EARLY_UPDATES", "InboundRouter", "UpdateAcceptance"]
 
 log = get_logger("acp_client.client")
 
@@ -34,21 +34,49 @@ class VersionSource(Protocol):
     def protocol_version(self) -> int: ...
 
 
-class _Member:
-    """A context manager that keeps ``item`` in ``members`` while it is entered (a plain class: a recovery
-    round enters one per session, and a generator-based one costs two objects more)."""
+class UpdateAcceptance:
+    """An open window in which an :class:`InboundRouter` routes the updates of one session to it whatever its
+    link: while a resume/load is outstanding (its replay), and on after the answer until the session's owner
+    moved the link (a recovery builds its outcome first: the updates the agent sends right behind its answer
+    must not be dropped meanwhile). Made by :meth:`InboundRouter.accept` (:meth:`ACPClient.accept_updates`);
+    the window closes with :meth:`close` (or at the end of a ``with`` block). Windows of one session nest.
 
-    __slots__ = ("_item", "_members")
+    A resume/load made while a window is open reports its answer here (:attr:`attachment`) instead of to
+    the session's owner: the one who opened the window applies it (the reconnect layer's recovery outcome
+    ``Reattached`` carries it)."""
 
-    def __init__(self, members: set[str], item: str) -> None:
-        self._members = members
-        self._item = item
+    __slots__ = ("_open", "_router", "attachment", "connection_id", "session_id")
 
-    def __enter__(self) -> None:
-        self._members.add(self._item)
+    def __init__(self, router: InboundRouter, session_id: str, connection_id: int) -> None:
+        self._router = router
+        self._open = True
+        self.session_id = session_id
+        #: the connection whose updates the window accepts
+        self.connection_id = connection_id
+        #: what the agent's answer to a resume/load made in this window settled (``None`` until then)
+        self.attachment: Attachment | None = None
+
+    @property
+    def open(self) -> bool:
+        """``True`` until :meth:`close`."""
+        return self._open
+
+    def check(self, session_id: str, connection_id: int) -> None:
+        """Raise :class:`UsageError` unless this window is open, for ``session_id`` on ``connection_id``."""
+        if not (self._open and (self.session_id, self.connection_id) == (session_id, connection_id)):
+            raise UsageError(f"acceptance must be an open accept_updates({session_id!r}) of this connection")
+
+    def close(self) -> None:
+        """Stop routing the session's updates here unless it is attached (idempotent)."""
+        if self._open:
+            self._open = False
+            self._router._release(self.session_id)
+
+    def __enter__(self) -> UpdateAcceptance:
+        return self
 
     def __exit__(self, *exc: object) -> None:
-        self._members.discard(self._item)
+        self.close()
 
 
 class InboundRouter:
@@ -56,9 +84,10 @@ class InboundRouter:
     permission request races its session's cancel), updates to the session they name.
 
     It owns what only routing needs: the permission requests waiting per session, the sessions whose
-    resume/load is outstanding (their updates are routed here before the answer), and the updates kept for a
-    session id not registered yet while a ``session/new`` is outstanding. The client tells it when those
-    begin and end (:meth:`cancel_permissions`, :meth:`attaching`, :meth:`new_session_pending`); it reads the
+    resume/load is outstanding or not applied yet (their updates are routed here before the link says so),
+    and the updates kept for a session id not registered yet while a ``session/new`` is outstanding. The
+    client tells it when those begin and end (:meth:`cancel_permissions`, :meth:`accept`,
+    :meth:`new_session_pending`); it reads the
     negotiated version from ``versions`` (the client: it is known only after ``initialize``). The client
     makes it before its connection, whose handlers are the router's own methods (no extra call per
     update), and then binds it to that connection (:meth:`bind`).
@@ -84,8 +113,9 @@ class InboundRouter:
         self._connection: Connection | None = None
         self._connection_id = 0
         self._permission_waiters: dict[str, set[asyncio.Event]] = {}
-        # sessions with a resume/load outstanding on this connection: their updates are routed here
-        self._attaching: set[str] = set()
+        # sessions whose updates are routed here whatever their link (a resume/load outstanding, or its
+        # answer not applied yet), with how many windows (UpdateAcceptance) are open for each
+        self._accepting: dict[str, int] = {}
         # updates for a session id not known yet, kept while a session/new is outstanding (see below)
         self._early: collections.deque[tuple[str, dict[str, Any]]] = collections.deque()
         self._new_pending = 0
@@ -126,9 +156,18 @@ class InboundRouter:
         for waiter in list(self._permission_waiters.get(session_id, ())):
             waiter.set()
 
-    def attaching(self, session_id: str) -> _Member:
-        """While a resume/load of ``session_id`` is outstanding, its updates (a replay) are routed here."""
-        return _Member(self._attaching, session_id)
+    def accept(self, session_id: str) -> UpdateAcceptance:
+        """Open a window in which the updates of ``session_id`` are routed to it whatever its link (see
+        :class:`UpdateAcceptance`); close it when the session's link says the same or the attempt ended."""
+        self._accepting[session_id] = self._accepting.get(session_id, 0) + 1
+        return UpdateAcceptance(self, session_id, self._connection_id)
+
+    def _release(self, session_id: str) -> None:
+        left = self._accepting.get(session_id, 0) - 1
+        if left > 0:
+            self._accepting[session_id] = left
+        else:
+            self._accepting.pop(session_id, None)
 
     @contextlib.contextmanager
     def new_session_pending(self) -> Iterator[None]:
@@ -196,7 +235,7 @@ class InboundRouter:
                     self._early.popleft()
                     self.connection.stats["early_updates_dropped"] += 1
             return
-        if not self._control.attached_to(session, self._connection_id) and session_id not in self._attaching:
+        if not self._control.attached_to(session, self._connection_id) and session_id not in self._accepting:
             # late frames of a connection the session has left (or never joined) reach nothing
             self.connection.stats["updates_other_connection"] += 1
             return

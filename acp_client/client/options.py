@@ -123,14 +123,20 @@ Destination = tuple[str, str, float]
 
 
 def fold_flat_keywords(
-    caller: str, flat: Mapping[str, object], table: Mapping[str, tuple[Destination, ...]], objects: dict[str, _O]
+    caller: str,
+    flat: Mapping[str, object],
+    table: Mapping[str, tuple[Destination, ...]],
+    objects: dict[str, _O],
+    *,
+    warn: bool = True,
 ) -> dict[str, _O]:
     """Fold deprecated flat keywords (``request_timeout=5``) into copies of the option objects they map to.
 
     ``table`` maps each old keyword to its destinations; ``objects`` are the option objects by the keyword
     that passes them (``"timeouts"`` ...). Each flat keyword used warns once with
-    :class:`DeprecationWarning` naming its replacement; an unknown one raises ``TypeError`` as Python does.
-    Returns the new objects (validated again by their constructors).
+    :class:`DeprecationWarning` naming its replacement (unless ``warn`` is false: a check made ahead of the
+    construction that warns); an unknown one raises ``TypeError`` as Python does. Returns the new objects
+    (validated again by their constructors).
     """
     changes: dict[str, dict[str, object]] = {}
     for keyword, value in flat.items():
@@ -140,11 +146,12 @@ def fold_flat_keywords(
         spelled = ", ".join(
             f"{group}={type(objects[group]).__name__}({field}=...)" for group, field, _ in destinations
         )
-        warnings.warn(
-            f"{caller}({keyword}=...) is deprecated and will be removed in the next release; use {spelled}",
-            DeprecationWarning,
-            stacklevel=3,
-        )
+        if warn:
+            warnings.warn(
+                f"{caller}({keyword}=...) is deprecated and will be removed in the next release; use {spelled}",
+                DeprecationWarning,
+                stacklevel=3,
+            )
         for group, field, factor in destinations:
             scaled = value * factor if factor != 1 and is_number(value) else value  # type: ignore[operator]
             changes.setdefault(group, {})[field] = scaled

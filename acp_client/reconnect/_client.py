@@ -26,26 +26,25 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any, Literal
 
 from acp_client.client import USE_CLIENT_DEFAULT, ACPClient, ProtocolVersionOption, RequestTimeout, SessionInfo
-from acp_client.client._connect import Target, check_target
+from acp_client.client._connect import Target
 from acp_client.exceptions import (
     CapabilityNotSupported,
     ClientClosed,
     ConnectionLost,
     ReconnectFailed,
     SessionLost,
-    UsageError,
 )
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._assembly import assemble
 from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker
 from acp_client.reconnect._connection.classify import Classifier, classify_error
 from acp_client.reconnect._events import ClientState, Event
-from acp_client.reconnect._settings import ClientSettings
+from acp_client.reconnect._settings import ClientSettings, check_reconnect_target
 from acp_client.reconnect.options import Limits, McpSecrets, RecoveryPolicy, Timeouts
 from acp_client.reconnect.strategy import RecoveryStrategy, check_strategy
 from acp_client.schema import SessionStatusResponse
-from acp_client.sessions import Session, SessionStore
-from acp_client.transports import Transport, TransportOptions
+from acp_client.sessions import Attachment, Session, SessionStore
+from acp_client.transports import TransportOptions
 
 __all__ = ["ReconnectingClient"]
 
@@ -108,7 +107,7 @@ class ReconnectingClient:
         ``backoff`` (default ``Backoff()``) paces reconnects, recovery retries and store
         retries. ``breaker`` (default ``CrashLoopBreaker()``) suspends a client whose
         connections keep dying young. ``classifier`` (default
-        :func:`~acp_client.reconnect.classify_error`) reads an error as retry or fatal.
+        :func:`~acp_client.reconnect.classify_error`; a callable, never ``None``) reads an error as retry or fatal.
         ``on_auth_required`` (default ``None``), a coroutine function called with the live
         :class:`ACPClient` to authenticate it: once per connection when the agent answers "auth
         required" during a recovery, and on every new connection, before its recovery, once an earlier
@@ -152,9 +151,7 @@ class ReconnectingClient:
         **deprecated: object,
     ) -> None:
         given = {name: value for name, value in locals().items() if name not in ("self", "target", "deprecated")}
-        if isinstance(target, Transport):
-            raise UsageError("a ReconnectingClient needs something it can reopen: a URL, an argv list or a factory")
-        check_target(target)
+        check_reconnect_target(target)
         # the keywords above are the fields of ClientSettings, which checks them and fills in the defaults
         self._settings = settings = ClientSettings.from_keywords(given, deprecated)
         parts = assemble(target, settings, owner=_Owner(self))
@@ -522,9 +519,9 @@ class _Owner:
         """See :meth:`SessionCalls.wait_attached`."""
         return await self._client._calls.wait_attached(session, method, timeout)
 
-    def attached(self, session: Session, connection_id: int) -> None:
+    def attached(self, session: Session, attachment: Attachment) -> None:
         """See :meth:`SessionCalls.attached`."""
-        self._client._calls.attached(session, connection_id)
+        self._client._calls.attached(session, attachment)
 
     def detached(self, session: Session, loss: ConnectionLost) -> None:
         """See :meth:`SessionCalls.detached`."""

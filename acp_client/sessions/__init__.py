@@ -5,6 +5,7 @@ from acp_client.sessions._registry import SessionRegistry
 from acp_client.sessions._session import (
     ABANDONED_TURN_WAIT,
     LINK_TRANSITIONS,
+    Attachment,
     PromptReceipt,
     PromptResult,
     Session,
@@ -28,6 +29,7 @@ __all__ = [
     "ABANDONED_TURN_WAIT",
     "DEFAULT_UPDATES_BUFFER",
     "LINK_TRANSITIONS",
+    "Attachment",
     "Lease",
     "MemorySessionStore",
     "Message",

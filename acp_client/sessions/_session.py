@@ -37,6 +37,7 @@ from acp_client.sessions._transcript import KEPT_KINDS, Message, Transcript
 
 __all__ = [
     "LINK_TRANSITIONS",
+    "Attachment",
     "PromptResult",
     "RecoveryMarker",
     "Session",
@@ -115,6 +116,18 @@ class PromptReceipt:
 ABANDONED_TURN_WAIT = 10.0
 
 
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """What the connection layer reports when the agent answered a ``session/new``, ``session/resume`` or
+    ``session/load``: the session is attached on the connection ``connection_id``, which speaks
+    ``protocol_version``, and (a resume/load) the ``mcp_servers`` it was sent, in that version's shape.
+    The session's owner applies it (:meth:`SessionControl.attach`): nothing is written before that."""
+
+    connection_id: int
+    protocol_version: int
+    mcp_servers: list[dict[str, Any]] | None = None
+
+
 class SessionOwner(Protocol):
     """The client that owns a :class:`Session`: it sends the session's calls, and it is the one writer of the
     session's link (through :class:`SessionControl`). A client hands its sessions a small owner object, so
@@ -144,8 +157,8 @@ class SessionOwner(Protocol):
         one-connection owner returns ``timeout`` at once. Raises when waiting cannot help."""
         ...
 
-    def attached(self, session: Session, connection_id: int) -> None:
-        """``session`` was created or attached on the connection ``connection_id`` (its answer arrived)."""
+    def attached(self, session: Session, attachment: Attachment) -> None:
+        """``session`` was created or attached as ``attachment`` says (the agent's answer arrived)."""
         ...
 
     def detached(self, session: Session, loss: ConnectionLost) -> None:
@@ -158,14 +171,14 @@ class SessionOwner(Protocol):
 
 
 class SessionControl:
-    """The owner side of :class:`Session`: the one interface through which a session's link, its foreground
-    snapshot, its replay bookkeeping and its stream are written from outside this module.
+    """The owner side of :class:`Session`: the one interface through which a session's link, its record, its
+    foreground snapshot, its replay bookkeeping and its stream are written from outside this module.
 
-    It holds no state: which object holds one is the rule. A session's :class:`SessionOwner` moves links
-    (:meth:`move_link`); the per-connection client brackets a resume/load (:meth:`begin_replay`,
-    :meth:`end_replay`) and delivers the agent's updates (:meth:`deliver`); the recovery applies a status
-    snapshot (:meth:`apply_snapshot`) and puts markers into the stream (:meth:`mark`). Applications never
-    use it."""
+    It holds no state: which object holds one is the rule. A session's :class:`SessionOwner` moves links and
+    writes the record (:meth:`move_link`, :meth:`attach`, :meth:`replace_record`); the per-connection client
+    brackets a resume/load (:meth:`begin_replay`, :meth:`end_replay`) and delivers the agent's updates
+    (:meth:`deliver`); the recovery applies a status snapshot (:meth:`apply_snapshot`) and puts markers into
+    the stream (:meth:`mark`). Applications never use it."""
 
     __slots__ = ()
 
@@ -201,6 +214,25 @@ class SessionControl:
         """Move ``session``'s link along :data:`LINK_TRANSITIONS` (see :meth:`Session._move_link`); ``False``
         when nothing changed. Only the session's owner calls this."""
         return session._move_link(new, connection_id=connection_id, loss=loss, error=error)
+
+    def attach(self, session: Session, attachment: Attachment) -> bool:
+        """Apply what the connection layer reported: the link moves to ``attached`` on
+        ``attachment.connection_id`` and the record takes the version (and the servers) the attach used.
+        ``False`` when the link did not move (a session forgotten or closed meanwhile: nothing is written).
+        Only the session's owner calls this."""
+        if not session._move_link(SessionLink.ATTACHED, connection_id=attachment.connection_id):
+            return False
+        record = session._record
+        record.protocol_version = attachment.protocol_version
+        if attachment.mcp_servers is not None:
+            record.mcp_servers = attachment.mcp_servers
+        return True
+
+    def replace_record(self, session: Session, record: SessionRecord) -> None:
+        """Give ``session`` the record another worker left (its owner adopts the session); same id only."""
+        if record.session_id != session._record.session_id:
+            raise ValueError(f"record of {record.session_id} given to session {session._record.session_id}")
+        session._record = record
 
     def apply_snapshot(self, session: Session, state: str | None) -> None:
         """Apply a foreground state learned from a status probe, or the default of a new session."""
@@ -281,7 +313,7 @@ class Session:
         # Everything an idle session does not use is made on first use (``None`` until then): a client may
         # hold 100,000 sessions, and an empty list, set or transcript per session would be most of its memory.
         self._owner = owner
-        self.record = record
+        self._record = record  # replaced only by the owner (SessionControl.replace_record)
         self._link = SessionLink.DETACHED
         self._transcript: Transcript | None = None  # the conversation (see :attr:`transcript`)
         # Unknown until the agent says; ``new_session`` sets v2 sessions to idle (the protocol's default).
@@ -332,14 +364,21 @@ class Session:
     # ------------------------------------------------------------------ properties
 
     @property
+    def record(self) -> SessionRecord:
+        """What the client keeps about the session (what the store persists). Its ``meta`` is the
+        application's; the other fields are written by the session's owner (the record itself is replaced
+        only by an owner adopting it from another worker)."""
+        return self._record
+
+    @property
     def id(self) -> str:
         """The agent's session id."""
-        return self.record.session_id
+        return self._record.session_id
 
     @property
     def cwd(self) -> str:
         """The session's working directory."""
-        return self.record.cwd
+        return self._record.cwd
 
     @property
     def state(self) -> str | None:
@@ -647,7 +686,7 @@ class Session:
             if new is None or new.state == "unknown":
                 self._state = None  # malformed, or the agent cannot tell: not reported, never idle
             else:
-                state = self._state = self.record.last_state = _KNOWN_STATES.get(new.state, new.state)
+                state = self._state = self._record.last_state = _KNOWN_STATES.get(new.state, new.state)
                 if replay:
                     self._snapshot_seen = True  # applied as current state, never as a transition
                     self._learned_after_loss(state)
@@ -672,7 +711,7 @@ class Session:
             self._live_updates += 1
         subs = self._subs
         if subs:
-            item = SessionUpdate._from_fields(self.record.session_id, kind, update, raw, replay, version)
+            item = SessionUpdate._from_fields(self._record.session_id, kind, update, raw, replay, version)
             for sub in subs:
                 sub.push(item)
 
@@ -700,7 +739,7 @@ class Session:
     def _apply_snapshot(self, state: str | None) -> None:
         """Apply a status or resume snapshot as current state (never a transition)."""
         if state is not None:
-            state = self.record.last_state = _KNOWN_STATES.get(state, state)
+            state = self._record.last_state = _KNOWN_STATES.get(state, state)
         self._state = state
         self._learned_after_loss(state)
 

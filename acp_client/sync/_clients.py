@@ -15,6 +15,7 @@ from acp_client.client._connect import connect as _async_connect
 from acp_client.exceptions import ReconnectFailed
 from acp_client.reconnect import ClientState, Event, Limits, RecoveryPolicy, Timeouts
 from acp_client.reconnect import ReconnectingClient as _AsyncReconnectingClient
+from acp_client.reconnect._settings import ClientSettings
 from acp_client.sessions import Session
 from acp_client.sync._runner import CLOSE_TIMEOUT, _LoopThread, _subscribe, _wait_bound
 from acp_client.sync._session import SyncSession
@@ -167,6 +168,9 @@ class ReconnectingClient(_Facade):
     def __init__(self, target: Target, *, ready_timeout: float | _Unset | None = _UNSET, **options: Any) -> None:
         if not isinstance(ready_timeout, _Unset):
             check_seconds("", "ready_timeout", ready_timeout, optional=True)
+        # every keyword checked here with the async client's own checks, before a thread starts (its
+        # construction on the loop checks them again, and warns for the deprecated ones)
+        ClientSettings.from_options(target, options, warn=False)
         runner = _LoopThread("acp-sync-reconnecting-client")
         super().__init__(runner)
         self._ready_once = False

@@ -145,12 +145,10 @@ class ReferenceAgent:
         _check_choices(replay_as=replay_as, prompt_answer=prompt_answer, list_page_size=list_page_size)
         self.prompt_answer: Literal["receipt", "empty", "stop_reason"] = prompt_answer
         self.protocol_version = protocol_version
-        self.host = host
-        self.path = path
+        self.host, self.path = host, path
         self._requested_port = port
-        self._capabilities = dict.fromkeys(CAPABILITY_NAMES, True)
-        for name, present in (capabilities or {}).items():
-            self._capabilities[capability_name(name)] = bool(present)
+        overrides = {capability_name(name): bool(present) for name, present in (capabilities or {}).items()}
+        self._capabilities = {**dict.fromkeys(CAPABILITY_NAMES, True), **overrides}
         #: how resumable streams are served (``None``: the capability is not advertised)
         self.resumable: Resumable | None = Resumable() if resumable is True else (resumable or None)
         self.require_auth = require_auth
@@ -165,10 +163,12 @@ class ReferenceAgent:
         self.on_prompt: PromptHook | None = on_prompt
         #: ``Set-Cookie`` value sent in every 101 response (load-balancer affinity emulation)
         self.set_cookie = set_cookie
-        self._ping_interval = ping_interval
-        self._close_timeout = close_timeout
-        self._listen = listen
+        self._ping_interval, self._close_timeout, self._listen = ping_interval, close_timeout, listen
         self._reset_dialect()
+        self._init_serving_state()
+
+    def _init_serving_state(self) -> None:
+        """The state of serving, empty: the session table, the connections, the server, the HTTP side."""
         #: session id → record; the agent's whole session table (shared by all connections)
         self.sessions: dict[str, AgentSessionRecord] = {}
         #: session updates that found no live attached connection

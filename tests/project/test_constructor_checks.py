@@ -130,6 +130,7 @@ BAD: list[tuple[str, str, object]] = [
     ("ReconnectingClient", "backoff", "fast"),
     ("ReconnectingClient", "breaker", 5),
     ("ReconnectingClient", "classifier", "retry"),
+    ("ReconnectingClient", "classifier", None),  # not a documented value: it used to fail at the first error
     ("ReconnectingClient", "on_auth_required", 1),
     ("ReconnectingClient", "wait_for_ready", "yes"),
     ("ReconnectingClient", "clock", "wall"),
@@ -223,6 +224,7 @@ BAD: list[tuple[str, str, object]] = [
     ("sync.ReconnectingClient", "ready_timeout", -1),
     ("sync.ReconnectingClient", "backoff", "fast"),
     ("sync.ReconnectingClient", "store", "sqlite"),
+    ("sync.ReconnectingClient", "classifier", None),
 ]
 
 

@@ -18,7 +18,15 @@ from acp_client.reconnect._sessions.links import (
     SessionLinks,
     TakenOver,
 )
-from acp_client.sessions import LINK_TRANSITIONS, RecoveryMarker, Session, SessionControl, SessionLink, SessionRecord
+from acp_client.sessions import (
+    LINK_TRANSITIONS,
+    Attachment,
+    RecoveryMarker,
+    Session,
+    SessionControl,
+    SessionLink,
+    SessionRecord,
+)
 
 L = SessionLink
 CONTROL = SessionControl()  # the owner side: what moves a link
@@ -40,8 +48,8 @@ class Owner:
     async def wait_attached(self, session: Session, method: str, timeout: float) -> float:
         return timeout
 
-    def attached(self, session: Session, connection_id: int) -> None:
-        CONTROL.move_link(session, L.ATTACHED, connection_id=connection_id)
+    def attached(self, session: Session, attachment: Attachment) -> None:
+        CONTROL.attach(session, attachment)
 
     def detached(self, session: Session, loss: ConnectionLost) -> None:
         CONTROL.move_link(session, L.DETACHED, loss=loss)
@@ -153,3 +161,39 @@ async def test_each_outcome_gives_its_link_marker_and_event_in_one_step() -> Non
     marker, event = links.apply(session, Reattached("reattached", "resume", False, False, None, 5, "stream_resumed"))
     assert session.link is L.ATTACHED and marker.path == "stream_resumed"
     assert isinstance(event, SessionRecovered) and event.path == "stream_resumed"
+
+
+async def test_a_ladder_reattach_carries_its_link_and_applying_it_moves_the_link_and_writes_the_record() -> None:
+    sink = Sink()
+    links = SessionLinks(emit=sink.emit, changed=sink.changed)
+    session = Session(Owner(), SessionRecord("s1", "/w", [{"name": "fs", "command": "fs"}], protocol_version=1))
+    CONTROL.move_link(session, L.RECOVERING)
+    servers = [{"type": "stdio", "name": "fs", "command": "fs"}]
+    outcome = Reattached("restored", "resume", False, True, "inactive", 5, attachment=Attachment(7, 2, servers))
+    assert outcome.link is L.ATTACHED  # the outcome names the link it produces
+    assert session.link is L.RECOVERING  # nothing moved before it is applied
+    assert session.record.protocol_version == 1
+    links.apply(session, outcome)
+    assert session.link is L.ATTACHED and CONTROL.attached_to(session, 7)
+    assert session.record.protocol_version == 2 and session.record.mcp_servers == servers
+    assert isinstance(sink.events[-1], SessionRecovered)
+    # a resumed stream never left attached: no link to move
+    assert Reattached("reattached", "resume", False, False, None, 5, "stream_resumed").link is None
+
+
+def test_a_forgotten_session_takes_no_late_attachment() -> None:
+    session = make(L.RECOVERING)
+    CONTROL.move_link(session, L.LOST, error=SessionLost("s1", "unknown"))
+    assert not CONTROL.attach(session, Attachment(3, 1, [{"name": "x"}]))
+    assert session.link is L.LOST and session.record.protocol_version == 2 and session.record.mcp_servers == []
+
+
+def test_the_record_is_replaced_only_through_the_owner_side() -> None:
+    session = make()
+    with pytest.raises(AttributeError):
+        session.record = SessionRecord("s1", "/elsewhere")  # type: ignore[misc]
+    adopted = SessionRecord("s1", "/elsewhere", meta={"from": "worker-2"})
+    CONTROL.replace_record(session, adopted)
+    assert session.record is adopted
+    with pytest.raises(ValueError, match="s2"):
+        CONTROL.replace_record(session, SessionRecord("s2", "/w"))

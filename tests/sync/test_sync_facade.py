@@ -37,6 +37,7 @@ NOT_MIRRORED = {
     "initialize": "sync.connect() initializes",
     "initialize_params": "a helper of initialize",
     "current": "the per-connection async client is of no use to blocking code",
+    "accept_updates": "a session owner's routing window, opened and closed on the client's loop",
 }
 
 PAIRS = [(ACPClient, sync.SyncClient), (AsyncReconnectingClient, sync.ReconnectingClient), (Session, sync.SyncSession)]

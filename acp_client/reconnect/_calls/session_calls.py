@@ -22,7 +22,7 @@ from acp_client.reconnect._ownership.leases import SessionOwnership
 from acp_client.reconnect._roles import TaskSpawner
 from acp_client.reconnect._sessions.links import SessionLinks
 from acp_client.reconnect.dialects import DEFAULT_DIALECTS, SessionDialects
-from acp_client.sessions import Session, SessionLink
+from acp_client.sessions import Attachment, Session, SessionLink
 
 __all__ = ["SessionCalls"]
 
@@ -77,9 +77,9 @@ class SessionCalls:
             await self._gate.attached(session, method)
         return max(0.0, timeout - (loop.time() - started))
 
-    def attached(self, session: Session, connection_id: int) -> None:
+    def attached(self, session: Session, attachment: Attachment) -> None:
         """A per-connection client created or attached ``session`` (see :meth:`SessionLinks.attached`)."""
-        self._links.attached(session, connection_id)
+        self._links.attached(session, attachment)
 
     def detached(self, session: Session, loss: ConnectionLost) -> None:
         """A per-connection client lost the connection ``session`` was attached on."""

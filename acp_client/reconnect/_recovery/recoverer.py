@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from acp_client import _observe
 from acp_client._logging import get_logger
-from acp_client.client import ACPClient
+from acp_client.client import ACPClient, UpdateAcceptance
 from acp_client.exceptions import (
     ACPTimeoutError,
     AuthRequired,
@@ -62,6 +62,23 @@ def _message_counts(session: Session) -> collections.Counter[str]:
     for message in session.transcript.messages:
         counts[message.role] += len(message.text)
     return counts
+
+
+def _replay_shorter(session: Session, local: collections.Counter[str]) -> bool:
+    """Whether a replay rebuilt less than the client held (``local``, see :func:`_message_counts`): an agent
+    that persisted less than it said, or a prompt it never inserted. The gap is reported, never hidden
+    behind "replayed". A role the replay has none of is not compared (many v1 agents replay no user
+    messages at all), unless it is the agent's own."""
+    rebuilt = _message_counts(session)
+    shorter = any(0 < rebuilt[role] < local[role] for role in local) or rebuilt["agent"] == 0 < local["agent"]
+    if shorter:
+        log.warning(
+            "replay_shorter_than_local",
+            session_id=session.id,
+            local_characters=dict(local),
+            replayed_characters=dict(rebuilt),
+        )
+    return shorter
 
 
 class RecoveryHost(Protocol):
@@ -336,6 +353,22 @@ class SessionRecoverer:
             slot.give_back()
             self._keep(session, action, probe.not_found, generation)
             return "kept"
+        # the answer's updates are routed to the session until this job's outcome moved its link (the
+        # client leaves the attach's report in the window; the outcome carries it)
+        with client.accept_updates(session.id) as window:
+            return await self._reattach_and_report(slot, client, session, action, caps, probe, generation, window)
+
+    async def _reattach_and_report(
+        self,
+        slot: Slot,
+        client: ACPClient,
+        session: Session,
+        action: Reattach,
+        caps: Capabilities,
+        probe: StatusProbe,
+        generation: int,
+        window: UpdateAcceptance,
+    ) -> str:
         via = f"session/{action.mode}"
         before, had_history = session.stats["replayed"], bool(session.transcript.messages)
         # what the client holds, to compare with what a replay rebuilds (only measured when one may come: it
@@ -344,7 +377,7 @@ class SessionRecoverer:
         local = _message_counts(session) if may_replay and had_history else None
         try:
             mode, replayed = await slot.carry(
-                lambda: self._reattach(client, session, action, caps, slot), client.connection
+                lambda: self._reattach(client, session, action, caps, slot, window), client.connection
             )
         except AuthRequired:
             raise  # the job calls on_auth_required and tries again
@@ -364,21 +397,7 @@ class SessionRecoverer:
             # id so)
             await self._host.forget_handle(session, "not_listed", via, generation)
             return "forgotten"
-        # a replay that rebuilt fewer messages than the client held lost some (an agent that persisted less
-        # than it said, or a prompt it never inserted): the gap is reported, never hidden behind "replayed"
-        # less text of a role than the client held: the replay lost some. A role the replay has none of is not
-        # compared (many v1 agents replay no user messages at all), unless it is the agent's own
-        shorter = False
-        if replayed and local is not None:
-            rebuilt = _message_counts(session)
-            shorter = any(0 < rebuilt[role] < local[role] for role in local) or rebuilt["agent"] == 0 < local["agent"]
-            if shorter:
-                log.warning(
-                    "replay_shorter_than_local",
-                    session_id=session.id,
-                    local_characters=dict(local),
-                    replayed_characters=dict(rebuilt),
-                )
+        shorter = replayed and local is not None and _replay_shorter(session, local)
         outcome = Reattached(
             action.outcome,
             mode,
@@ -387,6 +406,7 @@ class SessionRecoverer:
             probe.status,
             generation,
             stream_resumption=self._cut_resumption,
+            attachment=window.attachment,  # applying the outcome moves the link and writes the record
         )
         self._host.report(session, outcome)
         await self._host.save_record(session)
@@ -441,7 +461,13 @@ class SessionRecoverer:
         return decided
 
     async def _reattach(
-        self, client: ACPClient, session: Session, action: Reattach, caps: Capabilities, slot: Slot
+        self,
+        client: ACPClient,
+        session: Session,
+        action: Reattach,
+        caps: Capabilities,
+        slot: Slot,
+        window: UpdateAcceptance,
     ) -> tuple[str, bool]:
         mode, replay = action.mode, action.replay
         # a given-up request frees its slot at once: awaiting the agent's answer to the cancel (which a
@@ -451,6 +477,7 @@ class SessionRecoverer:
             "deadline": self.timeouts.recovery_deadline,
             "max_replay": self._max_replay,
             "on_give_up": lambda: slot.release(ok=False),
+            "acceptance": window,  # the answer is reported there, not to the owner: the outcome applies it
         }
         if self._mcp_secrets is not None:  # the store keeps no secret values: the application supplies them
             stored = session.record.without_mcp_secrets().mcp_servers

@@ -113,7 +113,7 @@ class SessionKeeper:
                 if not self._registry.add(session):
                     continue  # forgotten here on purpose
             else:
-                session.record = record
+                self._links.adopt(session, record)
             sessions.append(session)
         return sessions
 

@@ -21,7 +21,7 @@ from acp_client.reconnect._events import (
     SessionRecovered,
     SessionRecoveryFailed,
 )
-from acp_client.sessions import RecoveryMarker, Session, SessionControl, SessionLink
+from acp_client.sessions import Attachment, RecoveryMarker, Session, SessionControl, SessionLink, SessionRecord
 
 __all__ = [
     "Forgotten",
@@ -38,9 +38,11 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class Reattached:
     """Attached again: by the recovery ladder, or because the transport resumed its event stream
-    (``path="stream_resumed"``; nothing was lost). It moves no link: the ladder's attach was reported by the
-    per-connection client when the agent answered (:meth:`SessionLinks.attached` moved it then, before any
-    update that follows the answer is routed), and a resumed stream never left ``attached``."""
+    (``path="stream_resumed"``; nothing was lost). A ladder outcome carries the ``attachment`` the
+    per-connection client reported when the agent answered (the connection, its version, the servers
+    sent): applying the outcome moves the link to ``attached`` on that connection and writes the record
+    (the recovery kept an :class:`~acp_client.client.UpdateAcceptance` open until then, so the updates
+    that follow the answer were routed meanwhile). A resumed stream never left ``attached``: no link."""
 
     outcome: Literal["reattached", "restored"]
     mode: str
@@ -50,8 +52,12 @@ class Reattached:
     generation: int
     path: Literal["ladder", "stream_resumed"] = "ladder"
     stream_resumption: str | None = None
+    attachment: Attachment | None = None
 
-    link = None
+    @property
+    def link(self) -> SessionLink | None:
+        """``attached`` for a ladder outcome (on ``attachment.connection_id``); ``None``: no move."""
+        return SessionLink.ATTACHED if self.attachment is not None else None
 
     def marker(self, session_id: str) -> RecoveryMarker:
         """The marker for the session's stream."""
@@ -173,8 +179,8 @@ Outcome = Reattached | RetryLater | StillRecovering | LeftDetached | Forgotten |
 
 
 class SessionLinks:
-    """Moves session links for the reconnect layer, and turns each recovery outcome into its link, marker
-    and event in one step (:meth:`apply`)."""
+    """Moves session links and writes session records for the reconnect layer (its only writer of either),
+    and turns each recovery outcome into its link, marker and event in one step (:meth:`apply`)."""
 
     __slots__ = ("_changed", "_control", "_emit")
 
@@ -189,7 +195,10 @@ class SessionLinks:
         the event."""
         marker = outcome.marker(session.id)
         self._control.mark(session, marker)
-        if isinstance(outcome, Forgotten):
+        if isinstance(outcome, Reattached):
+            if outcome.attachment is not None:
+                self._control.attach(session, outcome.attachment)
+        elif isinstance(outcome, Forgotten):
             self._control.move_link(session, SessionLink.LOST, error=SessionLost(session.id, outcome.reason))
         elif isinstance(outcome, TakenOver):
             text = f"session {session.id} is served by another worker now ({outcome.reason})"
@@ -212,10 +221,16 @@ class SessionLinks:
     # ------------------------------------------------------------------ what the per-connection client reports
     # (no wake-up here: the connection's own state change, or the recovery outcome that follows, wakes waiters)
 
-    def attached(self, session: Session, connection_id: int) -> None:
-        """``session`` was created or attached on the connection ``connection_id``: its link moves to
-        ``attached`` now, so the updates that follow the answer are routed to it."""
-        self._control.move_link(session, SessionLink.ATTACHED, connection_id=connection_id)
+    def attached(self, session: Session, attachment: Attachment) -> None:
+        """``session`` was created or attached by the application (``new_session()``, ``resume_session()``,
+        ``load_session()``): its link moves to ``attached`` now, so the updates that follow the answer are
+        routed to it, and its record takes the attach's version and servers. (A recovery's attach comes
+        back in its :class:`Reattached` outcome instead.)"""
+        self._control.attach(session, attachment)
+
+    def adopt(self, session: Session, record: SessionRecord) -> None:
+        """``session`` was adopted from another worker: it takes that worker's record."""
+        self._control.replace_record(session, record)
 
     def detached(self, session: Session, loss: ConnectionLost) -> None:
         """The connection ``session`` was attached on ended: ``detached``, failing the turns waiting."""
