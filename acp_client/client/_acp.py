@@ -55,6 +55,7 @@ from acp_client.schema import (
     parse_result,
     parse_status_response,
 )
+from acp_client.schema.transport import CURSOR_META_KEY, ResumableTransport
 from acp_client.sessions import (
     Session,
     SessionControl,
@@ -63,7 +64,7 @@ from acp_client.sessions import (
     SessionRecord,
     SessionRegistry,
 )
-from acp_client.transports.base import Transport
+from acp_client.transports.base import StreamResumable, Transport
 
 __all__ = ["SUPPORTED_PROTOCOL_VERSIONS", "ACPClient", "ProtocolVersionOption", "SessionInfo", "shape_mcp_servers"]
 
@@ -188,6 +189,7 @@ class ACPClient:
         # update of a recovery round, where the pause (a second or more of pydantic schema building on a
         # slow machine) would count against every recovery request's timeout.
         models_for(answer.version)
+        self._offer_stream_resume(answer.result)
         if self.supports("status"):
             # the session/status models need the v2 `Usage` type even for a v1 answer: built here, not in the
             # first probe of a recovery round (0.3 s of CPU, 10 s and more on a loaded machine, counted
@@ -200,6 +202,17 @@ class ACPClient:
             agent=self.agent_info.get("name"),
         )
         return answer.version
+
+    def _offer_stream_resume(self, result: dict[str, Any]) -> None:
+        """Tell a transport that can resume its stream that the agent offers it (``transport.resumable``), with
+        the cursor of the ``initialize`` answer as the last one delivered."""
+        transport = self.connection.transport
+        capability = ResumableTransport.from_initialize(result)
+        if capability is None or not isinstance(transport, StreamResumable):
+            return
+        meta = result.get("_meta")
+        cursor = meta.get(CURSOR_META_KEY) if isinstance(meta, dict) else None
+        transport.enable_stream_resume(capability, cursor=cursor if isinstance(cursor, str) else None)
 
     def supports(self, feature: str) -> bool:
         """Whether the agent advertised ``feature`` on this connection.

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urljoin
 
+from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as _ws_connect
 from websockets.exceptions import InvalidStatus, InvalidURI, WebSocketException
 from websockets.typing import Subprotocol
@@ -224,8 +225,34 @@ async def open_websocket(
     """Open a WebSocket to ``url`` with a client's shared :class:`TransportOptions`, read where used.
 
     ``subprotocols``, ``max_queue`` and ``proxy`` are the WebSocket-only settings of
-    :func:`connect_websocket` (see it for them and for the errors raised).
+    :func:`connect_websocket` (see it for them and for the errors raised). The transport keeps a way to open
+    the same URL again with the same settings, which it uses only once stream resume was enabled
+    (:meth:`WebSocketTransport.enable_stream_resume`).
     """
+
+    async def reopen(connection_id: str | None) -> tuple[ClientConnection, str]:
+        return await _open_connection(
+            url, options, subprotocols=subprotocols, max_queue=max_queue, proxy=proxy, connection_id=connection_id
+        )
+
+    connection, description = await reopen(None)
+    transport = WebSocketTransport(connection, description=description, options=options, reopen=reopen)
+    transport._start()
+    _log.info("websocket_connected", transport=description, connection_id=transport.connection_id)
+    return transport
+
+
+async def _open_connection(
+    url: str,
+    options: TransportOptions,
+    *,
+    subprotocols: Sequence[str] | None,
+    max_queue: int | None,
+    proxy: str | bool | None,
+    connection_id: str | None,
+) -> tuple[ClientConnection, str]:
+    """Run the handshake (with ``Acp-Connection-Id: connection_id`` when resuming a stream); the open
+    ``websockets`` connection and the link's description."""
     try:
         uri = parse_uri(url)
     except InvalidURI as exc:
@@ -238,6 +265,8 @@ async def open_websocket(
 
     request_headers = await resolve_headers(options.headers)
     request_headers += _observe.outgoing_headers()  # the handshake carries the trace context (otel extra)
+    if connection_id is not None:
+        request_headers.append((CONNECTION_ID_HEADER, connection_id))
     cookie_value = jar.header_value(uri.host, secure=uri.secure)
     if cookie_value is not None:
         request_headers.append(("Cookie", cookie_value))
@@ -301,11 +330,4 @@ async def open_websocket(
 
     if connection.response is not None:
         jar.store(uri.host, connection.response.headers.get_all("Set-Cookie"))
-    transport = WebSocketTransport(
-        connection,
-        description=description,
-        options=options,
-    )
-    transport._start()
-    _log.info("websocket_connected", transport=description, connection_id=transport.connection_id)
-    return transport
+    return connection, description
