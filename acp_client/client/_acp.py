@@ -55,7 +55,7 @@ from acp_client.schema import (
     parse_result,
     parse_status_response,
 )
-from acp_client.schema.transport import CURSOR_META_KEY, ResumableTransport
+from acp_client.schema.transport import ResumableTransport
 from acp_client.sessions import (
     Session,
     SessionControl,
@@ -172,6 +172,9 @@ class ACPClient:
         Returns the negotiated version. Raises :class:`UnsupportedProtocolVersion` if the agent answers a
         version this client does not speak, or ``ProtocolError`` if the answer is malformed.
         """
+        transport = self.connection.transport
+        if isinstance(transport, StreamResumable):
+            transport.watch_cursors()  # every message after the answer counts for a stream resume
         try:
             result = await self.connection.request("initialize", self.initialize_params(version), timeout=timeout)
         except ACPTimeoutError as exc:
@@ -203,16 +206,12 @@ class ACPClient:
         )
         return answer.version
 
-    def _offer_stream_resume(self, result: dict[str, Any]) -> None:
-        """Tell a transport that can resume its stream that the agent offers it (``transport.resumable``), with
-        the cursor of the ``initialize`` answer as the last one delivered."""
+    def _offer_stream_resume(self, result: dict[str, Any] | None) -> None:
+        """Tell a transport that can resume its stream whether the agent offers it (``transport.resumable``
+        in the ``initialize`` answer; ``None``: no answer)."""
         transport = self.connection.transport
-        capability = ResumableTransport.from_initialize(result)
-        if capability is None or not isinstance(transport, StreamResumable):
-            return
-        meta = result.get("_meta")
-        cursor = meta.get(CURSOR_META_KEY) if isinstance(meta, dict) else None
-        transport.enable_stream_resume(capability, cursor=cursor if isinstance(cursor, str) else None)
+        if isinstance(transport, StreamResumable):
+            transport.enable_stream_resume(ResumableTransport.from_initialize(result))
 
     def supports(self, feature: str) -> bool:
         """Whether the agent advertised ``feature`` on this connection.

@@ -72,11 +72,17 @@ class BatchTransport(Protocol):
 @runtime_checkable
 class StreamResumable(Protocol):
     """A transport that can resume its stream from a cursor after a drop (the durable transport draft, PR
-    2208), once told the agent offers it. :class:`~acp_client.ACPClient` calls
-    :meth:`enable_stream_resume` after an ``initialize`` that advertised ``transport.resumable``."""
+    2208), once told the agent offers it. :class:`~acp_client.ACPClient` calls :meth:`watch_cursors` before
+    it sends ``initialize`` (so no message after the answer goes unnoted) and :meth:`enable_stream_resume`
+    with what the answer advertised."""
 
-    def enable_stream_resume(self, capability: ResumableTransport, *, cursor: str | None = None) -> None:
-        """Resume after a drop from now on; ``cursor`` is the last one already delivered, if known."""
+    def watch_cursors(self) -> None:
+        """Note the cursors of inbound messages until :meth:`enable_stream_resume` says whether to go on."""
+        ...
+
+    def enable_stream_resume(self, capability: ResumableTransport | None) -> None:
+        """Resume after a drop from now on (``capability``: what ``transport.resumable`` advertised), or, with
+        ``None``, stop noting cursors: the agent does not offer it."""
         ...
 
 

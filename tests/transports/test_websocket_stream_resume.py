@@ -9,24 +9,37 @@ event; without the capability nothing changes."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from websockets.asyncio.server import ServerConnection
 
+import acp_client
 from acp_client import (
     ConnectionDropped,
+    ConnectionLost,
     ReconnectingClient,
     SessionRecovered,
     SessionUpdate,
+    TransportOptions,
 )
 from acp_client.schema.transport import STREAM_RESUME
 from acp_client.testing import FaultProxy, ReferenceAgent, Resumable
 from acp_client.testing.agent._stream_resume import ResumableStreams
 from acp_client.transports.websocket import WebSocketTransport
-from tests.conftest import bound, running_client
+from acp_client.transports.websocket._resume import (
+    MAX_CURSOR_CHARS,
+    CursorTracker,
+    ResumeAnswer,
+    StreamResumeStats,
+    read_resume_answer,
+)
+from tests.conftest import bound, running_client, serve_raw, started
 
 versions = pytest.mark.parametrize("version", [1, 2])
 
@@ -191,3 +204,182 @@ async def test_a_cursor_outside_retention_falls_back_and_recovers() -> None:
         assert agent.count("session/resume") == 1
         turn.cancel()
         del updates
+
+
+async def test_a_closed_session_is_never_resumed() -> None:
+    async with resumable_agent(2) as (agent, proxy), running_client(proxy.url()) as (client, rec):
+        closed, kept = await client.new_session("/w/closed"), await client.new_session("/w/kept")
+        await client.close_session(closed.id)
+        await proxy.cut_all()
+        recovered = await rec.wait(lambda e: isinstance(e, SessionRecovered), timeout=bound(10))
+        assert [(e.session_id, e.path) for e in recovered] == [(kept.id, "stream_resumed")]
+        assert [a.outcome for a in agent.streams.attempts] == ["resumed"]
+        assert agent.count("session/resume", closed.id) + agent.count("session/load", closed.id) == 0
+        assert agent.count("session/status") == 0
+        assert closed.id not in [e.session_id for e in rec.of(SessionRecovered)]
+
+
+async def test_a_normal_closure_by_the_agent_is_terminal_no_stream_resume() -> None:
+    # close code 1000 is the agent's terminal signal: the client must not try to resume that stream
+    async with resumable_agent(2) as (agent, proxy), running_client(proxy.url()) as (client, rec):
+        session = await client.new_session("/w")
+        await agent.drop_all_connections(code=1000)
+        recovered = await rec.wait(
+            lambda e: isinstance(e, SessionRecovered) and e.session_id == session.id, timeout=bound(10)
+        )
+        assert recovered[0].path == "ladder"
+        assert agent.streams.attempts == []
+        assert all(method != STREAM_RESUME for _, method in agent.streams.first_frames)
+
+
+async def test_a_silent_link_is_ended_after_five_keepalive_intervals_and_resumed() -> None:
+    # the client's own keepalive is off: only the draft's silence rule (5 intervals of 0.05 s) can end the link
+    resumable = Resumable(retention_seconds=30.0, keepalive_seconds=0.05)
+    quiet = TransportOptions(ping_interval=None)
+    async with (
+        resumable_agent(2, resumable=resumable) as (agent, proxy),
+        running_client(proxy.url(), transport_options=quiet) as (client, rec),
+    ):
+        session = await client.new_session("/w")
+        first = proxy.links[0]
+        proxy.set_mode("blackhole", link=first)  # half-open: nothing flows, no FIN, no RST
+        recovered = await rec.wait(
+            lambda e: isinstance(e, SessionRecovered) and e.session_id == session.id, timeout=bound(10)
+        )
+        assert recovered[0].path == "stream_resumed"
+        stats = transport_of(client).resume_stats
+        assert stats is not None and stats.resumes == 1
+        assert [a.outcome for a in agent.streams.attempts] == ["resumed"]
+
+
+async def test_close_during_a_stream_resume_ends_it_cleanly() -> None:
+    async with resumable_agent(2) as (_agent, proxy):
+        client, rec = await started(proxy.url())
+        try:
+            await client.new_session("/w")
+            proxy.set_listener("accept_and_hang")  # the resume's handshake never completes
+            accepted = proxy.connections_accepted
+            await proxy.cut_all()
+            await proxy.wait_for_connections(accepted + 1, timeout=bound(5))
+        finally:
+            await asyncio.wait_for(client.aclose(), bound(5))
+            await rec.close()
+        assert not rec.of(SessionRecovered)
+
+
+# ---------------------------------------------------------------- hostile agents (raw, scripted frame by frame)
+
+
+@dataclass
+class HostileResumer:
+    """A raw v1 agent that advertises resumable, sends one update stamped with ``cursor`` and drops the socket;
+    every later socket's first frame is recorded and answered with ``answer`` (frames, in order)."""
+
+    cursor: Any
+    answer: list[Any]
+    first_frames: list[dict[str, Any]] = field(default_factory=list)
+    upgrades: list[str | None] = field(default_factory=list)
+
+    async def serve(self, ws: ServerConnection) -> None:
+        self.upgrades.append(ws.request.headers.get("Acp-Connection-Id") if ws.request is not None else None)
+        if len(self.upgrades) > 1:
+            self.first_frames.append(json.loads(await ws.recv()))
+            for frame in self.answer:
+                await ws.send(frame if isinstance(frame, str) else json.dumps(frame))
+            await ws.wait_closed()
+            return
+        message = json.loads(await ws.recv())
+        caps = {"transport": {"resumable": {"retentionMessages": 10, "retentionSeconds": 5}}}
+        result = {"protocolVersion": 1, "agentCapabilities": caps, "authMethods": []}
+        await ws.send(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}))
+        update = {"sessionId": "s1", "update": {"sessionUpdate": "agent_message_chunk"}}
+        update["_meta"] = {"acp/cursor": self.cursor}
+        await ws.send(json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": update}))
+        await ws.send(json.dumps({"jsonrpc": "2.0", "method": "_x/flushed", "params": {}}))
+        await ws.recv()  # the client's answer to _x/flushed never comes (a notification): wait for the test
+        ws.transport.abort()
+
+
+def name_the_connection(_ws: ServerConnection, _request: Any, response: Any) -> None:
+    response.headers["Acp-Connection-Id"] = "raw-1"
+
+
+async def lost_after_resume(agent: HostileResumer) -> ConnectionLost:
+    """Connect to ``agent``, wait for its drop, and return the loss the connection reports."""
+    async with serve_raw(agent.serve, process_response=name_the_connection) as url:
+        client = await asyncio.wait_for(acp_client.connect(url, protocol_version=1), bound(10))
+        try:
+            await client.connection.notify("_x/go", {})  # lets the agent drop the socket
+            return await asyncio.wait_for(client.connection.wait_closed(), bound(10))
+        finally:
+            await client.aclose()
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        (
+            [{"jsonrpc": "2.0", "method": "stream/resume_failed", "params": [1, {"reason": 2}]}],
+            "not resumed: the agent refused stream/resume: no reason given",
+        ),
+        (
+            [{"jsonrpc": "2.0", "method": "stream/resume_failed", "params": {"reason": "gone\x1b[31m" + "x" * 5000}}],
+            "not resumed: the agent refused stream/resume: gone?[31m" + "x" * 191 + "…",
+        ),
+        (
+            [{"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": {}}}],
+            "not resumed: the agent sent other traffic before acknowledging stream/resume "
+            "(it would go live with a gap)",
+        ),
+        (["{not json"], "not resumed: the agent answered stream/resume with a frame that is not JSON"),
+        (
+            [{"jsonrpc": "2.0", "id": "acp-client/stream-resume-1", "error": {"code": -1, "message": "no buffer"}}],
+            "not resumed: the agent refused stream/resume: no buffer",
+        ),
+    ],
+    ids=["failed-garbage", "failed-huge-reason", "live-without-ack", "not-json", "error-answer"],
+)
+async def test_a_hostile_answer_to_stream_resume_is_a_refusal(answer: list[Any], why: str) -> None:
+    agent = HostileResumer("c-1", answer)
+    loss = await lost_after_resume(agent)
+    assert loss.stream_resumption == why
+    # the one resume attempt named the connection and began with stream/resume from the last cursor
+    assert len(agent.first_frames) == 1 and agent.upgrades == [None, "raw-1"]
+    assert agent.first_frames[0]["method"] == STREAM_RESUME
+    assert agent.first_frames[0]["params"] == {"cursor": "c-1"}
+
+
+@pytest.mark.parametrize(
+    "cursor", ["c" * (MAX_CURSOR_CHARS + 1), 17, None, {"n": 1}], ids=["huge", "number", "null", "object"]
+)
+async def test_a_malformed_cursor_turns_stream_resume_off(cursor: Any) -> None:
+    agent = HostileResumer(cursor, [])
+    loss = await lost_after_resume(agent)
+    assert loss.stream_resumption == (
+        f"not resumed: the agent sent a cursor that is not a string of at most {MAX_CURSOR_CHARS} characters"
+    )
+    assert agent.first_frames == [] and len(agent.upgrades) == 1  # no reconnect at all: the ladder's job
+
+
+# ---------------------------------------------------------------- the cursor tracker (no I/O)
+
+
+def test_the_tracker_drops_a_replayed_duplicate_and_keeps_its_memory_bounded() -> None:
+    stats = StreamResumeStats()
+    tracker = CursorTracker(16, stats)
+    frames = [f'{{"method":"m","params":{{"_meta":{{"acp/cursor" : "k\\u002d{n}"}}}}}}' for n in range(40)]
+    assert all(tracker.take(frame) for frame in frames)
+    assert tracker.last == "k-39"
+    assert not tracker.take(frames[-1]) and not tracker.take(frames[30])
+    assert tracker.take(frames[0])  # forgotten long ago: the bound is 16 cursors
+    assert stats.duplicates_dropped == 2
+    assert tracker.take('{"method":"m","params":{}}')  # no cursor: delivered, nothing changes
+    assert tracker.broken is None
+
+
+def test_read_resume_answer_takes_the_turn_state_and_replay_count() -> None:
+    ack = {"jsonrpc": "2.0", "id": "r", "result": {"replayed": 3, "_meta": {"acp/turnState": {"state": "idle"}}}}
+    answer = read_resume_answer(json.dumps(ack), "r")
+    assert answer == ResumeAnswer("accepted", turn_state={"state": "idle"}, replayed=3)
+    other = {"jsonrpc": "2.0", "id": "someone-else", "result": {}}
+    assert read_resume_answer(json.dumps(other), "r").verdict == "violation"

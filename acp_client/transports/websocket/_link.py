@@ -36,6 +36,7 @@ from acp_client.transports._cookies import CookieJar
 from acp_client.transports.base import TransportStats
 from acp_client.transports.options import TransportOptions
 from acp_client.transports.websocket._resume import (
+    MAX_REMEMBERED,
     CursorTracker,
     NotResumed,
     Reopen,
@@ -155,18 +156,28 @@ class WebSocketTransport:
         """The v1 ``acp/turnState`` hint (``{"state", "promptRequestId"}``) of the last acknowledged resume."""
         return self._resumer.turn_state if self._resumer is not None else None
 
-    def enable_stream_resume(self, capability: ResumableTransport, *, cursor: str | None = None) -> None:
+    def watch_cursors(self) -> None:
+        """Note the cursors of inbound messages from now on (:class:`~acp_client.ACPClient` calls it before
+        ``initialize``), until :meth:`enable_stream_resume` says whether the agent offers stream resume."""
+        if self._reopen is not None and self._tracker is None:
+            self._tracker = CursorTracker(MAX_REMEMBERED, StreamResumeStats())
+
+    def enable_stream_resume(self, capability: ResumableTransport | None) -> None:
         """Resume this link's stream after a drop (see the class docstring): the agent advertised
-        ``capability``; ``cursor`` is the last one already delivered (that of the ``initialize`` answer).
+        ``capability``; ``None`` turns the cursor watch of :meth:`watch_cursors` off (the agent offers none).
 
         With ``capability.keepalive_seconds`` the transport also pings at that interval, and
         :data:`SILENT_INTERVALS` intervals without an answer end the socket (then resumed, if the agent
-        is there). Does nothing when called again, or on a transport made without a way to reopen it.
+        is there). Does nothing when called again after a capability, or on a transport made without a way
+        to reopen it.
         """
         if self._reopen is None or self._resumer is not None or self.closed:
             return
+        if capability is None:
+            self._tracker = None
+            return
         self._resumer = StreamResumer(
-            capability, self._reopen, answer_timeout=self._options.open_timeout, cursor=cursor
+            capability, self._reopen, answer_timeout=self._options.open_timeout, cursors=self._tracker
         )
         self._tracker = self._resumer.cursors
         interval = capability.keepalive_seconds

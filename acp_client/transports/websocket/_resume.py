@@ -42,6 +42,7 @@ from acp_client.schema.transport import (
 __all__ = [
     "MAX_CURSOR_CHARS",
     "MAX_REASON_CHARS",
+    "MAX_REMEMBERED",
     "RESUME_ATTEMPTS",
     "CursorTracker",
     "NotResumed",
@@ -58,7 +59,7 @@ MAX_CURSOR_CHARS = 1024
 #: The part of an agent's refusal reason that is kept (and shown); the rest is cut.
 MAX_REASON_CHARS = 200
 #: How many delivered cursors are remembered to drop a replayed duplicate (at most; see :class:`CursorTracker`).
-MAX_REMEMBERED = 4096
+MAX_REMEMBERED = 1024
 
 _KEY = json.dumps(CURSOR_META_KEY)  # '"acp/cursor"'
 _DECODER = json.JSONDecoder()
@@ -240,16 +241,14 @@ class StreamResumer:
         reopen: Reopen,
         *,
         answer_timeout: float | None,
-        cursor: str | None = None,
+        cursors: CursorTracker | None = None,
         backoff: Backoff = RESUME_BACKOFF,
         attempts: int = RESUME_ATTEMPTS,
     ) -> None:
-        """Resume with ``reopen``; ``cursor`` is the last one already delivered (the ``initialize`` answer's)."""
+        """Resume with ``reopen``; ``cursors`` are the ones noted so far (a new tracker when ``None``)."""
         self.capability = capability
-        self.stats = StreamResumeStats()
-        self.cursors = CursorTracker(capability.retention_messages or 1024, self.stats)
-        if cursor is not None and len(cursor) <= MAX_CURSOR_CHARS:
-            self.cursors.last = cursor
+        self.cursors = cursors if cursors is not None else CursorTracker(MAX_REMEMBERED, StreamResumeStats())
+        self.stats = self.cursors.stats
         self._reopen = reopen
         self._backoff = backoff
         self._attempts = attempts
