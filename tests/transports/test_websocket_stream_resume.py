@@ -383,3 +383,16 @@ def test_read_resume_answer_takes_the_turn_state_and_replay_count() -> None:
     assert answer == ResumeAnswer("accepted", turn_state={"state": "idle"}, replayed=3)
     other = {"jsonrpc": "2.0", "id": "someone-else", "result": {}}
     assert read_resume_answer(json.dumps(other), "r").verdict == "violation"
+
+
+async def test_an_agent_restart_refuses_the_resume_and_the_ladder_restores() -> None:
+    async with resumable_agent(2) as (agent, proxy), running_client(proxy.url()) as (client, rec):
+        session = await client.new_session("/w")
+        await agent.restart()
+        recovered = await rec.wait(
+            lambda e: isinstance(e, SessionRecovered) and e.session_id == session.id, timeout=bound(10)
+        )
+        assert recovered[0].path == "ladder" and recovered[0].outcome == "restored"
+        assert recovered[0].stream_resumption is not None
+        assert recovered[0].stream_resumption.startswith("not resumed: the agent refused stream/resume: connection")
+        assert [a.outcome for a in agent.streams.attempts] == ["refused"]

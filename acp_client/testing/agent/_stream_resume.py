@@ -273,6 +273,8 @@ class ResumableStreams:
             await self._agent.serve_channel(channel, connection_id=connection_id)
         finally:
             self._channels.pop(connection_id, None)
+            if not channel.ended:
+                channel.abort()  # the connection's work was stopped (a restart): its socket goes with it
 
     async def _resume(self, socket: WebSocketChannel, connection_id: str | None, request_id: Any, cursor: Any) -> bool:
         channel = self._channels.get(connection_id) if connection_id is not None else None

@@ -20,8 +20,9 @@ handshake failures (bad HTTP, proxy, redirects)
                                                   ``close_code`` and ``reason``
 ================================================  ==========================================================
 
-The open link itself (sending, receiving, the keepalive, closing) is
-:class:`WebSocketTransport` in :mod:`acp_client.transports.websocket._link`, re-exported here.
+The open link itself (sending, receiving, the keepalive, closing, resuming a dropped stream from its cursor
+when the agent offers it, with :class:`StreamResumeStats`) is :class:`WebSocketTransport` in
+:mod:`acp_client.transports.websocket._link`, re-exported here.
 """
 
 from __future__ import annotations
@@ -48,12 +49,14 @@ from acp_client.transports._cookies import CookieJar, parse_retry_after
 from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES
 from acp_client.transports.options import HeadersLike, HeadersProvider, TransportOptions, resolve_headers
 from acp_client.transports.websocket._link import CONNECTION_ID_HEADER, WebSocketTransport, join_headers
+from acp_client.transports.websocket._resume import StreamResumeStats
 
 __all__ = [
     "CONNECTION_ID_HEADER",
     "CookieJar",
     "HeadersLike",
     "HeadersProvider",
+    "StreamResumeStats",
     "WebSocketTransport",
     "connect_websocket",
     "open_websocket",
