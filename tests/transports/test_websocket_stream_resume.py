@@ -277,15 +277,21 @@ class HostileResumer:
 
     cursor: Any
     answer: list[Any]
+    drop_after_answer: bool = False
     first_frames: list[dict[str, Any]] = field(default_factory=list)
     upgrades: list[str | None] = field(default_factory=list)
 
     async def serve(self, ws: ServerConnection) -> None:
         self.upgrades.append(ws.request.headers.get("Acp-Connection-Id") if ws.request is not None else None)
         if len(self.upgrades) > 1:
-            self.first_frames.append(json.loads(await ws.recv()))
+            first = json.loads(await ws.recv())
+            self.first_frames.append(first)
             for frame in self.answer:
+                if frame == "ACK":
+                    frame = {"jsonrpc": "2.0", "id": first["id"], "result": {}}
                 await ws.send(frame if isinstance(frame, str) else json.dumps(frame))
+            if self.drop_after_answer:
+                ws.transport.abort()
             await ws.wait_closed()
             return
         message = json.loads(await ws.recv())
@@ -359,6 +365,14 @@ async def test_a_malformed_cursor_turns_stream_resume_off(cursor: Any) -> None:
         f"not resumed: the agent sent a cursor that is not a string of at most {MAX_CURSOR_CHARS} characters"
     )
     assert agent.first_frames == [] and len(agent.upgrades) == 1  # no reconnect at all: the ladder's job
+
+
+async def test_an_agent_that_acknowledges_and_drops_every_socket_is_given_up() -> None:
+    agent = HostileResumer("c-1", ["ACK"], drop_after_answer=True)
+    loss = await lost_after_resume(agent)
+    assert loss.stream_resumption == "not resumed: the last 5 resumed sockets dropped before delivering anything"
+    assert len(agent.first_frames) == 5
+    assert all(frame["params"] == {"cursor": "c-1"} for frame in agent.first_frames)
 
 
 # ---------------------------------------------------------------- the cursor tracker (no I/O)

@@ -208,7 +208,8 @@ class ResumableChannel:
             self._detach(socket)
         finally:
             self._replaying = False
-        self._attached.set()
+        if self._socket is socket:
+            self._attached.set()
         return replayed
 
     def pending_after(self, cursor: str | None) -> int:

@@ -212,27 +212,26 @@ class WebSocketTransport:
         raises ``ConnectionLost``."""
         if not isinstance(cast(object, frame), str):
             raise UsageError(f"a frame must be str, not {type(frame).__name__}")
-        while True:
-            try:
-                await self._send_now(frame)
-                return
-            except ConnectionLost:
-                if not self._may_resume():
-                    raise
-            await self._resume_link()  # raises ConnectionLost when the stream was not resumed
-
-    async def _send_now(self, frame: str) -> None:
         if self._failure is not None or self._resume_task is not None:
-            raise self._lost()
+            if not self._may_resume():
+                raise self._lost()
+            await self._resume_link()  # raises ConnectionLost when the stream was not resumed
+            return await self.send(frame)
         if not self._corked and self._cork_with is not None:
             self._cork(*self._cork_with)
         try:
             await self._conn.send(frame)
         except ConnectionClosed as exc:
-            raise self._lost() from exc
-        if self._failure is not None:
+            if not self._may_resume():
+                raise self._lost() from exc
+            await self._resume_link()  # the frame was not written: it goes on the resumed socket
+            return await self.send(frame)
+        if self._aborted():
             # the keepalive aborted the link while this frame waited for buffer space: it was not sent
-            raise self._lost()
+            if not self._may_resume():
+                raise self._lost()
+            await self._resume_link()
+            return await self.send(frame)
         self.stats.frames_out += 1
         self.stats.bytes_out += len(frame) if frame.isascii() else len(frame.encode())
 
@@ -365,6 +364,11 @@ class WebSocketTransport:
 
     # ------------------------------------------------------------------ stream resume
 
+    def _aborted(self) -> bool:
+        """The keepalive (or the silence watch) failed the current socket (an await may have passed since the
+        last look)."""
+        return self._failure is not None
+
     def _may_resume(self) -> bool:
         """Whether the loss of the current socket is one to resume: stream resume is on, the client is not
         closing, and the socket did not end with a terminal close code (or the client's own close)."""
@@ -399,6 +403,7 @@ class WebSocketTransport:
         lost = self._lost()
         _log.info("websocket_stream_resuming", transport=self._description, reason=lost.reason)
         try:
+            resumer.note_progress(self.stats.frames_in)
             connection = await resumer.resume(self.connection_id)
         except NotResumed as why:
             self.stream_resumption = f"not resumed: {why}"

@@ -254,15 +254,26 @@ class StreamResumer:
         self._attempts = attempts
         self._answer_timeout = answer_timeout if answer_timeout is not None else 10.0
         self._requests = 0
+        self._fruitless = 0  # resumed sockets in a row that dropped before delivering a frame
+        self._frames_at_resume = -1
         #: the v1 ``acp/turnState`` hint of the last acknowledgment (``None`` when it sent none)
         self.turn_state: dict[str, Any] | None = None
         #: how the last resume went, for ``SessionRecovered.stream_resumption``
         self.outcome: str | None = None
 
+    def note_progress(self, frames_in: int) -> None:
+        """Before a resume: ``frames_in`` frames were delivered on the link so far. A socket resumed and lost
+        again before delivering one is fruitless; :data:`RESUME_ATTEMPTS` of them in a row end the resumes
+        (an agent that acknowledges and drops would otherwise be resumed forever)."""
+        self._fruitless = self._fruitless + 1 if frames_in == self._frames_at_resume else 0
+        self._frames_at_resume = frames_in
+
     async def resume(self, connection_id: str | None) -> ClientConnection:
         """Open the link again and resume the stream; the acknowledged socket, or :class:`NotResumed`."""
         if self.cursors.broken is not None:
             raise NotResumed(self.cursors.broken)
+        if self._fruitless >= self._attempts:
+            raise NotResumed(f"the last {self._fruitless} resumed sockets dropped before delivering anything")
         if connection_id is None:
             raise NotResumed("the agent named no Acp-Connection-Id to resume")
         loop = asyncio.get_running_loop()
