@@ -104,7 +104,9 @@ class ReferenceAgent:
       alpha.5) or ``"stop_reason"`` (``{"stopReason": "end_turn"}``, an agent that never moved on).
     - ``resumable``: serve the durable transport draft (PR 2208) and advertise ``transport.resumable``: a
       :class:`~acp_client.testing.agent._resumable.Resumable` (retention, keepalive, a switch to refuse), or
-      ``True`` for its defaults. Default ``None``: not advertised.
+      ``True`` for its defaults. Default ``None``: not advertised. Over WebSocket the agent then stamps cursors,
+      keeps each connection across a socket drop and answers ``stream/resume``; :attr:`streams` records the
+      attempts (see :mod:`acp_client.testing.agent._stream_resume`).
     """
 
     #: the resumable WebSocket connections (made on first use when ``resumable`` is set; see :attr:`streams`)

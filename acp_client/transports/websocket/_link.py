@@ -11,6 +11,12 @@ connection is aborted at once (a peer that answers no ping will not complete a c
 blackholed peer makes ``recv`` raise ``ConnectionLost`` within ``ping_interval + ping_timeout``, even when
 the socket's write buffer is full (where websockets' own keepalive would wait for buffer space forever).
 
+Stream resume (the durable transport draft, PR 2208; off until :meth:`WebSocketTransport.enable_stream_resume`):
+a socket lost for a reason other than a terminal close is replaced underneath the same connection after the
+agent acknowledged a ``stream/resume`` (see :mod:`acp_client.transports.websocket._resume` for the wire);
+``recv`` and ``send`` wait meanwhile. Only a refused or impossible resume raises ``ConnectionLost``, with
+``stream_resumption`` saying why.
+
 Frames: only text frames are delivered; binary frames are discarded and counted in
 ``stats.binary_discarded`` (the RFD: "binary frames are ignored"). An inbound message larger than
 ``max_frame_bytes`` fails the link with close code 1009.

@@ -221,7 +221,7 @@ Reopen = Callable[[str | None], Awaitable[tuple[ClientConnection, str]]]
 #: How many reconnects one stream resume tries before it gives up (the draft: a bounded number).
 RESUME_ATTEMPTS = 5
 #: The backoff between them: full jitter, starting small (the agent's buffer is waiting).
-RESUME_BACKOFF = Backoff(base=0.05, cap=2.0)
+RESUME_BACKOFF = Backoff(base=0.02, cap=2.0)
 #: A handshake refused with one of these says the connection is gone: no further attempt.
 _GONE_STATUSES = frozenset({401, 403, 404, 409, 410})
 
