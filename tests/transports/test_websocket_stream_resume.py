@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from acp_client import (
     SessionUpdate,
     TransportOptions,
 )
-from acp_client.schema.transport import STREAM_RESUME
+from acp_client.schema.transport import STREAM_RESUME, ResumableTransport
 from acp_client.testing import FaultProxy, ReferenceAgent, Resumable
 from acp_client.testing.agent._stream_resume import ResumableStreams
 from acp_client.transports.websocket import WebSocketTransport
@@ -410,3 +411,27 @@ async def test_an_agent_restart_refuses_the_resume_and_the_ladder_restores() -> 
         assert recovered[0].stream_resumption is not None
         assert recovered[0].stream_resumption.startswith("not resumed: the agent refused stream/resume: connection")
         assert [a.outcome for a in agent.streams.attempts] == ["refused"]
+
+
+async def test_the_standalone_agent_serves_resumable_streams() -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "acp_client.cli",
+        "serve-reference",
+        "--resumable",
+        "--retention-seconds",
+        "30",
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    try:
+        url = (await asyncio.wait_for(proc.stdout.readline(), bound(20))).decode().strip()
+        async with acp_client.connect(url) as client:
+            capability = ResumableTransport.from_initialize(client.initialize_result)
+            assert capability is not None and capability.retention_seconds == 30.0
+            transport = client.connection.transport
+            assert isinstance(transport, WebSocketTransport) and transport.resume_stats is not None
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), bound(10))
