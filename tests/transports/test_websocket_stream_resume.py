@@ -122,7 +122,7 @@ async def test_v1_acknowledgment_carries_the_turn_state_and_v2_a_state_update(ve
     async with resumable_agent(version) as (_agent, proxy), running_client(proxy.url()) as (client, _rec):
         session = await client.new_session("/w")
         updates = session.updates(maxsize=10_000)
-        turn = asyncio.create_task(session.prompt("stream 100 every 0.01"))
+        turn = asyncio.create_task(session.prompt("stream 300 every 0.01"))  # still running at the resume
         seen: list[int] = []
         await asyncio.wait_for(chunks_until(updates, seen, upto=5), bound(10))
         await proxy.cut_all()
@@ -299,8 +299,9 @@ class HostileResumer:
         caps = {"transport": {"resumable": {"retentionMessages": 10, "retentionSeconds": 5}}}
         result = {"protocolVersion": 1, "agentCapabilities": caps, "authMethods": []}
         await ws.send(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}))
-        update = {"sessionId": "s1", "update": {"sessionUpdate": "agent_message_chunk"}}
-        update["_meta"] = {"acp/cursor": self.cursor}
+        update: dict[str, Any] = {"sessionId": "s1", "update": {"sessionUpdate": "agent_message_chunk"}}
+        if self.cursor != "OMIT":
+            update["_meta"] = {"acp/cursor": self.cursor}
         await ws.send(json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": update}))
         await ws.send(json.dumps({"jsonrpc": "2.0", "method": "_x/flushed", "params": {}}))
         await ws.recv()  # the client's answer to _x/flushed never comes (a notification): wait for the test
@@ -366,6 +367,16 @@ async def test_a_malformed_cursor_turns_stream_resume_off(cursor: Any) -> None:
         f"not resumed: the agent sent a cursor that is not a string of at most {MAX_CURSOR_CHARS} characters"
     )
     assert agent.first_frames == [] and len(agent.upgrades) == 1  # no reconnect at all: the ladder's job
+
+
+async def test_an_agent_that_stamps_no_cursor_is_not_resumed() -> None:
+    # it advertises resumable streams but its messages carry no cursor: a replay could not be deduplicated
+    agent = HostileResumer("OMIT", ["ACK"])
+    loss = await lost_after_resume(agent)
+    assert loss.stream_resumption == (
+        "not resumed: the agent sent messages without a cursor: its replay could not be told from them"
+    )
+    assert agent.first_frames == [] and len(agent.upgrades) == 1
 
 
 async def test_an_agent_that_acknowledges_and_drops_every_socket_is_given_up() -> None:

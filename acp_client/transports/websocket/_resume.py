@@ -95,7 +95,7 @@ class CursorTracker:
     which the tracker no longer offers a cursor to resume from.
     """
 
-    __slots__ = ("_order", "_seen", "broken", "last", "stats")
+    __slots__ = ("_order", "_seen", "broken", "last", "stats", "uncursored")
 
     def __init__(self, remember: int, stats: StreamResumeStats) -> None:
         """Remember up to ``remember`` (clamped to 16..:data:`MAX_REMEMBERED`) delivered cursors."""
@@ -107,11 +107,14 @@ class CursorTracker:
         self.last: str | None = None
         #: why stream resume is off for this link (a malformed cursor), else ``None``
         self.broken: str | None = None
+        #: frames delivered without a cursor (never deduplicated: a replay of one cannot be recognised)
+        self.uncursored = 0
 
     def take(self, frame: str) -> bool:
         """``True``: deliver ``frame`` (and note its cursor); ``False``: a duplicate of a delivered one, drop it."""
         at = frame.rfind(_KEY)
         if at < 0:
+            self.uncursored += 1
             return True
         cursor = _cursor_after(frame, at + len(_KEY))
         if cursor is None:
@@ -272,6 +275,8 @@ class StreamResumer:
         """Open the link again and resume the stream; the acknowledged socket, or :class:`NotResumed`."""
         if self.cursors.broken is not None:
             raise NotResumed(self.cursors.broken)
+        if self.cursors.last is None and self.cursors.uncursored:
+            raise NotResumed("the agent sent messages without a cursor: its replay could not be told from them")
         if self._fruitless >= self._attempts:
             raise NotResumed(f"the last {self._fruitless} resumed sockets dropped before delivering anything")
         if connection_id is None:
