@@ -40,7 +40,7 @@ from acp_client.transports.websocket._resume import (
     StreamResumeStats,
     read_resume_answer,
 )
-from tests.conftest import bound, running_client, serve_raw, started
+from tests.conftest import bound, eventually, running_client, serve_raw, started
 
 versions = pytest.mark.parametrize("version", [1, 2])
 
@@ -266,6 +266,32 @@ async def test_close_during_a_stream_resume_ends_it_cleanly() -> None:
             await asyncio.wait_for(client.aclose(), bound(5))
             await rec.close()
         assert not rec.of(SessionRecovered)
+
+
+async def test_a_request_made_while_the_stream_resumes_goes_out_on_the_resumed_socket() -> None:
+    async with resumable_agent(1) as (agent, proxy), running_client(proxy.url()) as (client, rec):
+        session = await client.new_session("/w")
+        accepted = proxy.connections_accepted
+        await proxy.cut_all()
+        proxy.hold("s2c")  # the resume's upgrade answer waits in the proxy: the resume is under way
+        await proxy.wait_for_connections(accepted + 1, timeout=bound(5))
+        turn = asyncio.create_task(session.prompt("echo: during the resume"))
+        current = client.current
+        assert current is not None
+
+        async def prompt_waiting() -> bool:
+            return current.connection.waiting == 1
+
+        await eventually(prompt_waiting, bound(5), "the prompt waits for the resumed socket")
+        assert not turn.done()  # waiting, not failed
+        proxy.release("s2c")
+        result = await asyncio.wait_for(turn, bound(10))
+        assert result.stop_reason == "end_turn"
+        assert agent.count("session/prompt") == 1 and [a.outcome for a in agent.streams.attempts] == ["resumed"]
+        # the prompt went out after the resume was acknowledged: stream/resume stayed the first frame
+        assert agent.streams.first_frames[1][1] == STREAM_RESUME
+        recovered = await rec.wait(lambda e: isinstance(e, SessionRecovered), timeout=bound(5))
+        assert recovered[0].path == "stream_resumed" and client.generation == 1
 
 
 # ---------------------------------------------------------------- hostile agents (raw, scripted frame by frame)
