@@ -16,7 +16,9 @@ on stdout, then answers one command per stdin line with one ``ok …`` line:
 ``quit``           stop serving and exit (end of stdin does the same)
 =================  ===================================================================================
 
-Logging is configured to drop everything below WARNING, as in the benchmark scripts.
+``--resumable`` serves the durable transport draft (``ReferenceAgent(resumable=Resumable(...))``, 60 s
+retention), ``--refuse`` with its switch to refuse every resume. Logging is configured to drop everything
+below WARNING, as in the benchmark scripts.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import sys
 
 import structlog
 
-from acp_client.testing import ReferenceAgent
+from acp_client.testing import ReferenceAgent, Resumable
 
 
 def _reply(text: str) -> None:
@@ -36,12 +38,14 @@ def _reply(text: str) -> None:
     sys.stdout.flush()
 
 
-async def _serve(protocol: int, also_v1: bool) -> None:
+async def _serve(protocol: int, also_v1: bool, resumable: Resumable | None) -> None:
     versions = sorted({1, protocol}) if also_v1 else [protocol]
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    async with ReferenceAgent(protocol, host="127.0.0.1", port=0, supported_versions=versions) as agent:
+    async with ReferenceAgent(
+        protocol, host="127.0.0.1", port=0, supported_versions=versions, resumable=resumable
+    ) as agent:
         _reply(agent.url)
         while True:
             line = await reader.readline()
@@ -74,12 +78,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--protocol", type=int, choices=(1, 2), default=2)
     parser.add_argument("--also-v1", action="store_true")
+    parser.add_argument("--resumable", action="store_true", help="serve resumable streams (PR 2208)")
+    parser.add_argument("--refuse", action="store_true", help="with --resumable: refuse every resume")
     args = parser.parse_args()
+    resumable = Resumable(retention_seconds=60.0, refuse=args.refuse) if args.resumable else None
     structlog.configure(
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
     )
-    asyncio.run(_serve(args.protocol, args.also_v1))
+    asyncio.run(_serve(args.protocol, args.also_v1, resumable))
     return 0
 
 

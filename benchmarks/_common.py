@@ -242,13 +242,15 @@ class AgentProcess(ChildProcess):
     the agent is still part of every measurement, for ours and for every baseline alike.
     """
 
-    def __init__(self, protocol: int = 2, *, also_v1: bool = False) -> None:
+    def __init__(self, protocol: int = 2, *, also_v1: bool = False, flags: Sequence[str] = ()) -> None:
         super().__init__()
         self.protocol = protocol
         self.also_v1 = also_v1
+        self.flags = tuple(flags)  # more options of _agent_proc.py (``--resumable``, ``--refuse``)
 
     def argv(self) -> list[str]:
-        return [str(AGENT_SCRIPT), "--protocol", str(self.protocol), *(["--also-v1"] if self.also_v1 else [])]
+        also = ["--also-v1"] if self.also_v1 else []
+        return [str(AGENT_SCRIPT), "--protocol", str(self.protocol), *also, *self.flags]
 
     async def command(self, text: str) -> str:
         """Send one control command; return the text after ``ok``."""

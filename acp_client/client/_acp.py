@@ -55,6 +55,7 @@ from acp_client.schema import (
     parse_result,
     parse_status_response,
 )
+from acp_client.schema.transport import ResumableTransport
 from acp_client.sessions import (
     Attachment,
     Session,
@@ -64,7 +65,7 @@ from acp_client.sessions import (
     SessionRecord,
     SessionRegistry,
 )
-from acp_client.transports.base import Transport
+from acp_client.transports.base import StreamResumable, Transport
 
 __all__ = ["SUPPORTED_PROTOCOL_VERSIONS", "ACPClient", "ProtocolVersionOption", "SessionInfo", "shape_mcp_servers"]
 
@@ -172,6 +173,9 @@ class ACPClient:
         Returns the negotiated version. Raises :class:`UnsupportedProtocolVersion` if the agent answers a
         version this client does not speak, or ``ProtocolError`` if the answer is malformed.
         """
+        transport = self.connection.transport
+        if isinstance(transport, StreamResumable):
+            transport.watch_cursors()  # every message after the answer counts for a stream resume
         try:
             result = await self.connection.request("initialize", self.initialize_params(version), timeout=timeout)
         except ACPTimeoutError as exc:
@@ -189,6 +193,7 @@ class ACPClient:
         # update of a recovery round, where the pause (a second or more of pydantic schema building on a
         # slow machine) would count against every recovery request's timeout.
         models_for(answer.version)
+        self._offer_stream_resume(answer.result)
         if self.supports("status"):
             # the session/status models need the v2 `Usage` type even for a v1 answer: built here, not in the
             # first probe of a recovery round (0.3 s of CPU, 10 s and more on a loaded machine, counted
@@ -201,6 +206,13 @@ class ACPClient:
             agent=self.agent_info.get("name"),
         )
         return answer.version
+
+    def _offer_stream_resume(self, result: dict[str, Any] | None) -> None:
+        """Tell a transport that can resume its stream whether the agent offers it (``transport.resumable``
+        in the ``initialize`` answer; ``None``: no answer)."""
+        transport = self.connection.transport
+        if isinstance(transport, StreamResumable):
+            transport.enable_stream_resume(ResumableTransport.from_initialize(result))
 
     def supports(self, feature: str) -> bool:
         """Whether the agent advertised ``feature`` on this connection.

@@ -131,8 +131,9 @@ class ConnectionLost(TransportError):
     ``close_code`` and ``reason`` carry what the transport knew about the loss (WebSocket close code,
     process exit status, ...). For a stdio agent that exited, ``exit_code`` is its exit status (negative:
     killed by that signal) and ``stderr_tail`` the last lines it wrote to stderr, oldest first.
-    ``stream_resumption`` (Streamable HTTP) says why the transport could not resume its event stream with
-    ``Last-Event-ID`` instead of dropping the connection; ``None`` for transports that cannot resume at all.
+    ``stream_resumption`` says why the transport could not resume its stream instead of dropping the
+    connection (Streamable HTTP with ``Last-Event-ID``, WebSocket with ``stream/resume``); ``None`` when it
+    did not try.
     """
 
     def __init__(

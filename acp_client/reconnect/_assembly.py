@@ -70,7 +70,9 @@ def assemble(target: Target, settings: ClientSettings, *, owner: SessionOwner) -
     def stream_resumed(session_id: str | None) -> None:
         """The transport resumed an event stream (see :meth:`SessionKeeper.stream_resumed`); the
         application's own ``on_stream_resumed``, if it gave one, is called after the client's."""
-        keeper.stream_resumed(supervisor.current, session_id, supervisor.generation)
+        current = supervisor.current
+        how = getattr(current.connection.transport, "stream_resumption", None) if current is not None else None
+        keeper.stream_resumed(current, session_id, supervisor.generation, how if isinstance(how, str) else None)
         if users_hook is not None:
             users_hook(session_id)  # a failing hook is logged by the transport that called this one
 

@@ -110,10 +110,12 @@ class SessionRecovered:
     ``"load"``; ``replayed``: history was replayed; ``may_have_missed_updates``: updates sent while the link
     was down may be lost (no replay); ``status``: the raw ``session/status`` answer, if probed. ``path``
     names the way back: ``"ladder"`` (status → resume/load on a new connection) or a transport's own
-    stream resumption (``"stream_resumed"``). ``stream_resumption`` records, on a Streamable HTTP link,
-    whether the transport's ``Last-Event-ID`` resumption brought the session back after the cut and why
-    not (``"resumed with Last-Event-ID"``, ``"not resumed: the connection stream carries no event ids"``
-    and the like); ``None`` on transports that have no stream resumption (stdio, WebSocket).
+    stream resumption (``"stream_resumed"``). ``stream_resumption`` records whether the transport's own
+    resumption brought the session back after the cut and why not: on Streamable HTTP with
+    ``Last-Event-ID`` (``"resumed with Last-Event-ID"``, ``"not resumed: the connection stream carries no
+    event ids"``), on WebSocket with ``stream/resume`` when the agent advertised ``transport.resumable``
+    (``"resumed with stream/resume: ..."``, ``"not resumed: the agent refused stream/resume: <its
+    reason>"``); ``None`` when the transport did not try (stdio, a WebSocket agent without the capability).
     """
 
     session_id: str

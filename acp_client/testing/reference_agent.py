@@ -38,6 +38,7 @@ from acp_client.testing.agent._http import HttpEndpoint
 from acp_client.testing.agent._records import AgentRecords, Handshake, Received, TraceContext
 from acp_client.testing.agent._resumable import Resumable
 from acp_client.testing.agent._sessions import AgentSessionRecord
+from acp_client.testing.agent._stream_resume import ResumableStreams
 from acp_client.testing.agent._tasks import AgentTasks
 from acp_client.testing.agent._turns import PromptHook, PromptTurn, emit_update
 
@@ -103,8 +104,13 @@ class ReferenceAgent:
       alpha.5) or ``"stop_reason"`` (``{"stopReason": "end_turn"}``, an agent that never moved on).
     - ``resumable``: serve the durable transport draft (PR 2208) and advertise ``transport.resumable``: a
       :class:`~acp_client.testing.agent._resumable.Resumable` (retention, keepalive, a switch to refuse), or
-      ``True`` for its defaults. Default ``None``: not advertised.
+      ``True`` for its defaults. Default ``None``: not advertised. Over WebSocket the agent then stamps cursors,
+      keeps each connection across a socket drop and answers ``stream/resume``; :attr:`streams` records the
+      attempts (see :mod:`acp_client.testing.agent._stream_resume`).
     """
+
+    #: the resumable WebSocket connections (made on first use when ``resumable`` is set; see :attr:`streams`)
+    _streams: ResumableStreams | None = None
 
     def __init__(
         self,
@@ -220,7 +226,7 @@ class ReferenceAgent:
                 self._requested_port,
                 process_request=self._process_request,
                 process_response=self._process_response,
-                ping_interval=self._ping_interval,
+                ping_interval=self._ping_interval if self._ping_interval is not None else self._keepalive(),
                 close_timeout=self._close_timeout,
                 max_size=16 * 1024 * 1024,
                 **self.http.serve_options(),  # Streamable HTTP (HTTP/1.1, h2c) on the same port and path
@@ -283,7 +289,28 @@ class ReferenceAgent:
 
     async def _ws_handler(self, ws: ServerConnection) -> None:
         connection_id = self._ws_ids.pop(ws, None) or self.next_connection_id()
+        if self.resumable is not None:
+            await self.streams.serve_socket(ws, connection_id)
+            return
         await self.serve_channel(WebSocketChannel(ws), connection_id=connection_id)
+
+    def _keepalive(self) -> float | None:
+        """The WebSocket ping interval a resumable agent keeps (its advertised ``keepaliveSeconds``)."""
+        return self.resumable.keepalive_seconds if self.resumable is not None else None
+
+    @property
+    def streams(self) -> ResumableStreams:
+        """The resumable WebSocket connections and the log of ``stream/resume`` attempts (``resumable`` set);
+        see :class:`~acp_client.testing.agent._stream_resume.ResumableStreams`. ``RuntimeError`` without it."""
+        if self.resumable is None:
+            raise RuntimeError("the agent serves no resumable streams (ReferenceAgent(resumable=...))")
+        if self._streams is None:
+            self._streams = ResumableStreams(self, self.resumable)
+        return self._streams
+
+    def connection(self, connection_id: str) -> AgentConnection | None:
+        """The live connection with this id (``None`` when unknown or ended)."""
+        return self._connections.get(connection_id)
 
     async def serve_stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """Serve one connection of newline-delimited JSON frames (e.g. stdio) until end of input.

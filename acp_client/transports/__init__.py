@@ -12,7 +12,7 @@ never imports ``websockets``.
 from __future__ import annotations
 
 from acp_client.transports._cookies import CookieJar
-from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES, Transport, TransportStats
+from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES, StreamResumable, Transport, TransportStats
 from acp_client.transports.memory import MemoryTransport, memory_pair
 from acp_client.transports.options import HeadersLike, HeadersProvider, TransportKind, TransportOptions
 from acp_client.transports.stdio import StdioTransport, spawn_stdio
@@ -24,6 +24,7 @@ __all__ = [
     "HeadersProvider",
     "MemoryTransport",
     "StdioTransport",
+    "StreamResumable",
     "Transport",
     "TransportKind",
     "TransportOptions",

@@ -11,9 +11,12 @@ tests and operators see what was moved and what was discarded (never silently).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-__all__ = ["DEFAULT_MAX_FRAME_BYTES", "Transport", "TransportStats"]
+if TYPE_CHECKING:
+    from acp_client.schema.transport import ResumableTransport
+
+__all__ = ["DEFAULT_MAX_FRAME_BYTES", "StreamResumable", "Transport", "TransportStats"]
 
 #: Default limit on one inbound frame (WebSocket message or stdio line): 16 MiB.
 DEFAULT_MAX_FRAME_BYTES = 16 * 2**20
@@ -63,6 +66,23 @@ class BatchTransport(Protocol):
     async def recv_batch(self) -> list[str | Decoded]:
         """Wait until at least one frame is there and return all of them, in order. Raises
         ``ConnectionLost`` (as ``recv`` does) once the link is gone and every frame before was taken."""
+        ...
+
+
+@runtime_checkable
+class StreamResumable(Protocol):
+    """A transport that can resume its stream from a cursor after a drop (the durable transport draft, PR
+    2208), once told the agent offers it. :class:`~acp_client.ACPClient` calls :meth:`watch_cursors` before
+    it sends ``initialize`` (so no message after the answer goes unnoted) and :meth:`enable_stream_resume`
+    with what the answer advertised."""
+
+    def watch_cursors(self) -> None:
+        """Note the cursors of inbound messages until :meth:`enable_stream_resume` says whether to go on."""
+        ...
+
+    def enable_stream_resume(self, capability: ResumableTransport | None) -> None:
+        """Resume after a drop from now on (``capability``: what ``transport.resumable`` advertised), or, with
+        ``None``, stop noting cursors: the agent does not offer it."""
         ...
 
 

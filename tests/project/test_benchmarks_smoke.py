@@ -28,6 +28,7 @@ SCRIPTS = [
     "p8_slow_sessions.py",
     "p11_herd.py",
     "p12_limit_queue.py",
+    "p15_stream_resume.py",
 ]
 #: Bound on one ``--quick`` run (each takes a few seconds on a 2-core machine).
 SCRIPT_TIMEOUT = bound(120.0)

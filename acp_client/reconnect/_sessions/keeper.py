@@ -179,10 +179,13 @@ class SessionKeeper:
         if self._registry.get(session.id) is session:
             await self._writer.save(session.record)
 
-    def stream_resumed(self, client: ACPClient | None, session_id: str | None, generation: int) -> None:
-        """A Streamable HTTP event stream was resumed with ``Last-Event-ID``: nothing was re-initialized or
-        missed. Reported for its session, or (the connection-scoped stream) for every session attached on
-        ``client``'s connection, as ``SessionRecovered(path="stream_resumed")`` plus a marker."""
+    def stream_resumed(
+        self, client: ACPClient | None, session_id: str | None, generation: int, how: str | None = None
+    ) -> None:
+        """A transport resumed its stream (Streamable HTTP with ``Last-Event-ID``, WebSocket with
+        ``stream/resume``): nothing was re-initialized or missed. Reported for its session, or (a
+        connection-scoped stream) for every session attached on ``client``'s connection, as
+        ``SessionRecovered(path="stream_resumed", stream_resumption=how)`` plus a marker."""
         if client is None:
             return
         connection_id = client.connection.id
@@ -193,6 +196,13 @@ class SessionKeeper:
             sessions = [one] if one is not None and self._links.attached_to(one, connection_id) else []
         for session in sessions:
             resumed = Reattached(
-                "reattached", "resume", False, False, None, generation, "stream_resumed", "resumed with Last-Event-ID"
+                "reattached",
+                "resume",
+                False,
+                False,
+                None,
+                generation,
+                "stream_resumed",
+                how or "resumed with Last-Event-ID",
             )
             self._links.apply(session, resumed)

@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from acp_client.testing.agent._resumable import Resumable
+
 __all__ = ["add_arguments", "main", "run", "serve_forever"]
 
 #: Protocol versions the reference agent speaks.
@@ -34,6 +36,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         metavar="DIR",
         default=None,
         help="keep sessions in DIR so that a restarted agent process restores them (inactive until loaded)",
+    )
+    parser.add_argument(
+        "--resumable",
+        action="store_true",
+        help="serve resumable WebSocket streams (durable transport draft, PR 2208) and advertise transport.resumable",
+    )
+    parser.add_argument(
+        "--retention-seconds",
+        type=float,
+        default=300.0,
+        help="with --resumable: how long a dropped connection and its messages are kept (default 300)",
+    )
+    parser.add_argument(
+        "--refuse-resume", action="store_true", help="with --resumable: advertise it but refuse every resume"
     )
     parser.add_argument("--verbose", action="store_true", help="debug logs on stderr")
     return parser
@@ -58,10 +74,12 @@ async def serve_forever(
     state_dir: str | None = None,
     on_ready: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
+    resumable: Resumable | None = None,
 ) -> None:
     """Serve until ``stop`` is set (or SIGINT/SIGTERM when ``stop`` is ``None``); calls ``on_ready(url)`` once
     listening (``"stdio"`` in stdio mode). With ``state_dir`` the sessions survive the process (see
-    :mod:`acp_client.testing.agent._state`)."""
+    :mod:`acp_client.testing.agent._state`); ``resumable`` serves resumable streams (``ReferenceAgent``'s
+    option of that name)."""
     from acp_client.testing.agent._channel import stdio_line_limit
     from acp_client.testing.agent._state import AgentStateDir
     from acp_client.testing.reference_agent import ReferenceAgent
@@ -82,6 +100,7 @@ async def serve_forever(
             supported_versions=supported_versions,
             require_auth=require_auth,
             listen=not stdio,
+            resumable=resumable,
         ) as agent:
             waiters: list[asyncio.Task[Any]] = [loop.create_task(stop_event.wait(), name="acp-ref-stop")]
             if state is not None:
@@ -139,11 +158,22 @@ def run(args: argparse.Namespace) -> int:
                 stdio=args.stdio,
                 state_dir=args.state_dir,
                 on_ready=ready,
+                resumable=_resumable(args),
             )
         )
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _resumable(args: argparse.Namespace) -> Resumable | None:
+    """The ``Resumable`` the options ask for (``None`` without ``--resumable``); a bad value exits with usage."""
+    if not args.resumable:
+        return None
+    try:
+        return Resumable(retention_seconds=args.retention_seconds, refuse=args.refuse_resume)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

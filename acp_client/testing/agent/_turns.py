@@ -97,6 +97,11 @@ class PromptTurn:
         self._thought_message: TranscriptMessage | None = None
 
     @property
+    def request_id(self) -> int | str:
+        """The id of the ``session/prompt`` request that started this turn."""
+        return self._reply.request_id
+
+    @property
     def session_id(self) -> str:
         """The session this turn runs in."""
         return self.session.session_id

@@ -20,8 +20,9 @@ handshake failures (bad HTTP, proxy, redirects)
                                                   ``close_code`` and ``reason``
 ================================================  ==========================================================
 
-The open link itself (sending, receiving, the keepalive, closing) is
-:class:`WebSocketTransport` in :mod:`acp_client.transports.websocket._link`, re-exported here.
+The open link itself (sending, receiving, the keepalive, closing, resuming a dropped stream from its cursor
+when the agent offers it, with :class:`StreamResumeStats`) is :class:`WebSocketTransport` in
+:mod:`acp_client.transports.websocket._link`, re-exported here.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urljoin
 
+from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as _ws_connect
 from websockets.exceptions import InvalidStatus, InvalidURI, WebSocketException
 from websockets.typing import Subprotocol
@@ -47,12 +49,14 @@ from acp_client.transports._cookies import CookieJar, parse_retry_after
 from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES
 from acp_client.transports.options import HeadersLike, HeadersProvider, TransportOptions, resolve_headers
 from acp_client.transports.websocket._link import CONNECTION_ID_HEADER, WebSocketTransport, join_headers
+from acp_client.transports.websocket._resume import StreamResumeStats
 
 __all__ = [
     "CONNECTION_ID_HEADER",
     "CookieJar",
     "HeadersLike",
     "HeadersProvider",
+    "StreamResumeStats",
     "WebSocketTransport",
     "connect_websocket",
     "open_websocket",
@@ -224,8 +228,34 @@ async def open_websocket(
     """Open a WebSocket to ``url`` with a client's shared :class:`TransportOptions`, read where used.
 
     ``subprotocols``, ``max_queue`` and ``proxy`` are the WebSocket-only settings of
-    :func:`connect_websocket` (see it for them and for the errors raised).
+    :func:`connect_websocket` (see it for them and for the errors raised). The transport keeps a way to open
+    the same URL again with the same settings, which it uses only once stream resume was enabled
+    (:meth:`WebSocketTransport.enable_stream_resume`).
     """
+
+    async def reopen(connection_id: str | None) -> tuple[ClientConnection, str]:
+        return await _open_connection(
+            url, options, subprotocols=subprotocols, max_queue=max_queue, proxy=proxy, connection_id=connection_id
+        )
+
+    connection, description = await reopen(None)
+    transport = WebSocketTransport(connection, description=description, options=options, reopen=reopen)
+    transport._start()
+    _log.info("websocket_connected", transport=description, connection_id=transport.connection_id)
+    return transport
+
+
+async def _open_connection(
+    url: str,
+    options: TransportOptions,
+    *,
+    subprotocols: Sequence[str] | None,
+    max_queue: int | None,
+    proxy: str | bool | None,
+    connection_id: str | None,
+) -> tuple[ClientConnection, str]:
+    """Run the handshake (with ``Acp-Connection-Id: connection_id`` when resuming a stream); the open
+    ``websockets`` connection and the link's description."""
     try:
         uri = parse_uri(url)
     except InvalidURI as exc:
@@ -238,6 +268,8 @@ async def open_websocket(
 
     request_headers = await resolve_headers(options.headers)
     request_headers += _observe.outgoing_headers()  # the handshake carries the trace context (otel extra)
+    if connection_id is not None:
+        request_headers.append((CONNECTION_ID_HEADER, connection_id))
     cookie_value = jar.header_value(uri.host, secure=uri.secure)
     if cookie_value is not None:
         request_headers.append(("Cookie", cookie_value))
@@ -301,11 +333,4 @@ async def open_websocket(
 
     if connection.response is not None:
         jar.store(uri.host, connection.response.headers.get_all("Set-Cookie"))
-    transport = WebSocketTransport(
-        connection,
-        description=description,
-        options=options,
-    )
-    transport._start()
-    _log.info("websocket_connected", transport=description, connection_id=transport.connection_id)
-    return transport
+    return connection, description

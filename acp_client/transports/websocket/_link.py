@@ -11,6 +11,12 @@ connection is aborted at once (a peer that answers no ping will not complete a c
 blackholed peer makes ``recv`` raise ``ConnectionLost`` within ``ping_interval + ping_timeout``, even when
 the socket's write buffer is full (where websockets' own keepalive would wait for buffer space forever).
 
+Stream resume (the durable transport draft, PR 2208; off until :meth:`WebSocketTransport.enable_stream_resume`):
+a socket lost for a reason other than a terminal close is replaced underneath the same connection after the
+agent acknowledged a ``stream/resume`` (see :mod:`acp_client.transports.websocket._resume` for the wire);
+``recv`` and ``send`` wait meanwhile. Only a refused or impossible resume raises ``ConnectionLost``, with
+``stream_resumption`` saying why.
+
 Frames: only text frames are delivered; binary frames are discarded and counted in
 ``stats.binary_discarded`` (the RFD: "binary frames are ignored"). An inbound message larger than
 ``max_frame_bytes`` fails the link with close code 1009.
@@ -31,9 +37,18 @@ from websockets.protocol import State
 
 from acp_client._logging import get_logger, redact_headers
 from acp_client.exceptions import ConnectionLost, UsageError
+from acp_client.schema.transport import ResumableTransport
 from acp_client.transports._cookies import CookieJar
 from acp_client.transports.base import TransportStats
 from acp_client.transports.options import TransportOptions
+from acp_client.transports.websocket._resume import (
+    MAX_REMEMBERED,
+    CursorTracker,
+    NotResumed,
+    Reopen,
+    StreamResumer,
+    StreamResumeStats,
+)
 
 __all__ = ["CONNECTION_ID_HEADER", "WebSocketTransport", "join_headers"]
 
@@ -45,6 +60,11 @@ CONNECTION_ID_HEADER = "Acp-Connection-Id"
 _ABNORMAL_CLOSURE = 1006
 _MESSAGE_TOO_BIG = 1009
 _INTERNAL_ERROR = 1011
+#: Close codes after which a stream is never resumed: a normal closure (the agent's terminal signal), the
+#: agent's verdicts on what this client sent, and the client's own closes.
+_TERMINAL_CODES = frozenset({1000, 1002, 1003, 1007, 1008, 1009, 1010})
+#: A resumable agent's keepalive: this many silent intervals end the link (the draft's rule).
+SILENT_INTERVALS = 5
 
 #: Linux's TCP_CORK: frames written while it is set leave as one train of full segments when it is cleared.
 _TCP_CORK: int | None = getattr(socket, "TCP_CORK", None)
@@ -57,6 +77,14 @@ class WebSocketTransport:
     :attr:`connection_id` holds the server's ``Acp-Connection-Id`` and :attr:`response_headers` the ``101``
     headers (secret values redacted). After the link closed, :attr:`close_code` and :attr:`close_reason`
     say how.
+
+    Stream resume (the durable transport draft, PR 2208) is off until :meth:`enable_stream_resume` (an
+    :class:`~acp_client.ACPClient` calls it when ``initialize`` advertised ``transport.resumable``). Then a
+    dropped socket is replaced underneath: the transport reconnects with the same ``Acp-Connection-Id``, sends
+    ``stream/resume`` with its last cursor as the first frame, and, once the agent acknowledged, delivers the
+    replay (a cursor already delivered is dropped) and the live traffic as if nothing happened: ``recv`` and
+    ``send`` wait meanwhile, and requests in flight are answered on the new socket. Only a refused or
+    impossible resume makes ``recv`` raise ``ConnectionLost``, with the reason in ``stream_resumption``.
     """
 
     def __init__(
@@ -65,9 +93,16 @@ class WebSocketTransport:
         *,
         description: str,
         options: TransportOptions,
+        reopen: Reopen | None = None,
     ) -> None:
         """Wrap an open ``websockets`` connection. Use :func:`connect_websocket` instead."""
         self._conn = connection
+        self._reopen = reopen  # opens the same URL again (stream resume), else None
+        self._resumer: StreamResumer | None = None
+        self._tracker: CursorTracker | None = None  # the resumer's, read on the hot path
+        self._resume_task: asyncio.Task[None] | None = None
+        self._watch_task: asyncio.Task[None] | None = None
+        self._heard = 0.0  # when the agent last answered a keepalive ping (stream resume's silence watch)
         self._description = description
         self._options = options  # read where used: the keepalive, the close, the frame bound
         self._failure: tuple[int, str] | None = None
@@ -80,19 +115,24 @@ class WebSocketTransport:
         self.response_headers: dict[str, str] = redact_headers(join_headers(raw_headers))
         """Headers of the ``101`` response, secret values (``Set-Cookie`` ...) redacted."""
         self.connection_id: str | None = response.headers.get(CONNECTION_ID_HEADER) if response else None
-        """The server's ``Acp-Connection-Id`` from the ``101`` response, when it sent one."""
+        """The server's ``Acp-Connection-Id`` from the ``101`` response, when it sent one (a resumed stream
+        keeps the first one: it names the connection the agent kept)."""
         self.subprotocol: str | None = connection.subprotocol
         """The subprotocol the server selected, if any."""
         self.stats = TransportStats()
         """Live counters of frames moved and discarded (see :class:`TransportStats`)."""
+        self.stream_resumption: str | None = None
+        """How the last stream resume went (``"resumed with stream/resume: ..."``); ``None`` before one."""
+        self._cork_with: tuple[socket.socket, int] | None = None
+        self._corked = False
+        self._set_cork(connection)
+
+    def _set_cork(self, connection: ClientConnection) -> None:
         # frames written in one turn of the event loop are corked and leave together at the next turn: a
         # recovery round's hundreds of requests cost a few socket sends, not one (and one wake-up of the
         # peer) each
         sock = connection.transport.get_extra_info("socket") if _TCP_CORK is not None else None
-        self._cork_with: tuple[socket.socket, int] | None = (
-            (sock, _TCP_CORK) if sock is not None and _TCP_CORK is not None else None
-        )
-        self._corked = False
+        self._cork_with = (sock, _TCP_CORK) if sock is not None and _TCP_CORK is not None else None
 
     def _start(self) -> None:
         if self._options.ping_interval is not None:
@@ -111,6 +151,47 @@ class WebSocketTransport:
     def closed(self) -> bool:
         """``True`` once the link is closing, closed, or failed its keepalive."""
         return self._failure is not None or self._conn.state in (State.CLOSING, State.CLOSED)
+
+    @property
+    def resume_stats(self) -> StreamResumeStats | None:
+        """Counters of stream resumes (see :class:`StreamResumeStats`); ``None`` until it was enabled."""
+        return self._resumer.stats if self._resumer is not None else None
+
+    @property
+    def turn_state(self) -> dict[str, object] | None:
+        """The v1 ``acp/turnState`` hint (``{"state", "promptRequestId"}``) of the last acknowledged resume."""
+        return self._resumer.turn_state if self._resumer is not None else None
+
+    def watch_cursors(self) -> None:
+        """Note the cursors of inbound messages from now on (:class:`~acp_client.ACPClient` calls it before
+        ``initialize``), until :meth:`enable_stream_resume` says whether the agent offers stream resume."""
+        if self._reopen is not None and self._tracker is None:
+            self._tracker = CursorTracker(MAX_REMEMBERED, StreamResumeStats())
+
+    def enable_stream_resume(self, capability: ResumableTransport | None) -> None:
+        """Resume this link's stream after a drop (see the class docstring): the agent advertised
+        ``capability``; ``None`` turns the cursor watch of :meth:`watch_cursors` off (the agent offers none).
+
+        With ``capability.keepalive_seconds`` the transport also pings at that interval, and
+        :data:`SILENT_INTERVALS` intervals without an answer end the socket (then resumed, if the agent
+        is there). Does nothing when called again after a capability, or on a transport made without a way
+        to reopen it.
+        """
+        if self._reopen is None or self._resumer is not None or self.closed:
+            return
+        if capability is None:
+            self._tracker = None
+            return
+        self._resumer = StreamResumer(
+            capability, self._reopen, answer_timeout=self._options.open_timeout, cursors=self._tracker
+        )
+        self._tracker = self._resumer.cursors
+        interval = capability.keepalive_seconds
+        if interval is not None:
+            self._watch_task = asyncio.get_running_loop().create_task(
+                self._watch_silence(interval), name=f"acp-client silence watch {self._description}"
+            )
+        _log.info("websocket_stream_resume_enabled", transport=self._description, keepalive_seconds=interval)
 
     @property
     def latency(self) -> float:
@@ -133,20 +214,30 @@ class WebSocketTransport:
     # ------------------------------------------------------------------ I/O
 
     async def send(self, frame: str) -> None:
-        """Send one text frame. Waits while the socket's write buffer is full; raises ``ConnectionLost``."""
+        """Send one text frame. Waits while the socket's write buffer is full (or a stream resume runs);
+        raises ``ConnectionLost``."""
         if not isinstance(cast(object, frame), str):
             raise UsageError(f"a frame must be str, not {type(frame).__name__}")
-        if self._failure is not None:
-            raise self._lost()
+        if self._failure is not None or self._resume_task is not None:
+            if not self._may_resume():
+                raise self._lost()
+            await self._resume_link()  # raises ConnectionLost when the stream was not resumed
+            return await self.send(frame)
         if not self._corked and self._cork_with is not None:
             self._cork(*self._cork_with)
         try:
             await self._conn.send(frame)
         except ConnectionClosed as exc:
-            raise self._lost() from exc
-        if self._failure is not None:
+            if not self._may_resume():
+                raise self._lost() from exc
+            await self._resume_link()  # the frame was not written: it goes on the resumed socket
+            return await self.send(frame)
+        if self._aborted():
             # the keepalive aborted the link while this frame waited for buffer space: it was not sent
-            raise self._lost()
+            if not self._may_resume():
+                raise self._lost()
+            await self._resume_link()
+            return await self.send(frame)
         self.stats.frames_out += 1
         self.stats.bytes_out += len(frame) if frame.isascii() else len(frame.encode())
 
@@ -156,10 +247,16 @@ class WebSocketTransport:
             try:
                 message = await self._conn.recv()
             except ConnectionClosed as exc:
-                raise self._lost() from exc
+                if not self._may_resume():
+                    raise self._lost() from exc
+                await self._resume_link()  # raises ConnectionLost when the stream was not resumed
+                continue
             except ConcurrencyError as exc:
                 raise UsageError("only one task may wait in recv() at a time") from exc
             if isinstance(message, str):
+                tracker = self._tracker
+                if tracker is not None and not tracker.take(message):
+                    continue  # a replayed message already delivered
                 self.stats.frames_in += 1
                 self.stats.bytes_in += len(message) if message.isascii() else len(message.encode())
                 return message
@@ -216,9 +313,11 @@ class WebSocketTransport:
             sock.setsockopt(socket.IPPROTO_TCP, option, 0)
 
     async def _close_impl(self, code: int, reason: str) -> None:
-        if self._keepalive_task is not None:
-            self._keepalive_task.cancel()
-            await asyncio.wait([self._keepalive_task])
+        tasks = [t for t in (self._keepalive_task, self._watch_task, self._resume_task) if t is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
         try:
             async with asyncio.timeout(self._options.close_timeout):
                 await self._conn.close(code, reason)
@@ -262,11 +361,112 @@ class WebSocketTransport:
             _log.warning(
                 "websocket_keepalive_timeout",
                 transport=self._description,
+                reason=reason,
                 ping_interval=self._options.ping_interval,
                 ping_timeout=self._options.ping_timeout,
             )
         self._conn.transport.abort()
         await self._wait_connection_lost()
+
+    # ------------------------------------------------------------------ stream resume
+
+    def _aborted(self) -> bool:
+        """The keepalive (or the silence watch) failed the current socket (an await may have passed since the
+        last look)."""
+        return self._failure is not None
+
+    def _may_resume(self) -> bool:
+        """Whether the loss of the current socket is one to resume: stream resume is on, the client is not
+        closing, and the socket did not end with a terminal close code (or the client's own close)."""
+        if self._resumer is None or self._close_task is not None:
+            return False
+        if self._resume_task is not None:
+            return True
+        code, _reason, ours = self._close_info()
+        if ours:
+            return self._failure is not None  # a keepalive failure, not a close this client chose
+        return code not in _TERMINAL_CODES
+
+    async def _resume_link(self) -> None:
+        """Run (or join) the stream resume; returns once a new socket is in place, else raises
+        ``ConnectionLost`` (with ``stream_resumption`` saying why)."""
+        task = self._resume_task
+        if task is None:
+            task = asyncio.get_running_loop().create_task(
+                self._run_resume(), name=f"acp-client stream resume {self._description}"
+            )
+            self._resume_task = task
+        await asyncio.wait([task])
+        if task.cancelled():  # the client closed the link meanwhile
+            raise self._lost()
+        error = task.exception()
+        if error is not None:
+            raise error
+
+    async def _run_resume(self) -> None:
+        resumer = self._resumer
+        assert resumer is not None
+        lost = self._lost()
+        _log.info("websocket_stream_resuming", transport=self._description, reason=lost.reason)
+        try:
+            resumer.note_progress(self.stats.frames_in)
+            connection = await resumer.resume(self.connection_id)
+        except NotResumed as why:
+            self.stream_resumption = f"not resumed: {why}"
+            _log.warning("websocket_stream_not_resumed", transport=self._description, reason=str(why))
+            self._tracker = None
+            self._resumer = None
+            lost.stream_resumption = self.stream_resumption
+            raise lost from None
+        finally:
+            self._resume_task = None
+        self._swap(connection)
+        self.stream_resumption = resumer.outcome
+        _log.info("websocket_stream_resumed", transport=self._description, how=resumer.outcome)
+        callback = self._options.on_stream_resumed
+        if callback is not None:
+            try:
+                callback(None)
+            except Exception:
+                _log.exception("websocket_stream_resumed_callback_failed", transport=self._description)
+
+    def _swap(self, connection: ClientConnection) -> None:
+        """Put the acknowledged socket in place of the dead one (its keepalive restarts)."""
+        if self._keepalive_task is not None:
+            self._keepalive_task.cancel()
+            self._keepalive_task = None
+        self._conn = connection
+        self._failure = None
+        self._corked = False
+        self._set_cork(connection)
+        self._heard = asyncio.get_running_loop().time()
+        self._start()
+
+    async def _watch_silence(self, interval: float) -> None:
+        """Ping every ``interval`` seconds; :data:`SILENT_INTERVALS` intervals without a pong end the socket."""
+        loop = asyncio.get_running_loop()
+        self._heard = loop.time()
+
+        def heard(pong: asyncio.Future[float]) -> None:
+            if not pong.cancelled() and pong.exception() is None:
+                self._heard = loop.time()
+
+        while True:
+            await asyncio.sleep(interval)
+            connection = self._conn
+            if self._resume_task is not None or connection.state is not State.OPEN:
+                self._heard = loop.time()
+                continue
+            silent = loop.time() - self._heard
+            if silent > SILENT_INTERVALS * interval:
+                why = f"no keepalive answer for {SILENT_INTERVALS} intervals ({silent:.3g} s)"
+                await self._fail(_INTERNAL_ERROR, why)
+                continue
+            try:
+                pong = await connection.ping()
+            except (ConnectionClosed, ConcurrencyError):
+                continue
+            cast("asyncio.Future[float]", pong).add_done_callback(heard)
 
     def _close_info(self) -> tuple[int, str, bool]:
         """The close code, its reason, and whether this client sent it first."""
