@@ -97,6 +97,7 @@ from acp_client.exceptions import (
     HTTPTransportError,
     UsageError,
 )
+from acp_client.schema.transport import ResumableTransport
 from acp_client.transports._cookies import CookieJar
 from acp_client.transports.base import Decoded, Transport
 from acp_client.transports.http._base import (
@@ -289,7 +290,8 @@ class StreamableHTTPTransport:
             )
         result = message.get("result")
         version = result.get("protocolVersion") if isinstance(result, dict) else None
-        self._link.negotiated(connection_id, version if isinstance(version, int) else None)
+        resumable = ResumableTransport.from_initialize(result if isinstance(result, dict) else None)
+        self._link.negotiated(connection_id, version if isinstance(version, int) else None, resumable)
         self._initialized = True
         self._inbox.put(body)
         if "error" in message:
