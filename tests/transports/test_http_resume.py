@@ -17,7 +17,7 @@ from acp_client import ReconnectingClient, SessionRecovered
 from acp_client.sessions import SessionUpdate
 from acp_client.testing import ReferenceAgent, Resumable
 from acp_client.transports.http import StreamableHTTPTransport
-from acp_client.transports.http._cursors import MAX_CURSOR_BYTES
+from acp_client.transports.http._cursors import MAX_CURSOR_BYTES, CursorTrack
 from tests.conftest import Link, bound, over_links, running_client
 
 link = over_links("http1", "h2c")
@@ -241,3 +241,14 @@ async def test_five_silent_keepalive_intervals_end_the_stream_and_it_is_resumed(
 
 def _chunk(text: str) -> dict[str, Any]:
     return {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+
+
+def test_the_cursor_window_is_bounded_and_an_oversize_cursor_leaves_no_resume_point() -> None:
+    track = CursorTrack(window=3)
+    assert [track.accept(c) for c in ("a", "b", "a", "c", "d")] == [True, True, False, True, True]
+    assert track.last == "d"
+    assert track.accept("a")  # fell out of the window of three: memory stays bounded, it is delivered again
+    assert not track.accept("d")
+    assert track.accept("é" * (MAX_CURSOR_BYTES // 2 + 1))  # delivered, but over the bound in UTF-8 bytes
+    assert track.oversize and track.last is None
+    assert track.accept("e") and track.last == "e" and not track.oversize  # a later cursor is a resume point again

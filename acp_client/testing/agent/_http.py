@@ -14,13 +14,18 @@ connection-scoped or session-scoped SSE stream (GET); ``DELETE`` ends the link. 
 :class:`~acp_client.testing.agent._channel.FrameChannel`, so the agent's connection handler is the same as for
 a WebSocket; a link whose connection stream ends (the client went away) closes like a dropped WebSocket,
 unless events carry ids (``event_ids``): then the link waits ``resume_grace`` seconds for the client to
-reopen the stream with ``Last-Event-ID``.
+reopen the stream with ``Last-Event-ID``. With ``ReferenceAgent(resumable=Resumable(...))`` (PR 2208) every event
+carries its cursor as SSE ``id:`` and ``_meta["acp/cursor"]``, the replay buffer and the wait follow the
+retention, a resume gets ``409`` when refused or its cursor is unknown or evicted, and a v2 session stream gets
+its ``state_update`` after the replay (see :mod:`._http_out`).
 
 Controls (attributes of :class:`HttpEndpoint`, reachable as ``agent.http``): ``keepalive_interval``,
 ``event_ids``, ``resume_grace``, ``refuse_session_streams`` (an HTTP status for every session GET, to
 emulate a server that cannot attach a session to a new link), ``session_stream_delay`` (seconds every
 session-stream event waits, to reorder it behind the connection stream), ``h2_max_concurrent_streams``
-(``None``: the HTTP/2 SETTINGS never name a maximum, as Node's server does).
+(``None``: the HTTP/2 SETTINGS never name a maximum, as Node's server does); with ``resumable``, hostile ones:
+``cursor_ids`` (``False``: cursors only in ``_meta``), ``cursor_prefix`` (oversize cursors), ``replay_overlap``
+(a resume repeats events the client had).
 
 This module is the ACP side; the socket side lives beside it: :mod:`._agent_sniff` (the first-bytes sniffer),
 :mod:`._agent_http1` (h11), :mod:`._agent_h2` (h2) and :mod:`._agent_http_wire` (what they exchange).

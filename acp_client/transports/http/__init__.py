@@ -61,8 +61,12 @@ SSE events that are not JSON, or whose ``event:`` is not     counted in ``stats.
 Stream resumption: when a server labels its events with ``id:``, a stream that ends is reopened with
 ``Last-Event-ID``; if the server answers ``200`` nothing is re-initialized (``stats.streams_resumed``, log
 event ``http_stream_resumed``, and ``TransportOptions.on_stream_resumed`` is called with the stream's session
-id, ``None`` for the connection stream). Without ids, when the server refuses (404/409), or when a resumed stream
-ends again before delivering anything, the link is lost and the full recovery (re-initialize) runs.
+id, ``None`` for the connection stream). Without ids, when the server refuses (404/409), or when the stream
+was reopened :data:`~._streams.RESUME_ATTEMPTS` times in a row without a message back, the link is lost and the
+full recovery (re-initialize) runs. An agent that advertises ``capabilities.transport.resumable`` (PR 2208)
+stamps messages with ``_meta["acp/cursor"]``: the resume point when there is no ``id:``, and a replayed
+message whose cursor was delivered before is dropped (``stats.replayed_duplicates``); its ``keepaliveSeconds``
+sets the read-idle bound (five silent intervals). Cursors over ``MAX_CURSOR_BYTES`` are never sent back.
 
 Ordering across streams: a ``session/load`` result travels on the connection stream, its replay on the session
 stream; as two HTTP requests they can arrive in either order. The result is held until the replay is in (a
