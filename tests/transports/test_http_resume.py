@@ -41,26 +41,33 @@ def make_agent(link: Link, version: int, *, plain: bool = False, **resumable: An
     return link.agent(version, resumable=None if plain else Resumable(**resumable))
 
 
-async def chunks_until(stream: Any, seen: list[str], count: int) -> None:
-    """Read agent message chunks from ``stream`` into ``seen`` until it holds ``count`` of them."""
+async def chunks_until(stream: Any, seen: list[str], count: int, others: list[str] | None = None) -> None:
+    """Read agent message chunks from ``stream`` into ``seen`` until it holds ``count`` of them; the kinds of
+    the other items (updates, recovery markers) go to ``others``."""
     async with asyncio.timeout(bound(10)):
         async for item in stream:
-            if isinstance(item, SessionUpdate) and item.kind == "agent_message_chunk":
-                seen.append(item.raw["content"]["text"])
-                if len(seen) >= count:
-                    return
+            if not (isinstance(item, SessionUpdate) and item.kind == "agent_message_chunk"):
+                if others is not None:
+                    others.append(item.kind if isinstance(item, SessionUpdate) else type(item).__name__)
+                continue
+            seen.append(item.raw["content"]["text"])
+            if len(seen) >= count:
+                return
 
 
-async def cut_mid_stream(agent: ReferenceAgent, client: ReconnectingClient, *, cut_at: int = 40) -> list[str]:
+async def cut_mid_stream(
+    agent: ReferenceAgent, client: ReconnectingClient, *, cut_at: int = 40, after_cut: list[str] | None = None
+) -> list[str]:
     """Prompt ``stream 200``, cut every event stream after ``cut_at`` chunks, and return every chunk the
-    session's update stream delivered once the turn ended."""
+    session's update stream delivered once the turn ended (the kinds of its other items after the cut go to
+    ``after_cut``)."""
     session = await client.new_session("/w")
     stream = session.updates()
     turn = asyncio.create_task(session.prompt("stream 200 every 0.002"))
     seen: list[str] = []
     await chunks_until(stream, seen, cut_at)
     assert agent.http.drop_streams() == 2  # the connection stream and the session stream, mid-turn
-    await chunks_until(stream, seen, 200)
+    await chunks_until(stream, seen, 200, after_cut)
     result = await asyncio.wait_for(turn, bound(10))
     assert result.stop_reason == "end_turn"
     return seen
@@ -71,8 +78,11 @@ async def test_a_cut_mid_stream_delivers_every_chunk_once_in_order(link: Link, v
         make_agent(link, version, keepalive_seconds=0.1) as agent,
         running_client(link.url(agent), **link.options) as (client, rec),
     ):
-        seen = await cut_mid_stream(agent, client)
+        after_cut: list[str] = []
+        seen = await cut_mid_stream(agent, client, after_cut=after_cut)
         assert seen == CHUNKS
+        # v2: the resumed session stream says the session's state before live data (PR 2208); v1 has none
+        assert after_cut.count("state_update") == (1 if version == 2 else 0)
         # resumed, not recovered: one initialize, each stream resumed from its cursor and answered 200
         assert agent.count("initialize") == 1 and client.generation == 1
         gets = resumed_gets(agent)

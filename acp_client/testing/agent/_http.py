@@ -190,11 +190,11 @@ class HttpLink:
 
     def state_update(self, session_id: str | None) -> str | None:
         """The v2 ``state_update`` of ``session_id`` a resumed session stream gets before live data (PR 2208);
-        ``None`` for the connection stream, a v1 link or a session the agent does not know."""
-        sessions = self.endpoint.agent.sessions
-        if session_id is None or self.protocol_version != 2 or session_id not in sessions:
+        ``None`` for the connection stream, a v1 link, or a session not attached to this link."""
+        record = self.endpoint.agent.sessions.get(session_id) if session_id is not None else None
+        if record is None or self.protocol_version != 2 or record.connection_id != self.id:
             return None
-        params = {"sessionId": session_id, "update": sessions[session_id].state_update()}
+        params = {"sessionId": session_id, "update": record.state_update()}
         return json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params})
 
     def expect_stream(self, within: float) -> None:
