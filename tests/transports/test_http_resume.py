@@ -18,6 +18,7 @@ from acp_client.sessions import SessionUpdate
 from acp_client.testing import ReferenceAgent, Resumable
 from acp_client.transports.http import StreamableHTTPTransport
 from acp_client.transports.http._cursors import MAX_CURSOR_BYTES, CursorTrack
+from acp_client.transports.http._streams import RESUME_ATTEMPTS
 from tests.conftest import Link, bound, over_links, running_client
 
 link = over_links("http1", "h2c")
@@ -208,6 +209,24 @@ async def test_a_closed_sessions_stream_is_never_resumed(link: Link, version: in
         count = len(resumed_gets(agent))
         assert not agent.http.links
         assert agent.http.drop_streams() == 0 and len(resumed_gets(agent)) == count
+
+
+async def test_a_resume_that_ends_at_once_every_time_is_given_up_after_the_attempt_bound(
+    link: Link, version: int
+) -> None:
+    async with make_agent(link, version) as agent:
+        agent.http.end_resumed_streams = True  # hostile: 200, then the stream ends before any message
+        async with running_client(link.url(agent), **link.options) as (client, rec):
+            session = await client.new_session("/w")
+            await session.prompt("echo: before")
+            assert agent.http.drop_streams() == 2
+            events = await rec.wait(lambda e: isinstance(e, SessionRecovered) and e.path == "ladder")
+            ladder = [e for e in events if isinstance(e, SessionRecovered) and e.path == "ladder"]
+            assert f"ended again {RESUME_ATTEMPTS} times" in (ladder[0].stream_resumption or "")
+            # bounded: at most RESUME_ATTEMPTS resumes of each of the two streams, then one new link
+            assert len(resumed_gets(agent)) <= 2 * RESUME_ATTEMPTS
+            assert agent.count("initialize") == 2
+            assert (await session.prompt("echo: after")).stop_reason == "end_turn"
 
 
 @pytest.mark.parametrize("cursor_ids", [True, False], ids=["sse-id", "meta-only"])

@@ -25,7 +25,7 @@ emulate a server that cannot attach a session to a new link), ``session_stream_d
 session-stream event waits, to reorder it behind the connection stream), ``h2_max_concurrent_streams``
 (``None``: the HTTP/2 SETTINGS never name a maximum, as Node's server does); with ``resumable``, hostile ones:
 ``cursor_ids`` (``False``: cursors only in ``_meta``), ``cursor_prefix`` (oversize cursors), ``replay_overlap``
-(a resume repeats events the client had).
+(a resume repeats events the client had), ``end_resumed_streams`` (a resume accepted, then ended at once).
 
 This module is the ACP side; the socket side lives beside it: :mod:`._agent_sniff` (the first-bytes sniffer),
 :mod:`._agent_http1` (h11), :mod:`._agent_h2` (h2) and :mod:`._agent_http_wire` (what they exchange).
@@ -234,6 +234,8 @@ class HttpEndpoint:
     cursor_prefix: str = ""
     #: a resume also replays this many events at or before its cursor (a hostile server replaying too much)
     replay_overlap: int = 0
+    #: a resume is answered ``200`` and its stream ended at once, nothing replayed (a hostile resume loop)
+    end_resumed_streams: bool = False
 
     def __init__(self, agent: ReferenceAgent) -> None:
         """Bound to ``agent``; serves nothing until the agent listens."""
@@ -465,6 +467,9 @@ class HttpEndpoint:
         self._record(request, 200)
         await responder.start(200, [("content-type", "text/event-stream"), ("cache-control", "no-cache")])
         try:
+            if last is not None and self.end_resumed_streams:
+                await responder.end()
+                return
             for event in replay:
                 await responder.data(out.encode(event))
             await self._pump(link, session_id, out, responder)
