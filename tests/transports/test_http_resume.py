@@ -16,9 +16,8 @@ import pytest
 from acp_client import ReconnectingClient, SessionRecovered
 from acp_client.sessions import SessionUpdate
 from acp_client.testing import ReferenceAgent, Resumable
-from acp_client.transports.http import StreamableHTTPTransport
-from acp_client.transports.http._cursors import MAX_CURSOR_BYTES, CursorTrack
-from acp_client.transports.http._streams import RESUME_ATTEMPTS
+from acp_client.transports.http import MAX_CURSOR_BYTES, RESUME_ATTEMPTS, StreamableHTTPTransport
+from acp_client.transports.http._cursors import CursorTrack
 from tests.conftest import Link, bound, over_links, running_client
 
 link = over_links("http1", "h2c")

@@ -17,9 +17,9 @@ import itertools
 import json
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
 
 from acp_client.schema.transport import CURSOR_META_KEY
+from acp_client.testing.agent._http_wire import _Responder
 
 __all__ = ["Event", "ReplayRules", "SseOut"]
 
@@ -80,7 +80,7 @@ class SseOut:
     rules: ReplayRules
     queue: asyncio.Queue[Event | None] = field(default_factory=asyncio.Queue)
     history: deque[tuple[int, str, float]] = field(default_factory=deque)
-    responder: Any = None
+    responder: _Responder | None = None
     last_seq: int = 0
     written: int = 0
     _seqs: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
