@@ -14,13 +14,18 @@ connection-scoped or session-scoped SSE stream (GET); ``DELETE`` ends the link. 
 :class:`~acp_client.testing.agent._channel.FrameChannel`, so the agent's connection handler is the same as for
 a WebSocket; a link whose connection stream ends (the client went away) closes like a dropped WebSocket,
 unless events carry ids (``event_ids``): then the link waits ``resume_grace`` seconds for the client to
-reopen the stream with ``Last-Event-ID``.
+reopen the stream with ``Last-Event-ID``. With ``ReferenceAgent(resumable=Resumable(...))`` (PR 2208) every event
+carries its cursor as SSE ``id:`` and ``_meta["acp/cursor"]``, the replay buffer and the wait follow the
+retention, a resume gets ``409`` when refused or its cursor is unknown or evicted, and a v2 session stream gets
+its ``state_update`` after the replay (see :mod:`._http_out`).
 
 Controls (attributes of :class:`HttpEndpoint`, reachable as ``agent.http``): ``keepalive_interval``,
 ``event_ids``, ``resume_grace``, ``refuse_session_streams`` (an HTTP status for every session GET, to
 emulate a server that cannot attach a session to a new link), ``session_stream_delay`` (seconds every
 session-stream event waits, to reorder it behind the connection stream), ``h2_max_concurrent_streams``
-(``None``: the HTTP/2 SETTINGS never name a maximum, as Node's server does).
+(``None``: the HTTP/2 SETTINGS never name a maximum, as Node's server does); with ``resumable``, hostile ones:
+``cursor_ids`` (``False``: cursors only in ``_meta``), ``cursor_prefix`` (oversize cursors), ``replay_overlap``
+(a resume repeats events the client had), ``end_resumed_streams`` (a resume accepted, then ended at once).
 
 This module is the ACP side; the socket side lives beside it: :mod:`._agent_sniff` (the first-bytes sniffer),
 :mod:`._agent_http1` (h11), :mod:`._agent_h2` (h2) and :mod:`._agent_http_wire` (what they exchange).
@@ -30,15 +35,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
-from collections import deque
 from collections.abc import Awaitable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from acp_client._logging import get_logger
 from acp_client.testing.agent._channel import ChannelClosed
+from acp_client.testing.agent._http_out import Event, ReplayRules, SseOut
 from acp_client.testing.agent._http_wire import _Gone, _Request, _Responder
 from acp_client.testing.agent._sniff import _DualConnection
 
@@ -52,16 +55,6 @@ _log = get_logger(__name__)
 _CONNECTION_SCOPED = frozenset({"session/new", "session/load", "session/resume", "session/fork", "session/list"})
 
 
-@dataclass(eq=False)
-class _SseOut:
-    """One SSE stream of a link: queued events (id, frame) and, with ``event_ids``, a replay buffer."""
-
-    queue: asyncio.Queue[tuple[int, str] | None] = field(default_factory=asyncio.Queue)
-    history: deque[tuple[int, str]] = field(default_factory=lambda: deque(maxlen=4096))
-    responder: _Responder | None = None
-    reader_task: asyncio.Task[None] | None = None
-
-
 class HttpLink:
     """One Streamable HTTP connection (``Acp-Connection-Id``) as a FrameChannel for the agent."""
 
@@ -70,14 +63,15 @@ class HttpLink:
         self.endpoint = endpoint
         self.id = connection_id
         self.inbound: asyncio.Queue[str | None] = asyncio.Queue()
-        self.streams: dict[str | None, _SseOut] = {None: _SseOut()}
+        self.streams: dict[str | None, SseOut] = {None: SseOut(endpoint.replay_rules())}
         self.routes: dict[int | str, tuple[str, str | None]] = {}
         self.init_waiter: tuple[int | str, asyncio.Future[str]] | None = None
         self.closed = False
         self.paused = False
         self._unpaused = asyncio.Event()
         self._unpaused.set()
-        self._ids = itertools.count(1)
+        #: the protocol version its ``initialize`` answer named (the v2 ``state_update`` after a resume)
+        self.protocol_version: int | None = None
         self._grace: asyncio.TimerHandle | None = None
 
     # ------------------------------------------------------------------ FrameChannel
@@ -89,12 +83,17 @@ class HttpLink:
         key = self._route(frame)
         if key == "__init__":
             return
-        out = self.streams.setdefault(key, _SseOut())
+        out = self.stream(key)
         if key is not None and self.endpoint.session_stream_delay:
             await asyncio.sleep(self.endpoint.session_stream_delay)
-        event = (next(self._ids), frame)
-        out.history.append(event)
-        out.queue.put_nowait(event)
+        out.add(frame)
+
+    def stream(self, key: str | None) -> SseOut:
+        """The stream of ``key`` (``None``: the connection stream), made on first use."""
+        out = self.streams.get(key)
+        if out is None:
+            out = self.streams[key] = SseOut(self.endpoint.replay_rules())
+        return out
 
     def _route(self, frame: str) -> str | None:
         try:
@@ -108,6 +107,9 @@ class HttpLink:
             waiter = self.init_waiter
             if waiter is not None and waiter[0] == request_id:
                 self.init_waiter = None
+                result = message.get("result")
+                version = result.get("protocolVersion") if isinstance(result, dict) else None
+                self.protocol_version = version if isinstance(version, int) else None
                 if not waiter[1].done():
                     waiter[1].set_result(frame)
                 return "__init__"
@@ -174,17 +176,26 @@ class HttpLink:
         if isinstance(message, dict) and "method" in message and message.get("id") is not None:
             self.routes[message["id"]] = (message["method"], session_header)
 
-    def stream_ended(self, key: str | None, out: _SseOut) -> None:
+    def stream_ended(self, key: str | None, out: SseOut) -> None:
         """A GET carrying a stream ended (client gone). The connection stream's end ends the link, at once
-        or after the resume grace."""
+        or after the resume grace (with ``resumable``: its ``retention_seconds``)."""
         out.responder = None
         if key is not None or self.closed:
             return
-        if self.endpoint.event_ids and self.endpoint.resume_grace > 0:
-            loop = asyncio.get_running_loop()
-            self._grace = loop.call_later(self.endpoint.resume_grace, self._shutdown)
+        grace = self.endpoint.grace()
+        if grace > 0:
+            self._grace = asyncio.get_running_loop().call_later(grace, self._shutdown)
         else:
             self._shutdown()
+
+    def state_update(self, session_id: str | None) -> str | None:
+        """The v2 ``state_update`` of ``session_id`` a resumed session stream gets before live data (PR 2208);
+        ``None`` for the connection stream, a v1 link, or a session not attached to this link."""
+        record = self.endpoint.agent.sessions.get(session_id) if session_id is not None else None
+        if record is None or self.protocol_version != 2 or record.connection_id != self.id:
+            return None
+        params = {"sessionId": session_id, "update": record.state_update()}
+        return json.dumps({"jsonrpc": "2.0", "method": "session/update", "params": params})
 
     def expect_stream(self, within: float) -> None:
         """End the link unless its connection stream is opened within ``within`` seconds."""
@@ -217,6 +228,14 @@ class HttpEndpoint:
     stream_wait: float = 2.0
     #: ``False``: WebSocket upgrades are not served (answered like any GET: 406), for ``transport="auto"``
     serve_websocket: bool = True
+    #: with ``resumable``: also write each cursor as the SSE ``id:`` (``False``: only ``_meta["acp/cursor"]``)
+    cursor_ids: bool = True
+    #: with ``resumable``: put before every cursor (a hostile server's oversize cursors)
+    cursor_prefix: str = ""
+    #: a resume also replays this many events at or before its cursor (a hostile server replaying too much)
+    replay_overlap: int = 0
+    #: a resume is answered ``200`` and its stream ended at once, nothing replayed (a hostile resume loop)
+    end_resumed_streams: bool = False
 
     def __init__(self, agent: ReferenceAgent) -> None:
         """Bound to ``agent``; serves nothing until the agent listens."""
@@ -230,6 +249,32 @@ class HttpEndpoint:
         self._tasks: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------------ plumbing for the agent
+
+    def replay_rules(self) -> ReplayRules:
+        """How a new stream labels and keeps its events: ``agent.resumable`` (PR 2208), else ``event_ids``."""
+        resumable = self.agent.resumable
+        if resumable is not None:
+            return ReplayRules(
+                sse_ids=self.cursor_ids,
+                meta=True,
+                prefix=self.cursor_prefix,
+                max_messages=resumable.retention_messages,
+                max_seconds=resumable.retention_seconds,
+            )
+        return ReplayRules(sse_ids=True, max_messages=4096) if self.event_ids else ReplayRules()
+
+    def grace(self) -> float:
+        """Seconds a link whose connection stream dropped waits for a resume (``0``: it ends at once)."""
+        if self.agent.resumable is not None:
+            return self.agent.resumable.retention_seconds
+        return self.resume_grace if self.event_ids else 0.0
+
+    def keepalive(self) -> float:
+        """Seconds between ``: keepalive`` comments on an idle stream."""
+        resumable = self.agent.resumable
+        if resumable is not None and resumable.keepalive_seconds is not None:
+            return resumable.keepalive_seconds
+        return self.keepalive_interval
 
     def serve_options(self) -> dict[str, Any]:
         """Keyword arguments for ``websockets.serve`` that add this endpoint on the same socket."""
@@ -402,28 +447,18 @@ class HttpEndpoint:
         if session_id is not None and self.refuse_session_streams is not None:
             await self._reply(request, responder, self.refuse_session_streams, {"error": "Unknown session id"})
             return
-        out = link.streams.setdefault(session_id, _SseOut())
-        replay: list[tuple[int, str]] = []
+        out = link.stream(session_id)
+        replay: list[Event] = []
         last = request.headers.get("last-event-id")
         if last is not None:
-            if not self.event_ids or not last.isdigit():
-                await self._reply(request, responder, 409, {"error": "cannot resume"})
+            resumed = self._resume(out, last)
+            if isinstance(resumed, str):
+                await self._reply(request, responder, 409, {"error": resumed})
                 return
-            after = int(last)
-            known = [e for e in out.history if e[0] <= after]
-            if out.history and not known and out.history[0][0] > after + 1:
-                await self._reply(request, responder, 409, {"error": "events no longer buffered"})
-                return
-            replay = [e for e in out.history if e[0] > after]
-            # what is replayed now must not be written again from the queue
-            queued: list[tuple[int, str] | None] = []
-            while not out.queue.empty():
-                item = out.queue.get_nowait()
-                if item is None or item[0] <= after or all(item[0] != r[0] for r in replay):
-                    queued.append(item)
-            for item in queued:
-                if item is None or item[0] > after:
-                    out.queue.put_nowait(item)
+            replay = resumed
+            update = link.state_update(session_id)
+            if update is not None:
+                out.add(update)  # first in the queue: after the replay, before any live event
         if out.responder is not None:  # a newer GET replaces an older one
             out.responder.abort()
         out.responder = responder
@@ -432,8 +467,11 @@ class HttpEndpoint:
         self._record(request, 200)
         await responder.start(200, [("content-type", "text/event-stream"), ("cache-control", "no-cache")])
         try:
+            if last is not None and self.end_resumed_streams:
+                await responder.end()
+                return
             for event in replay:
-                await responder.data(self._event(event))
+                await responder.data(out.encode(event))
             await self._pump(link, session_id, out, responder)
         except _Gone:
             pass
@@ -441,7 +479,17 @@ class HttpEndpoint:
             if out.responder is responder:
                 link.stream_ended(session_id, out)
 
-    async def _pump(self, link: HttpLink, key: str | None, out: _SseOut, responder: _Responder) -> None:
+    def _resume(self, out: SseOut, cursor: str) -> list[Event] | str:
+        """The events a GET with ``Last-Event-ID: cursor`` replays, or why it is refused (answered ``409``)."""
+        resumable = self.agent.resumable
+        if resumable is not None and resumable.refuse:
+            return "resume refused"
+        if resumable is None and not self.event_ids:
+            return "cannot resume"
+        replay = out.replay_after(cursor, self.replay_overlap)
+        return "cursor unknown or no longer retained" if replay is None else replay
+
+    async def _pump(self, link: HttpLink, key: str | None, out: SseOut, responder: _Responder) -> None:
         gone = responder.gone
         while True:
             if not out.queue.empty() and not gone.done() and not link.paused and out.responder is responder:
@@ -451,9 +499,7 @@ class HttpEndpoint:
             getter = asyncio.ensure_future(out.queue.get())
             waitables: list[asyncio.Future[Any]] = [getter, gone]
             try:
-                done, _ = await asyncio.wait(
-                    waitables, timeout=self.keepalive_interval, return_when=asyncio.FIRST_COMPLETED
-                )
+                done, _ = await asyncio.wait(waitables, timeout=self.keepalive(), return_when=asyncio.FIRST_COMPLETED)
             finally:
                 if not getter.done():
                     getter.cancel()
@@ -472,26 +518,25 @@ class HttpEndpoint:
             if not await self._write(out, responder, getter.result()):
                 return
 
-    async def _write(self, out: _SseOut, responder: _Responder, item: tuple[int, str] | None) -> bool:
-        """Write one queued event; ``None`` ends the stream (``False``). An event not written goes back first."""
+    async def _write(self, out: SseOut, responder: _Responder, item: Event | None) -> bool:
+        """Write one queued event; ``None`` ends the stream (``False``). An event not written goes back first;
+        one at or below ``out.written`` (replayed already, or put back by an older GET) is skipped."""
         if item is None:
             await responder.end()
             return False
+        if item[0] <= out.written:
+            return True
         try:
-            await responder.data(self._event(item))
+            await responder.data(out.encode(item))
         except _Gone:
             _requeue_front(out.queue, item)
             raise
+        out.written = item[0]
         return True
 
-    def _event(self, event: tuple[int, str]) -> bytes:
-        lines = "".join(f"data: {line}\n" for line in event[1].split("\n"))
-        prefix = f"id: {event[0]}\n" if self.event_ids else ""
-        return f"{prefix}{lines}\n".encode()
 
-
-def _requeue_front(queue: asyncio.Queue[tuple[int, str] | None], item: tuple[int, str]) -> None:
-    rest: list[tuple[int, str] | None] = []
+def _requeue_front(queue: asyncio.Queue[Event | None], item: Event) -> None:
+    rest: list[Event | None] = []
     while not queue.empty():
         rest.append(queue.get_nowait())
     queue.put_nowait(item)

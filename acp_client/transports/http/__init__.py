@@ -61,8 +61,13 @@ SSE events that are not JSON, or whose ``event:`` is not     counted in ``stats.
 Stream resumption: when a server labels its events with ``id:``, a stream that ends is reopened with
 ``Last-Event-ID``; if the server answers ``200`` nothing is re-initialized (``stats.streams_resumed``, log
 event ``http_stream_resumed``, and ``TransportOptions.on_stream_resumed`` is called with the stream's session
-id, ``None`` for the connection stream). Without ids, when the server refuses (404/409), or when a resumed stream
-ends again before delivering anything, the link is lost and the full recovery (re-initialize) runs.
+id, ``None`` for the connection stream). Without ids, when the server refuses (404/409), or when the stream
+was reopened :data:`RESUME_ATTEMPTS` times in a row without a message back, the link is lost and the
+full recovery (re-initialize) runs. An agent that advertises ``capabilities.transport.resumable`` (PR 2208)
+stamps messages with ``_meta["acp/cursor"]``: the resume point when there is no ``id:``, and a replayed
+message whose cursor was delivered before is dropped (``stats.replayed_duplicates``); its ``keepaliveSeconds``
+sets the read-idle bound (:data:`SILENT_INTERVALS` silent intervals). Cursors over :data:`MAX_CURSOR_BYTES` are
+never sent back; :data:`DEDUP_WINDOW` recent cursors per stream are remembered.
 
 Ordering across streams: a ``session/load`` result travels on the connection stream, its replay on the session
 stream; as two HTTP requests they can arrive in either order. The result is held until the replay is in (a
@@ -97,6 +102,7 @@ from acp_client.exceptions import (
     HTTPTransportError,
     UsageError,
 )
+from acp_client.schema.transport import ResumableTransport
 from acp_client.transports._cookies import CookieJar
 from acp_client.transports.base import Decoded, Transport
 from acp_client.transports.http._base import (
@@ -113,6 +119,8 @@ from acp_client.transports.http._base import (
     _loads,
     _log,
 )
+from acp_client.transports.http._cursors import DEDUP_WINDOW as DEDUP_WINDOW
+from acp_client.transports.http._cursors import MAX_CURSOR_BYTES as MAX_CURSOR_BYTES
 from acp_client.transports.http._h2c import speaks_h2c
 from acp_client.transports.http._inbox import Inbox
 from acp_client.transports.http._order import REPLAY_BARRIER_METHOD as REPLAY_BARRIER_METHOD
@@ -120,6 +128,8 @@ from acp_client.transports.http._order import REPLAY_HOLD_MAX as REPLAY_HOLD_MAX
 from acp_client.transports.http._order import StreamRouter
 from acp_client.transports.http._posts import INITIALIZE_TIMEOUT as INITIALIZE_TIMEOUT
 from acp_client.transports.http._posts import PostPipeline
+from acp_client.transports.http._streams import RESUME_ATTEMPTS as RESUME_ATTEMPTS
+from acp_client.transports.http._streams import SILENT_INTERVALS as SILENT_INTERVALS
 from acp_client.transports.options import TransportOptions, resolve_headers
 
 __all__ = [
@@ -289,7 +299,8 @@ class StreamableHTTPTransport:
             )
         result = message.get("result")
         version = result.get("protocolVersion") if isinstance(result, dict) else None
-        self._link.negotiated(connection_id, version if isinstance(version, int) else None)
+        resumable = ResumableTransport.from_initialize(result if isinstance(result, dict) else None)
+        self._link.negotiated(connection_id, version if isinstance(version, int) else None, resumable)
         self._initialized = True
         self._inbox.put(body)
         if "error" in message:

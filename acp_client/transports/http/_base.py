@@ -25,6 +25,7 @@ from acp_client.exceptions import (
     HTTPTransportError,
     TLSError,
 )
+from acp_client.schema.transport import ResumableTransport
 from acp_client.transports._cookies import CookieJar, parse_retry_after
 from acp_client.transports.base import TransportStats
 from acp_client.transports.options import TransportOptions
@@ -105,7 +106,10 @@ class HTTPTransportStats(TransportStats):
     reopened with ``Last-Event-ID`` without a recovery; ``sse_discarded`` events dropped (not JSON, or an
     ``event:`` type other than ``message``); ``sse_comments`` comment lines (keepalives);
     ``session_streams_refused`` session-scoped GETs the server refused; ``posts_rejected`` POSTs answered
-    with an unusable status (400, 415 ...).
+    with an unusable status (400, 415 ...); ``replayed_duplicates`` messages of a resumable stream dropped
+    because their ``_meta["acp/cursor"]`` was delivered before (a server that replayed too much);
+    ``stream_resumes_refused`` resumes (``Last-Event-ID``) the server refused (``409`` and the like), each
+    followed by the full recovery.
     """
 
     posts: int = 0
@@ -115,6 +119,8 @@ class HTTPTransportStats(TransportStats):
     sse_comments: int = 0
     session_streams_refused: int = 0
     posts_rejected: int = 0
+    replayed_duplicates: int = 0
+    stream_resumes_refused: int = 0
 
 
 class _RejectAllCookies(http.cookiejar.DefaultCookiePolicy):
@@ -144,6 +150,9 @@ class LinkView(Protocol):
 
     @property
     def protocol_version(self) -> int | None: ...
+
+    @property
+    def resumable(self) -> ResumableTransport | None: ...
 
     @property
     def stats(self) -> HTTPTransportStats: ...
@@ -184,6 +193,7 @@ class LinkState:
         self._verify: _ssl.SSLContext = options.ssl if options.ssl is not None else _default_ssl_context()
         self._connection_id: str | None = None
         self._protocol_version: int | None = None
+        self._resumable: ResumableTransport | None = None
         self._stats = HTTPTransportStats()
 
     @property
@@ -211,6 +221,11 @@ class LinkState:
         return self._protocol_version
 
     @property
+    def resumable(self) -> ResumableTransport | None:
+        """What the agent advertised as ``capabilities.transport.resumable`` (``None``: not advertised)."""
+        return self._resumable
+
+    @property
     def stats(self) -> HTTPTransportStats:
         return self._stats
 
@@ -219,10 +234,14 @@ class LinkState:
         """The TLS context every client of the link verifies with."""
         return self._verify
 
-    def negotiated(self, connection_id: str, protocol_version: int | None) -> None:
-        """Record what the ``initialize`` answer established (sent on every later request)."""
+    def negotiated(
+        self, connection_id: str, protocol_version: int | None, resumable: ResumableTransport | None = None
+    ) -> None:
+        """Record what the ``initialize`` answer established (sent on every later request), and whether the
+        agent advertised resumable streams."""
         self._connection_id = connection_id
         self._protocol_version = protocol_version
+        self._resumable = resumable
 
     def new_client(self, timeout: httpx.Timeout) -> httpx.AsyncClient:
         return httpx.AsyncClient(

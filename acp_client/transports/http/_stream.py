@@ -8,6 +8,7 @@ import asyncio
 from typing import Any, Protocol
 
 from acp_client.transports.http._base import _retrieve
+from acp_client.transports.http._cursors import CursorTrack
 
 __all__ = ["Stream", "StreamView"]
 
@@ -48,18 +49,23 @@ class Stream:
         #: read-idle watchdog's clock
         self.waiting_since: float | None = None
         self.state_updates = 0  # v2 ``state_update`` notifications among the delivered messages
+        self.delivered = 0  # messages delivered (replayed duplicates that were dropped are not)
+        #: the cursors it delivered, when the agent advertised resumable streams (``None``: not read)
+        self.cursors: CursorTrack | None = None
         self._changed = asyncio.Event()  # set on every delivered message
 
     @property
     def is_open(self) -> bool:
         return self.opened.done() and not self.opened.cancelled() and self.opened.exception() is None
 
-    def note_plain(self) -> None:
-        """Messages that are not ``state_update`` were delivered: wake :meth:`next_message`."""
+    def note_plain(self, count: int) -> None:
+        """``count`` messages that are not ``state_update`` were delivered: wake :meth:`next_message`."""
+        self.delivered += count
         self._changed.set()
 
     def note(self, message: dict[str, Any] | list[Any]) -> None:
         """Count a delivered message (and whether it is a v2 ``state_update``); wake :meth:`next_message`."""
+        self.delivered += 1
         if self.session_id is not None and isinstance(message, dict) and message.get("method") == "session/update":
             params = message.get("params")
             update = params.get("update") if isinstance(params, dict) else None

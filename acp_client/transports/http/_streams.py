@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from acp_client._backoff import Backoff
 from acp_client.exceptions import (
     ConnectError,
     ConnectionLost,
@@ -27,12 +28,19 @@ from acp_client.transports.http._base import (
     _log,
     read_bounded,
 )
+from acp_client.transports.http._cursors import MAX_CURSOR_BYTES, CursorTrack, cursor_of, cursor_too_long
 from acp_client.transports.http._inbox import Inbound
 from acp_client.transports.http._sse import SSEParser
 from acp_client.transports.http._stream import Stream, StreamView
 
 #: A watchdog that fires this late (seconds) was held up by a blocked event loop, not by a silent peer.
 _STALL_GRACE = 0.1
+#: How many times in a row a dropped stream is reopened with ``Last-Event-ID`` without getting a message back
+#: (the GET failed, or the stream ended again at once) before the link is given up to the full recovery.
+RESUME_ATTEMPTS = 3
+#: The silent keepalive intervals after which a stream of an agent that advertised ``keepaliveSeconds`` is
+#: dead (PR 2208).
+SILENT_INTERVALS = 5
 
 
 class StreamRefused(Exception):
@@ -80,6 +88,8 @@ class StreamReader:
         self._sink = sink
         self._streams: dict[str | None, Stream] = {}
         self._refusals: dict[str, int] = {}  # session id -> the status its stream was last refused with
+        # the pause before each reopening of a dropped stream: full jitter, at most 50 ms, then 100, 200 ...
+        self._backoff = Backoff(base=0.025, cap=2.0)
 
     def get(self, session_id: str) -> StreamView | None:
         """The stream of ``session_id`` (opening, open or detaching), if there is one."""
@@ -135,6 +145,8 @@ class StreamReader:
         """Open an SSE stream and wait until the server answered it. ``False`` (or, when ``required``, the
         typed error) when it was refused."""
         stream = Stream(session_id)
+        if self._link.resumable is not None:
+            stream.cursors = CursorTrack()
         self._streams[session_id] = stream
         description = self._link.description
         stream.task = asyncio.get_running_loop().create_task(
@@ -179,55 +191,8 @@ class StreamReader:
 
     async def _run_stream(self, stream: Stream) -> None:
         parser = SSEParser(max_event_bytes=self._link.options.max_frame_bytes)
-        resuming = False
         try:
-            while True:
-                try:
-                    async with self._open_sse(stream.session_id, parser.last_event_id if resuming else None) as resp:
-                        if not stream.opened.done():
-                            stream.opened.set_result(None)
-                        self._link.stats.streams_opened += 1
-                        if resuming:
-                            self._link.stats.streams_resumed += 1
-                            _log.info(
-                                "http_stream_resumed",
-                                transport=self._link.description,
-                                stream=stream.label,
-                                last_event_id=parser.last_event_id,
-                            )
-                            self._report_resumed(stream)
-                        bytes_before = parser.bytes_in
-                        ended = await self._read_stream(stream, resp, parser)
-                except StreamRefused as refused:
-                    if not stream.opened.done():
-                        stream.opened.set_exception(refused)
-                        return
-                    ended = f"the server refused to resume it (HTTP {refused.status})"
-                    self._lose_stream(stream, ended, f"the server refused Last-Event-ID (HTTP {refused.status})")
-                    return
-                except (ConnectError, ConnectionLost) as exc:
-                    if not stream.opened.done():
-                        stream.opened.set_exception(exc)
-                        return
-                    self._lose_stream(stream, str(exc), f"{'reopening' if resuming else 'opening'} it failed: {exc}")
-                    return
-                if self._inbox.failed:
-                    return
-                if stream.detached and stream.session_id is not None:
-                    self._streams.pop(stream.session_id, None)
-                    return
-                if parser.last_event_id is None or (resuming and parser.bytes_in == bytes_before):
-                    # no ids, or a resumed stream that ended again before delivering anything: full recovery
-                    why = (
-                        "carries no event ids"
-                        if parser.last_event_id is None
-                        else "ended again, resumed with Last-Event-ID, before delivering anything"
-                    )
-                    self._lose_stream(stream, ended, why)
-                    return
-                # the server labels its events: reopen with Last-Event-ID, no re-initialize, no replay
-                _log.info("http_stream_resuming", transport=self._link.description, stream=stream.label, reason=ended)
-                resuming = True
+            await self._keep_reading(stream, parser)
         except asyncio.CancelledError:
             if not stream.opened.done():
                 stream.opened.cancel()
@@ -237,6 +202,78 @@ class StreamReader:
             if not stream.opened.done():
                 stream.opened.set_exception(ConnectionLost(f"the {stream.label} stream failed: {exc!r}"))
             self._lose_stream(stream, f"the stream reader failed: {exc!r}", "reader failed")
+
+    async def _keep_reading(self, stream: Stream, parser: SSEParser) -> None:
+        """Read ``stream`` and, each time it ends, resume it from its last cursor (``Last-Event-ID``) after a
+        jittered delay, until it is refused, cannot be resumed, or failed :data:`RESUME_ATTEMPTS` times in a
+        row (an attempt fails when the GET fails or the stream ends again before delivering a message)."""
+        resume_from: str | None = None
+        failures = 0
+        while True:
+            delivered = stream.delivered
+            try:
+                ended = await self._read_once(stream, parser, resume_from)
+            except StreamRefused as refused:
+                if not stream.opened.done():
+                    stream.opened.set_exception(refused)
+                    return
+                self._link.stats.stream_resumes_refused += 1
+                why = f"the server refused to resume it (HTTP {refused.status})"
+                self._lose_stream(stream, why, f"was refused: HTTP {refused.status}")
+                return
+            except (ConnectError, ConnectionLost) as exc:
+                if not stream.opened.done():
+                    stream.opened.set_exception(exc)
+                    return
+                ended, failures = str(exc), failures + 1
+                if failures >= RESUME_ATTEMPTS:
+                    self._lose_stream(stream, ended, f"could not be reopened ({RESUME_ATTEMPTS} attempts): {exc}")
+                    return
+            else:
+                failures = 0 if stream.delivered > delivered or resume_from is None else failures + 1
+            if self._inbox.failed:
+                return
+            if stream.detached and stream.session_id is not None:
+                self._streams.pop(stream.session_id, None)  # closed or deleted: never resumed
+                return
+            point, not_resumed = self._resume_point(stream, parser)
+            if point is None or failures >= RESUME_ATTEMPTS:
+                if point is not None:
+                    not_resumed = f"ended again {RESUME_ATTEMPTS} times, resumed each time, without delivering anything"
+                self._lose_stream(stream, ended, not_resumed)
+                return
+            _log.info("http_stream_resuming", transport=self._link.description, stream=stream.label, reason=ended)
+            await asyncio.sleep(self._backoff.delay(failures + 1))  # jitter: a herd of clients spreads out
+            resume_from = point
+
+    async def _read_once(self, stream: Stream, parser: SSEParser, resume_from: str | None) -> str:
+        """Open (``resume_from``: resume with ``Last-Event-ID``) and read ``stream`` once; why it ended."""
+        async with self._open_sse(stream.session_id, resume_from) as resp:
+            if not stream.opened.done():
+                stream.opened.set_result(None)
+            self._link.stats.streams_opened += 1
+            if resume_from is not None:
+                self._link.stats.streams_resumed += 1
+                _log.info(
+                    "http_stream_resumed", transport=self._link.description, stream=stream.label, cursor=resume_from
+                )
+                self._report_resumed(stream)
+            return await self._read_stream(stream, resp, parser)
+
+    def _resume_point(self, stream: Stream, parser: SSEParser) -> tuple[str | None, str]:
+        """Where ``stream`` resumes from: its last SSE ``id:``, else (when the agent advertised resumable
+        streams) its last ``_meta["acp/cursor"]``; ``None`` and why not when it has none that can be sent."""
+        cursors = stream.cursors
+        point = parser.last_event_id
+        if point is None and cursors is not None:
+            if cursors.oversize:
+                return None, f"sent a cursor over {MAX_CURSOR_BYTES} bytes (MAX_CURSOR_BYTES): it has no resume point"
+            point = cursors.last
+        if point is None:
+            return None, "carries no event ids" if cursors is None else "carries no event ids or cursors"
+        if cursor_too_long(point):
+            return None, f"sent an event id over {MAX_CURSOR_BYTES} bytes (MAX_CURSOR_BYTES): it has no resume point"
+        return point, ""
 
     @contextlib.asynccontextmanager
     async def _open_sse(self, session_id: str | None, last_event_id: str | None) -> AsyncIterator[httpx.Response]:
@@ -279,9 +316,7 @@ class StreamReader:
     async def _read_stream(self, stream: Stream, response: httpx.Response, parser: SSEParser) -> str:
         """Read events until the stream ends; return why it ended. With liveness on, a watchdog ends the read
         after ``ping_interval + ping_timeout`` without a byte."""
-        idle = None
-        if self._link.options.ping_interval is not None and self._link.options.ping_timeout is not None:
-            idle = self._link.options.ping_interval + self._link.options.ping_timeout
+        idle = self._idle_limit()
         if idle is None:
             return await self._read_chunks(stream, response, parser)
         loop = asyncio.get_running_loop()
@@ -313,6 +348,20 @@ class StreamReader:
             elif not reader.cancelled():
                 reader.exception()  # retrieved (it is re-raised above when it matters)
 
+    def _idle_limit(self) -> float | None:
+        """Seconds without a byte after which a stream is dead: :data:`SILENT_INTERVALS` of the keepalive
+        interval the agent advertised (``keepaliveSeconds``), else ``ping_interval + ping_timeout``; ``None``
+        (no watchdog) when liveness is off (``ping_interval=None``)."""
+        options = self._link.options
+        if options.ping_interval is None:
+            return None
+        resumable = self._link.resumable
+        if resumable is not None and resumable.keepalive_seconds is not None:
+            return SILENT_INTERVALS * resumable.keepalive_seconds
+        if options.ping_timeout is None:
+            return None
+        return options.ping_interval + options.ping_timeout
+
     async def _read_chunks(self, stream: Stream, response: httpx.Response, parser: SSEParser) -> str:
         loop = asyncio.get_running_loop()
         stats = self._link.stats
@@ -343,11 +392,14 @@ class StreamReader:
         are) and deliver them in order: notifications together, the rest one by one through the router."""
         plain: list[str | Decoded] = []  # routine notifications, handed on together (no await per event)
         session_stream = stream.session_id is not None
+        cursors = stream.cursors
         for text in texts:
             try:
                 message = decode(text)
             except ValueError:
                 message = None
+            if cursors is not None and type(message) is dict and not self._first_delivery(cursors, message):
+                continue  # replayed although delivered before
             if type(message) is dict and "id" not in message:
                 # a state_update names itself in the text, unless the server escaped a letter of it (a "\\")
                 if not (session_stream and ("state_update" in text or "\\" in text) and _is_state_update(message)):
@@ -361,12 +413,23 @@ class StreamReader:
                     _log.warning("http_sse_data_not_json", transport=self._link.description, stream=stream.label)
                 continue
             if plain:
+                stream.note_plain(len(plain))
                 await self._sink.deliver_plain(plain)
                 plain = []
             await self._deliver(stream, text, message)
         if plain:
-            stream.note_plain()
+            stream.note_plain(len(plain))
             await self._sink.deliver_plain(plain)
+
+    def _first_delivery(self, cursors: CursorTrack, message: dict[str, Any]) -> bool:
+        """Whether ``message`` is to be delivered: ``False`` for a message whose cursor was delivered before
+        (counted in ``stats.replayed_duplicates``); a message without a (string) cursor is delivered."""
+        cursor = cursor_of(message)
+        if type(cursor) is not str or cursors.accept(cursor):
+            return True
+        self._link.stats.replayed_duplicates += 1
+        _log.debug("http_replayed_duplicate_dropped", transport=self._link.description)
+        return False
 
     def _report_resumed(self, stream: Stream) -> None:
         """Tell ``options.on_stream_resumed`` that ``stream`` was resumed (a failing callback is logged)."""
