@@ -192,3 +192,20 @@ def session_recovery(session_id: str, attempt: int, generation: int, link: LinkF
     if observer is None:
         return _null_scope()
     return observer.session_recovery(session_id, attempt, generation, link)
+
+
+# ---------------------------------------------------------------------------- OTLP settings for stdio agents
+
+_agent_otel: Mapping[str, str] | None = None
+
+
+def set_agent_otel(settings: Mapping[str, str] | None) -> None:
+    """The ``OTEL_*`` settings an instrumentation hands to the stdio agents the client spawns (``None``:
+    those of this process's environment). Owned by :func:`acp_client.otel.instrument`."""
+    global _agent_otel
+    _agent_otel = dict(settings) if settings is not None else None
+
+
+def agent_otel() -> Mapping[str, str] | None:
+    """The settings of :func:`set_agent_otel`, or ``None``."""
+    return _agent_otel

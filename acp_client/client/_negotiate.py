@@ -108,7 +108,10 @@ def read_initialize_answer(result: Any, offered: int, *, connection_id: int) -> 
     if not isinstance(answered, int) or isinstance(answered, bool) or answered not in SUPPORTED_PROTOCOL_VERSIONS:
         raise UnsupportedProtocolVersion(offered, answered)
     if answered > offered:
-        raise UnsupportedProtocolVersion(offered, answered)
+        # an agent may not answer above the offer, so this connection accepts only what it offered or less
+        raise UnsupportedProtocolVersion(
+            offered, answered, accepted=tuple(v for v in SUPPORTED_PROTOCOL_VERSIONS if v <= offered)
+        )
     if answered >= 2 and ("agentCapabilities" in result or "info" not in result):
         # Some v1 agents echo the offered version (the official Python SDK's examples do): a v2 answer
         # must carry `info`, and `agentCapabilities` is v1's name. Believe the shape, not the number.

@@ -11,7 +11,9 @@ tree exactly once, at the transport seam, so no caller ever needs to import ``we
     │   ├── ConnectError                 could not open a connection (refused, DNS, timeout, spawn)
     │   │   ├── AgentNotFound            the stdio agent's program is missing or not executable (fatal)
     │   │   ├── HandshakeRejected        the WebSocket upgrade got an HTTP status (401, 404, 429, 503 ...)
-    │   │   │   └── HTTPTransportError   a Streamable HTTP answer the transport cannot use (415, HTML ...)
+    │   │   │   ├── HTTPTransportError   a Streamable HTTP answer the transport cannot use (415, HTML ...)
+    │   │   │   └── NotAnACPEndpoint     the answer shows no ACP endpoint is there (HTTP/1.0, a banner,
+    │   │   │                            most 4xx): names what answered (fatal, at once)
     │   │   ├── TLSError                 the TLS handshake failed (certificate not trusted, ...)
     │   │   └── H2COnlyServer            an http:// server speaks only HTTP/2 cleartext: use
     │   │                                http2="prior_knowledge" (fatal)
@@ -81,6 +83,7 @@ from acp_client.exceptions._transport import (
     H2COnlyServer,
     HandshakeRejected,
     HTTPTransportError,
+    NotAnACPEndpoint,
     NotConnected,
     TLSError,
     TransportError,
@@ -110,6 +113,7 @@ __all__ = [
     "InvalidRequest",
     "LeaseLost",
     "MethodNotFound",
+    "NotAnACPEndpoint",
     "NotConnected",
     "ParseError",
     "ProtocolError",

@@ -15,14 +15,17 @@ class StoreUnavailable(StoreError):
     """The store's server could not be reached, even after the store's own bounded retries.
 
     ``operation`` names what was attempted (``"save"``, ``"claim"`` ...); ``cause`` is the last error of
-    the client library (its text never contains the URL's password).
+    the client library (its text never contains the URL's password); ``where`` names the store (its URL
+    with the password redacted) when the store knows it.
     """
 
-    def __init__(self, operation: str, cause: BaseException | None = None) -> None:
+    def __init__(self, operation: str, cause: BaseException | None = None, *, where: str | None = None) -> None:
         self.operation = operation
         self.cause = cause
+        self.where = where
         detail = f": {type(cause).__name__}: {cause}" if cause is not None else ""
-        super().__init__(f"the session store is unavailable ({operation}){detail}")
+        at = f" at {where}" if where else ""
+        super().__init__(f"the session store{at} is unavailable ({operation}){detail}")
 
 
 class StoreLocked(StoreError):

@@ -14,6 +14,7 @@ __all__ = [
     "H2COnlyServer",
     "HTTPTransportError",
     "HandshakeRejected",
+    "NotAnACPEndpoint",
     "NotConnected",
     "TLSError",
     "TransportError",
@@ -111,6 +112,36 @@ class HTTPTransportError(HandshakeRejected):
             short = body_excerpt if len(body_excerpt) <= 120 else body_excerpt[:117] + "..."
             shown = f": {short!r}" if short else ""
         self.args = (f"{message}{shown}",)
+
+
+class NotAnACPEndpoint(HandshakeRejected):
+    """A server answered at the URL, and its answer shows it is not an ACP endpoint.
+
+    Raised at once (no wait for a timeout) when the answer is definite: it is not HTTP/1.1 at all (an
+    HTTP/1.0 server such as ``python -m http.server``, or the banner of another protocol), or an HTTP status
+    no ACP endpoint gives to the opening request (a 4xx other than 401/403/404/406/408/425/429, or a page
+    served to a WebSocket upgrade). ``endpoint`` is the URL (without credentials), ``status_line`` the first
+    line of the answer as received (cut and escaped: the peer controls it), ``server`` its ``Server``
+    header when it sent one. ``status_code`` is the HTTP status, ``0`` when the answer was not HTTP.
+    Retrying cannot help: the reconnect manager stops at once (reason ``not_acp``).
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        status_line: str,
+        server: str | None = None,
+        status_code: int = 0,
+        request: str = "the WebSocket upgrade",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(status_code, headers=headers)
+        self.endpoint = endpoint
+        self.status_line = status_line
+        self.server = server
+        by = f" (Server: {server})" if server else ""
+        self.args = (f"{endpoint} is not an ACP endpoint: it answered {request} with {status_line!r}{by}",)
 
 
 class TLSError(ConnectError):

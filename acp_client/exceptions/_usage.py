@@ -12,11 +12,16 @@ class ProtocolError(ACPError):
 
 
 class UnsupportedProtocolVersion(ProtocolError):
-    """The agent answered ``initialize`` with a protocol version this client does not speak."""
+    """The agent answered ``initialize`` with a protocol version this connection does not accept.
+
+    ``accepted`` is what this connection would have taken: the versions the client speaks, and never one
+    above ``offered`` (a connection made with ``protocol=1`` accepts only 1).
+    """
 
     def __init__(self, offered: int, answered: object, *, accepted: tuple[int, ...] = (1, 2)) -> None:
         self.offered = offered
         self.answered = answered
+        self.accepted = tuple(accepted)
         wanted = " or ".join(str(v) for v in accepted)
         super().__init__(
             f"offered protocol version {offered}, the agent answered {answered!r}; this connection accepts {wanted}"

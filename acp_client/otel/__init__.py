@@ -17,12 +17,15 @@ OpenTelemetry: this module is imported only when you import it.
 from __future__ import annotations
 
 import atexit
+from collections.abc import Mapping
 
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
 from acp_client import _observe
+from acp_client.exceptions import UsageError
 from acp_client.otel._observer import OpenTelemetryObserver
+from acp_client.transports._agent_env import PASSED_OTEL_KEYS, is_otel_credential
 
 __all__ = ["Instrumentation", "instrument", "uninstrument"]
 
@@ -55,6 +58,8 @@ class Instrumentation:
     def uninstrument(self) -> None:
         """Stop instrumenting clients and connections made from now on (those already made keep theirs),
         after recording what :meth:`flush` records."""
+        if _observe.current() is self._observer:
+            _observe.set_agent_otel(None)
         _observe.uninstall(self._observer)
         self._observer.flush()
 
@@ -64,6 +69,7 @@ def instrument(
     tracer_provider: TracerProvider | None = None,
     meter_provider: MeterProvider | None = None,
     propagate: bool = True,
+    agent_otel: Mapping[str, str] | None = None,
 ) -> Instrumentation:
     """Report every client and connection made from now on to OpenTelemetry.
 
@@ -76,7 +82,14 @@ def instrument(
 
     A request's span is started before the request is written (its context goes with it) but recorded,
     with its end time and attributes, after the answer, in batches (see :meth:`Instrumentation.flush`).
+
+    ``agent_otel`` is what the stdio agents the client spawns are told about OTLP: a mapping of
+    ``OTEL_EXPORTER_OTLP_[TRACES_|METRICS_|LOGS_]ENDPOINT``/``_PROTOCOL`` and ``OTEL_SERVICE_NAME`` (the
+    agent's service name). ``None`` (default) hands on those of this process's environment, with a service
+    name of the agent's own. Credentials (``OTEL_EXPORTER_OTLP_HEADERS`` ...) are refused here and never
+    handed on; values the agent's ``env`` sets win. See ``docs/topics/observability.md``.
     """
+    _observe.set_agent_otel(_checked_agent_otel(agent_otel))
     observer = OpenTelemetryObserver(
         tracer_provider=tracer_provider, meter_provider=meter_provider, propagate_context=propagate
     )
@@ -86,10 +99,28 @@ def instrument(
     return Instrumentation(observer)
 
 
+def _checked_agent_otel(settings: Mapping[str, str] | None) -> Mapping[str, str] | None:
+    """``instrument(agent_otel=...)`` checked when given: known OTLP keys with string values, no credential."""
+    if settings is None:
+        return None
+    if not isinstance(settings, Mapping):
+        raise UsageError(f"instrument(agent_otel=...) must be a mapping or None, not {type(settings).__name__}")
+    allowed = {*PASSED_OTEL_KEYS, "OTEL_SERVICE_NAME"}
+    for key, value in settings.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise UsageError("instrument(agent_otel=...) maps variable names to string values")
+        if is_otel_credential(key):
+            raise UsageError(f"instrument(agent_otel=...) never hands a credential to an agent: {key} refused")
+        if key not in allowed:
+            raise UsageError(f"instrument(agent_otel=...) takes {', '.join(sorted(allowed))}; not {key}")
+    return settings
+
+
 def uninstrument() -> None:
     """Stop instrumenting clients and connections made from now on, whichever instrumentation is installed
     (after recording its ended requests, as :meth:`Instrumentation.flush` does)."""
     observer = _observe.current()
     _observe.uninstall()
+    _observe.set_agent_otel(None)
     if isinstance(observer, OpenTelemetryObserver):
         observer.flush()

@@ -207,18 +207,29 @@ class OpenTelemetryObserver:
 
         Only what the frame needs is done here: the span is started bare and its ``traceparent`` formatted;
         its attributes are set when it is recorded, after the answer (see :class:`Finisher`), so a sampler
-        sees its name (the method) and kind only. A span the sampler dropped costs nothing more."""
+        sees its name (the method) and kind only. A span the sampler dropped costs nothing more.
+
+        A dropped span that would start a trace (the caller is in none) carries no trace context: there is
+        no trace to continue, and the 55 characters of ``_meta`` cost the round trip more than the rest of a
+        dropped span (P3: a parent-based 1 % sampler cost 1.15x the p50 with them, 1.09x without). The
+        agent's own sampler decides for its side then. Inside the application's trace, sampled or not, the
+        context always goes along, and with it the application's decision."""
         key = (link.peer, link.protocol_version, method)
         kind = self._kinds.get(key)
         if kind is None:
             kind = self._kind(key)
         caller = otel_context.get_current()
         span = self._tracer.start_span(method, kind=SpanKind.CLIENT, context=caller)
+        if not span.is_recording():  # the sampler dropped it: only the duration is measured
+            if not trace.get_current_span(caller).get_span_context().is_valid:  # a trace that never was
+                return params, RequestScope(self._finisher, kind, None, None, None, caller)
+            token = otel_context.attach(trace.set_span_in_context(span, caller)) if kind.attach else None
+            if self.propagate_context and (params is None or isinstance(params, Mapping)):
+                params = _with_trace_meta(params, span, caller)
+            return params, RequestScope(self._finisher, kind, None, None, token, caller)
         token = otel_context.attach(trace.set_span_in_context(span, caller)) if kind.attach else None
         if self.propagate_context and (params is None or isinstance(params, Mapping)):
             params = _with_trace_meta(params, span, caller)
-        if not span.is_recording():  # the sampler dropped it: only the duration is measured
-            return params, RequestScope(self._finisher, kind, None, None, token, caller)
         if isinstance(params, dict):  # every request the library makes; any other Mapping takes the slow path
             session_id = params.get("sessionId")
         else:

@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from acp_client._logging import get_logger
 from acp_client._processes import ProcessGroup
 from acp_client.exceptions import AgentNotFound, ConnectError, ConnectionLost, UsageError
+from acp_client.transports._agent_env import agent_environment
 from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES, TransportStats
 from acp_client.transports.options import TransportOptions
 
@@ -379,7 +380,10 @@ async def spawn_stdio(
     ``command`` is an argument list (``[sys.executable, "agent.py"]``) or a string split with
     :func:`shlex.split` (use a list for paths with spaces); no shell is involved. ``env`` replaces the
     environment like :mod:`subprocess` does (pass ``{**os.environ, "KEY": "v"}`` to add to it); ``None``
-    inherits it. ``max_frame_bytes`` bounds one line from the agent. With ``stderr_to_log`` the agent's
+    inherits it. Either way, when the application configured OTLP, the agent also gets the OTLP endpoint,
+    protocol and a service name of its own, unless ``env`` sets them, and never the OTLP credentials it
+    would inherit (``OTEL_EXPORTER_OTLP_HEADERS`` ...): see ``docs/topics/observability.md``.
+    ``max_frame_bytes`` bounds one line from the agent. With ``stderr_to_log`` the agent's
     stderr lines become ``agent_stderr`` log events, else stderr is inherited. ``close_timeout`` bounds
     ``close()`` (see the module docstring).
 
@@ -409,7 +413,7 @@ async def open_stdio(
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE if stderr_to_log else None,
-            env=dict(options.stdio_env) if options.stdio_env is not None else None,
+            env=agent_environment(argv, options.stdio_env),  # with the application's OTLP settings
             cwd=options.stdio_cwd,
             limit=options.max_frame_bytes,
             start_new_session=True,  # the agent leads its own process group: close() ends all of it

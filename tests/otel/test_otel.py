@@ -412,3 +412,34 @@ async def test_a_classifier_that_quotes_the_error_never_puts_the_agents_text_in_
     reconnects = telemetry.points("acp.client.reconnects")
     assert sum(p.value for p in reconnects) == 2
     assert [dict(p.attributes) for p in reconnects] == [{"acp.reconnect.reason": "other"}]
+
+
+async def test_a_dropped_root_span_carries_no_context_and_a_dropped_child_does(
+    link: Link, agent: ReferenceAgent
+) -> None:
+    """With a parent-based sampler that drops roots, a request outside any trace sends no trace context (it
+    would start a trace nobody records: the agent's sampler decides for its side); inside the application's
+    trace, even an unsampled one, the context goes along with the application's decision (flags ``00``)."""
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
+
+    provider = TracerProvider(sampler=ParentBased(ALWAYS_OFF))
+    instrumentation = acp_client.otel.instrument(tracer_provider=provider)
+    unsampled = SpanContext(
+        trace_id=0x0AF7651916CD43DD8448EB211C80319C,
+        span_id=0xB7AD6B7169203331,
+        is_remote=True,
+        trace_flags=TraceFlags(TraceFlags.DEFAULT),
+    )
+    try:
+        async with connect(link.url(agent), **link.options) as client:
+            await client.new_session("/w")
+            with trace.use_span(NonRecordingSpan(unsampled)):
+                await client.new_session("/w")
+    finally:
+        instrumentation.uninstrument()
+    metas = [r.params.get("_meta") for r in agent.received if r.method == "session/new"]
+    assert metas[0] is None or "traceparent" not in metas[0], metas
+    assert metas[1]["traceparent"].startswith("00-0af7651916cd43dd8448eb211c80319c-")
+    assert metas[1]["traceparent"].endswith("-00")
+    posts = [t for t in agent.trace_contexts if t.method == "session/new" and t.carrier == "http"]
+    assert len(posts) == (1 if link.http else 0)  # the header carrier too: only the request inside the trace

@@ -71,7 +71,12 @@ def test_otel_flag_compares_the_three_modes_in_one_run(script: str, tmp_path: Pa
     )
     assert proc.returncode == 0, f"{script} --otel failed:\n{proc.stdout}\n{proc.stderr}"
     ratio_lines = [line for line in proc.stdout.splitlines() if line.startswith("RATIO ")]
-    assert [line.split(" otel ")[1].split("/")[0] for line in ratio_lines] == ["off", "on"]
+    modes = [line.split(" otel ")[1].split("/")[0] for line in ratio_lines]
+    # P3 adds issue 34's three targets: a parent-based 1 % sampler, ours above one bare SDK span, off
+    assert modes == (["off", "on", "sampled-1pct", "on", "off"] if script.startswith("p3") else ["off", "on"])
+    if script.startswith("p3"):
+        assert "RATIO p3 otel on/sdk-span p50 (ours above one bare SDK span): " in proc.stdout
+        assert "RATIO p3 otel off/none p50: " in proc.stdout and "(target <= 1.01x: " in proc.stdout
     assert f"<!-- {script.split('_')[0]}-otel:start -->" in results.read_text(encoding="utf-8")
 
 

@@ -54,14 +54,27 @@ def test_chat_frontend_several_workers() -> None:
 def test_notebook(tmp_path: Path) -> None:
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
+    traitlets = pytest.importorskip("traitlets.config")
     notebook = nbformat.read(EXAMPLES / "notebook.ipynb", as_version=4)
+    # The kernel talks to this process over Unix sockets in tmp_path, not TCP: with TCP, jupyter_client
+    # picks five free loopback ports by binding and releasing them, and the kernel binds them again later;
+    # under load another test (or xdist worker) took one in between and the kernel died at start ("Address
+    # already in use"): the one error this test had under load, never alone. The kernel's start is bounded
+    # separately from the cells (a loaded machine starts a kernel slowly). nbclient still owns the kernel
+    # manager, so it stops the kernel and closes its sockets.
+    ipc = traitlets.Config({"KernelManager": {"transport": "ipc", "ip": str(tmp_path / "kernel")}})
+    transports: list[str] = []
     client = nbclient.NotebookClient(
         notebook,
+        config=ipc,
         timeout=int(bound(60)),
+        startup_timeout=int(bound(120)),
         kernel_name="python3",
         resources={"metadata": {"path": str(tmp_path)}},
+        on_notebook_start=lambda notebook: transports.append(client.km.transport),
     )
     client.execute()
+    assert transports == ["ipc"]
     code_cells = [cell for cell in notebook.cells if cell.cell_type == "code"]
     errors = [out for cell in code_cells for out in cell.outputs if out.get("output_type") == "error"]
     assert errors == []

@@ -1,6 +1,7 @@
 """The first connect is bounded and explained: with no agent behind the URL, ``async with
 ReconnectingClient(url)`` (and the sync facade's ``with``) gives up after ``Timeouts.ready`` with an
-``ACPTimeoutError`` naming the last attempt's cause, and every ``BACKOFF`` says why.
+``ACPTimeoutError`` naming the last attempt's cause, and every ``BACKOFF`` says why. A server whose answer
+says it is no ACP endpoint (a plain HTTP file server) ends the start at once, naming what answered.
 
 The client runs in a subprocess under a hard timeout, so a hang fails the test instead of stalling the suite.
 """
@@ -20,7 +21,6 @@ import pytest
 
 from acp_client import ReconnectingClient, Timeouts
 from acp_client.reconnect import ClientState, StateChanged
-from tests.conftest import bound
 
 HARD_TIMEOUT = 60.0  # far beyond the bound under test: reaching it means the client hung
 
@@ -106,23 +106,23 @@ def test_nothing_listening_raises_an_acp_timeout_naming_the_refused_connect() ->
     assert f"last attempt: could not connect to {url}: " in text, text
 
 
-def test_a_plain_http_server_raises_an_acp_timeout_naming_the_http_answer(plain_http_server: str) -> None:
-    # the bound must leave room for one attempt to end, even on a loaded machine (the subprocess imports
-    # and connects inside it)
-    ready = f"{bound(1.5):g}"
-    outcome = _run(_ASYNC_PROBE, plain_http_server, ready)
-    assert outcome["raised"] == "ACPTimeoutError"
-    assert outcome["acp"] and outcome["timeout"]
+def test_a_plain_http_server_fails_at_once_naming_what_answered(plain_http_server: str) -> None:
+    # an HTTP/1.0 file server is never an ACP endpoint: the first answer ends the start, long before the
+    # default 30 s ready bound (which would raise ACPTimeoutError instead)
+    outcome = _run(_ASYNC_PROBE, plain_http_server, "default")
+    assert outcome["raised"] == "ReconnectFailed", outcome
+    assert outcome["acp"] and not outcome["timeout"]
     text = str(outcome["text"])
-    assert text.startswith(f"no ready connection within {ready} s"), text
-    assert f"last attempt: {plain_http_server} answered initialize with HTTP 501" in text, text
+    assert text.startswith("reconnecting failed (not_acp): "), text
+    assert f"{plain_http_server} is not an ACP endpoint: it answered the initialize POST with" in text, text
+    assert "HTTP/1.0 501" in text and "(Server: SimpleHTTP/" in text, text
 
 
 def test_the_sync_facade_raises_the_same_error(plain_http_server: str) -> None:
-    outcome = _run(_SYNC_PROBE, plain_http_server, f"{bound(1.5):g}")
-    assert outcome["raised"] == "ACPTimeoutError"
-    assert outcome["acp"] and outcome["timeout"]
-    assert f"last attempt: {plain_http_server} answered initialize with HTTP 501" in str(outcome["text"])
+    outcome = _run(_SYNC_PROBE, plain_http_server, "30")
+    assert outcome["raised"] == "ReconnectFailed", outcome
+    assert outcome["acp"] and not outcome["timeout"]
+    assert f"{plain_http_server} is not an ACP endpoint" in str(outcome["text"])
 
 
 async def test_every_backoff_carries_the_cause_of_the_failed_attempt() -> None:

@@ -195,7 +195,9 @@ async def test_fatal_handshake_status_makes_exactly_one_attempt(link: Link, stat
         with pytest.raises(ReconnectFailed) as info:
             async with client:
                 pass
-        assert info.value.reason == f"http_{status}"
+        # a 400 to the WebSocket upgrade says for certain that no ACP endpoint is there (NotAnACPEndpoint)
+        definite = status == 400 and not link.http
+        assert info.value.reason == ("not_acp" if definite else f"http_{status}")
         assert isinstance(info.value.cause, HandshakeRejected)
         assert agent.rejected_handshakes == 1
         assert client.state is ClientState.CLOSED

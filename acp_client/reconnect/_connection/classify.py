@@ -11,6 +11,7 @@ from acp_client.exceptions import (
     ConnectionLost,
     H2COnlyServer,
     HandshakeRejected,
+    NotAnACPEndpoint,
     TLSError,
     UnsupportedProtocolVersion,
     UsageError,
@@ -52,6 +53,8 @@ Classifier = Callable[[BaseException], Verdict]
 
 def classify_error(exc: BaseException) -> Verdict:
     """The default classifier (see ``docs/topics/reconnect.md`` for the table)."""
+    if isinstance(exc, NotAnACPEndpoint):
+        return Verdict(False, "not_acp")  # the answer says no ACP endpoint is there: no refusal run either
     if isinstance(exc, HandshakeRejected):
         status = exc.status_code
         if status in (401, 403):

@@ -27,6 +27,7 @@ from acp_client._logging import get_logger
 from acp_client.exceptions import (
     LeaseLost,
     StoreError,
+    StoreUnavailable,
     UsageError,
 )
 from acp_client.reconnect._events import Event, SessionStoreReset, SessionTakenOver
@@ -134,14 +135,21 @@ class SessionOwnership:
     async def load(self) -> list[SessionRecord]:
         """The records to load at start: the sessions this worker holds or can claim (``should_own``).
 
-        A store that cannot be reached is not fatal: the worker starts with none, and the adoption rounds
-        pick its sessions up once the store answers again.
+        A store that cannot be reached at start (past its own ``retry_for``) fails the start: a wrong URL,
+        password or port would otherwise run a client whose every save waits ``retry_for`` and is lost.
+        The error (a :class:`StoreUnavailable`, naming the store's URL without its password) says what to
+        check. Once started, an outage of the store is ridden out: renewals and adoption retry.
         """
         try:
             return await self.store.load_owned(want=self.should_own)
-        except StoreError as exc:
-            log.warning("acp.ownership_load_failed", owner=self.owner_id, error=str(exc))
-            return []
+        except StoreUnavailable as exc:
+            log.error("acp.ownership_load_failed", owner=self.owner_id, error=str(exc))
+            # the error was made for this call alone: its text is told again with what to do
+            exc.args = (
+                f"{exc}; the client did not start: check the store's URL, password and that its server runs "
+                "(for a server that starts after the client, raise the store's retry_for)",
+            )
+            raise
 
     def start(self, host: OwnershipHost) -> None:
         """Start renewing and adopting (called from the client's ``start()``)."""

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from acp_client._backoff import Backoff
 from acp_client._logging import get_logger
+from acp_client._redact import redact_url
 from acp_client.exceptions import StoreError, StoreUnavailable, UsageError
 from acp_client.sessions.redis._keys import BUCKETS, KeyLayout, bucket_of
 from acp_client.sessions.redis._retry import Deadline, FullJitter
@@ -56,7 +57,14 @@ _RETRY_BASE = 0.025
 _RETRY_CAP = 1.0
 
 #: URL schemes that select the cluster client, and the plain scheme redis-py is given instead
-CLUSTER_SCHEMES = {"redis+cluster": "redis", "rediss+cluster": "rediss"}
+CLUSTER_SCHEMES = {
+    "redis+cluster": "redis",
+    "rediss+cluster": "rediss",
+    "valkey+cluster": "redis",
+    "valkeys+cluster": "rediss",
+}
+#: the single-server schemes: redis-py's own, and Valkey's names for the same protocol
+PLAIN_SCHEMES = {"redis": "redis", "rediss": "rediss", "unix": "unix", "valkey": "redis", "valkeys": "rediss"}
 
 #: one scripted call: (script name, keys, args)
 ScriptCall = tuple[str, Sequence[str], Sequence[Any]]
@@ -88,12 +96,22 @@ def _transient() -> tuple[type[BaseException], ...]:
 
 
 def _plain_url(url: str) -> tuple[str, bool]:
-    """``url`` with a cluster scheme replaced by the one redis-py knows, and whether it named a cluster."""
-    parts = urlsplit(url)
-    plain = CLUSTER_SCHEMES.get(parts.scheme.lower())
+    """``url`` with its scheme replaced by the one redis-py knows (``valkey://`` is ``redis://``, a cluster
+    scheme its server's), and whether it named a cluster. Any other scheme is a :class:`UsageError` naming
+    the URL with its password redacted (redis-py would raise a bare ``ValueError`` at the first command)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise UsageError("RedisSessionStore url is not a URL") from None
+    scheme = parts.scheme.lower()
+    plain = CLUSTER_SCHEMES.get(scheme)
+    if plain is not None:
+        return urlunsplit((plain, *parts[1:])), True
+    plain = PLAIN_SCHEMES.get(scheme)
     if plain is None:
-        return url, False
-    return urlunsplit((plain, *parts[1:])), True
+        known = ", ".join(f"{name}://" for name in (*PLAIN_SCHEMES, *CLUSTER_SCHEMES))
+        raise UsageError(f"RedisSessionStore url must use one of {known}; got {redact_url(url)!r}")
+    return (url if plain == scheme else urlunsplit((plain, *parts[1:]))), False
 
 
 class RedisLink:
@@ -121,8 +139,11 @@ class RedisLink:
         self._url: str | None = None
         self._redis: Any = None
         self._owns_client = True
+        #: the store as errors name it: its URL with the password redacted, or the client's type
+        self.where = type(target).__name__
         if isinstance(target, str):
             self._url, self._cluster = _plain_url(target)
+            self.where = redact_url(target)
         else:
             self._redis, self._cluster = target, self._is_cluster_client(target)
             self._owns_client = False
@@ -332,7 +353,7 @@ class RedisLink:
         def give_up(state: RetryCallState) -> Any:
             error = state.outcome.exception() if state.outcome is not None else None
             log.warning("acp.store_unavailable", operation=operation, attempts=state.attempt_number, error=str(error))
-            raise StoreUnavailable(operation, error) from error
+            raise StoreUnavailable(operation, error, where=self.where) from error
 
         # a retrying object per call: tenacity keeps the state of an iteration on it
         schedule = AsyncRetrying(

@@ -54,8 +54,9 @@ def _default_owner() -> str:
 class RedisSessionStore:
     """Session records on a Redis or Valkey server, shared by several worker processes with leases.
 
-    ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://`` for TLS, ``unix://``), a Redis Cluster
-    URL (``redis+cluster://host:7000``, ``rediss+cluster://`` for TLS: any node serves as the seed), or a
+    ``url`` is a redis-py URL (``redis://host:6379/0``, ``rediss://`` for TLS, ``unix://``; ``valkey://`` and
+    ``valkeys://`` are the same), a Redis Cluster URL (``redis+cluster://host:7000``, ``rediss+cluster://``
+    for TLS, ``valkey+cluster://``: any node serves as the seed; another scheme is a ``UsageError``), or a
     ``redis.asyncio.Redis`` / ``redis.asyncio.cluster.RedisCluster`` client made with
     ``decode_responses=True`` (the store uses it as it is and does not close it). Each worker
     process uses its own store object; ``owner_id`` names it in the store (default: host, pid and a random
@@ -64,7 +65,9 @@ class RedisSessionStore:
     the :class:`~acp_client.ReconnectingClient` calls every ``lease_ttl / 3``).
 
     Connection errors are retried with capped, jittered backoff for up to ``retry_for`` seconds, then
-    raised as :class:`~acp_client.exceptions.StoreUnavailable`; each command waits at most
+    raised as :class:`~acp_client.exceptions.StoreUnavailable` (naming the URL, password redacted; a
+    :class:`~acp_client.ReconnectingClient` whose store is unavailable when it starts does not start);
+    each command waits at most
     ``socket_timeout`` seconds, and at most ``max_connections`` connections are open. Writes by a worker
     that does not hold the lease raise :class:`~acp_client.exceptions.LeaseLost`. ``release_on_close``
     gives every held lease up in :meth:`close`, so other workers adopt the sessions at once rather than

@@ -94,15 +94,17 @@ from typing import Any
 
 import httpx
 
-from acp_client._logging import loggable_headers
+from acp_client._logging import loggable_headers, redact_headers
 from acp_client.exceptions import (
     ConnectError,
     ConnectionLost,
     H2COnlyServer,
     HTTPTransportError,
+    NotAnACPEndpoint,
     UsageError,
 )
 from acp_client.schema.transport import ResumableTransport
+from acp_client.transports._answer import is_definite_status, shown
 from acp_client.transports._cookies import CookieJar
 from acp_client.transports.base import Decoded, Transport
 from acp_client.transports.http._base import (
@@ -334,9 +336,28 @@ class StreamableHTTPTransport:
         """The JSON-RPC message of a ``200`` JSON answer to ``initialize``; otherwise abandon the link and
         raise the typed error."""
         description = self._link.description
+        answered = _answer_line(response)
+        if response.http_version not in ("HTTP/1.1", "HTTP/2"):  # an HTTP/1.0 server: never an ACP endpoint
+            await self._abandon()
+            server = response.headers.get("server")
+            raise NotAnACPEndpoint(
+                description,
+                status_line=answered,
+                server=shown(server) if server else None,
+                status_code=response.status_code,
+                request="the initialize POST",
+                headers=_safe_headers(response),
+            )
         if response.status_code != 200:
             await self._abandon()
-            raise _http_error(f"{description} answered initialize with HTTP {response.status_code}", response)
+            definite = ""
+            if is_definite_status(response.status_code):
+                server = response.headers.get("server")
+                by = f", Server: {shown(server)}" if server else ""
+                definite = f" ({answered!r}{by}): not an ACP endpoint"
+            raise _http_error(
+                f"{description} answered initialize with HTTP {response.status_code}{definite}", response
+            )
         if response.truncated:
             await self._abandon()
             limit = self._link.options.max_frame_bytes
@@ -425,6 +446,17 @@ class StreamableHTTPTransport:
         return f"<StreamableHTTPTransport {self._link.description} {state}{cid}>"
 
 
+def _answer_line(response: BoundedResponse) -> str:
+    """The status line of ``response`` as the server sent it (shown in a message: cut and escaped)."""
+    reason = response.response.reason_phrase
+    return shown(f"{response.http_version} {response.status_code} {reason}".rstrip())
+
+
+def _safe_headers(response: BoundedResponse) -> dict[str, str]:
+    safe = redact_headers(response.headers.multi_items())
+    return {k: v for k, v in safe.items() if v != "<redacted>"}
+
+
 def _http_versions(options: TransportOptions) -> tuple[bool, bool]:
     """(HTTP/1.1 allowed, HTTP/2 allowed) for httpx; ``prior_knowledge`` allows only HTTP/2 (h2c)."""
     return options.http2 != "prior_knowledge", bool(options.http2)
@@ -466,9 +498,10 @@ async def open_endpoint(url: str, options: TransportOptions) -> Transport:
     ``"http"`` (or ``None`` with an http(s) URL): Streamable HTTP. ``"websocket"``: a WebSocket on the same
     endpoint (``http`` → ``ws``). ``"auto"``: try the WebSocket upgrade first and fall back to Streamable
     HTTP when the server refuses it with an HTTP status (it does not serve WebSocket there); other
-    failures (refused, TLS) are not retried over HTTP. Either way a failure under ``"auto"`` says so: its
-    text names the URL the caller gave and every attempt made (the ``ws://`` one and, after a fallback,
-    the ``http://`` one), so a ``ws://`` URL nobody wrote is never shown unexplained.
+    failures (refused, TLS, an answer that is not HTTP at all) are not retried over HTTP. Either way a
+    failure under ``"auto"`` says so: its text names the URL the caller gave and every attempt made (the
+    ``ws://`` one and, after a fallback, the ``http://`` one), so a ``ws://`` URL nobody wrote is never shown
+    unexplained.
     """
     from acp_client.exceptions import HandshakeRejected
     from acp_client.transports.websocket import open_websocket
@@ -483,6 +516,8 @@ async def open_endpoint(url: str, options: TransportOptions) -> Transport:
         try:
             return await open_websocket(ws_url, options)
         except HandshakeRejected as exc:
+            if isinstance(exc, NotAnACPEndpoint) and exc.status_code == 0:
+                raise  # the answer was not HTTP at all: there is no HTTP server to fall back to
             _log.info("http_websocket_refused_fallback", transport=http_url.split("?", 1)[0], status=exc.status_code)
             first = f"the WebSocket upgrade at {ws_url}, tried first, was refused: {exc}"
         except ConnectError as exc:

@@ -9,7 +9,11 @@ acp-client that imports ``websockets``, and every error that raises is translate
 ================================================  ==========================================================
 malformed URL, scheme other than ws/wss           :class:`~acp_client.exceptions.UsageError` (before any I/O)
 ``InvalidStatus`` (HTTP status, not 101)          :class:`~acp_client.exceptions.HandshakeRejected`
-                                                  (``status_code``, ``retry_after``, redacted ``headers``)
+                                                  (``status_code``, ``retry_after``, redacted ``headers``);
+                                                  a 2xx or a definite 4xx (see ``_answer``):
+                                                  :class:`~acp_client.exceptions.NotAnACPEndpoint`
+``InvalidMessage``: an answer that is not         :class:`~acp_client.exceptions.NotAnACPEndpoint` naming
+HTTP/1.1 (HTTP/1.0 server, another protocol)      its first line and ``Server`` header, at once
 ``ssl.SSLError`` (certificate not trusted ...)    :class:`~acp_client.exceptions.TLSError` (but EOF/reset in
                                                   mid-handshake: ``ConnectError``, it is the network)
 ``TimeoutError`` after ``open_timeout``           :class:`~acp_client.exceptions.ConnectError`, whose
@@ -36,7 +40,8 @@ from urllib.parse import urljoin
 
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as _ws_connect
-from websockets.exceptions import InvalidStatus, InvalidURI, WebSocketException
+from websockets.exceptions import InvalidMessage, InvalidStatus, InvalidURI, WebSocketException
+from websockets.protocol import State
 from websockets.typing import Subprotocol
 from websockets.uri import WebSocketURI, parse_uri
 from websockets.version import version as _websockets_version
@@ -44,7 +49,8 @@ from websockets.version import version as _websockets_version
 from acp_client import _observe
 from acp_client._logging import SECRET_HEADER_NAMES, get_logger, loggable_headers, redact_url
 from acp_client._version import __version__
-from acp_client.exceptions import ConnectError, HandshakeRejected, TLSError, UsageError
+from acp_client.exceptions import ConnectError, HandshakeRejected, NotAnACPEndpoint, TLSError, UsageError
+from acp_client.transports._answer import ANSWER_HEAD_BYTES, is_definite_status, parse_answer_head, shown
 from acp_client.transports._cookies import CookieJar, parse_retry_after
 from acp_client.transports.base import DEFAULT_MAX_FRAME_BYTES
 from acp_client.transports.options import HeadersLike, HeadersProvider, TransportOptions, resolve_headers
@@ -86,13 +92,34 @@ _WEBSOCKETS_LOGGER = _NoWireDebug(logging.getLogger("websockets.client"), {})
 _REDIRECTS = frozenset({300, 301, 302, 303, 307, 308})
 
 
+def _recording(head: bytearray) -> type[ClientConnection]:
+    """A websockets connection class that keeps the first bytes of the answer to the upgrade in ``head``
+    (at most ``ANSWER_HEAD_BYTES``; each new connection, after a redirect, starts it afresh), so that an
+    answer websockets cannot parse (HTTP/1.0, another protocol) can still be named in the error."""
+
+    class _Recording(ClientConnection):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            head.clear()
+
+        def data_received(self, data: bytes) -> None:
+            room = ANSWER_HEAD_BYTES - len(head)
+            if room > 0 and self.protocol.state is State.CONNECTING:
+                head.extend(data[:room])
+            super().data_received(data)
+
+    return _Recording
+
+
 class _Connect(_ws_connect):
     """websockets' ``connect`` with our redirect rule: none followed unless asked, and then only within the
     origin (scheme, host, port). websockets itself follows up to 10 redirects to any origin and drops only
-    ``Authorization`` and ``Cookie`` on the way, so ``X-Api-Key`` and friends would reach the other host."""
+    ``Authorization`` and ``Cookie`` on the way, so ``X-Api-Key`` and friends would reach the other host.
+    ``head`` holds the first bytes of the last answer to the upgrade (see :func:`_recording`)."""
 
     def __init__(self, *args: Any, follow_redirects: bool, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        self.head = bytearray()
+        super().__init__(*args, create_connection=_recording(self.head), **kwargs)
         self._follow_redirects = follow_redirects
         #: why the last redirect was refused (for the error), ``None`` when none was
         self.refused: str | None = None
@@ -119,6 +146,43 @@ class _Connect(_ws_connect):
             self.refused = f"a redirect to another origin ({shown}), never followed"
             return exc
         return super().process_redirect(exc)
+
+
+def _rejected(exc: InvalidStatus, description: str, opening: _Connect) -> HandshakeRejected:
+    """The error for an HTTP answer other than ``101``: :class:`NotAnACPEndpoint` when the status says so
+    for certain (a page served, most 4xx), else :class:`HandshakeRejected` (redacted headers kept)."""
+    response = exc.response
+    safe = {
+        name: value
+        for name, value in join_headers(response.headers.raw_items())
+        if name.lower() not in SECRET_HEADER_NAMES
+    }
+    status = response.status_code
+    if is_definite_status(status) and opening.refused is None:
+        server = response.headers.get("Server")
+        return NotAnACPEndpoint(
+            description,
+            status_line=shown(f"HTTP/1.1 {status} {response.reason_phrase}".rstrip()),
+            server=shown(server) if server else None,
+            status_code=status,
+            headers=safe,
+        )
+    return HandshakeRejected(
+        status,
+        retry_after=parse_retry_after(response.headers.get("Retry-After")),
+        headers=safe,
+        reason=opening.refused,
+    )
+
+
+def _invalid_answer(exc: InvalidMessage, description: str, head: bytes) -> ConnectError:
+    """The error for an answer websockets could not parse: :class:`NotAnACPEndpoint` when it is not HTTP/1.1
+    (an HTTP/1.0 server, another protocol's banner), else a :class:`ConnectError` (a connection closed
+    before answering may be a server restarting: retried)."""
+    if head and not b"HTTP/1.1 ".startswith(head[:9]):  # a cut "HTTP/1" may be a server dying mid-answer
+        status_line, server, status = parse_answer_head(head)
+        return NotAnACPEndpoint(description, status_line=status_line, server=server, status_code=status)
+    return ConnectError(f"the WebSocket handshake with {description} failed: {exc}")
 
 
 def _describe(uri: WebSocketURI) -> str:
@@ -299,26 +363,17 @@ async def _open_connection(
     try:
         connection = await opening
     except InvalidStatus as exc:
-        response = exc.response
-        jar.store(uri.host, response.headers.get_all("Set-Cookie"))
-        safe = {
-            name: value
-            for name, value in join_headers(response.headers.raw_items())
-            if name.lower() not in SECRET_HEADER_NAMES
-        }
-        rejected = HandshakeRejected(
-            response.status_code,
-            retry_after=parse_retry_after(response.headers.get("Retry-After")),
-            headers=safe,
-            reason=opening.refused,
-        )
+        jar.store(uri.host, exc.response.headers.get_all("Set-Cookie"))
+        rejected = _rejected(exc, description, opening)
         _log.info(
             "websocket_handshake_rejected",
             transport=description,
-            status_code=response.status_code,
+            status_code=rejected.status_code,
             retry_after=rejected.retry_after,
         )
         raise rejected from exc
+    except InvalidMessage as exc:
+        raise _invalid_answer(exc, description, bytes(opening.head)) from exc
     except (_ssl.SSLEOFError, _ssl.SSLZeroReturnError, _ssl.SSLSyscallError) as exc:
         # the link dropped in the middle of the TLS handshake: a network failure, not a TLS verdict
         raise ConnectError(f"the connection to {description} dropped during the TLS handshake: {exc}") from exc
