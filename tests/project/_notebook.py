@@ -78,43 +78,46 @@ def _kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
-def _kill_kernel_on_sigterm(manager: Any) -> None:
-    """On SIGTERM (the test's bound passed) kill the kernel's process group, which jupyter_client starts in a
-    session of its own, out of reach of the test's kill of this runner's group."""
-
-    def kill(_signum: int, _frame: object) -> None:
-        pgid = getattr(manager.provisioner, "pgid", None)
-        if pgid:
-            _kill_group(pgid)
-        os._exit(124)
-
-    signal.signal(signal.SIGTERM, kill)
+def _kill_kernel(client: Any) -> None:
+    """Kill the kernel's process group (the kernel and what its cells started), which jupyter_client starts in
+    a session of its own, out of reach of a kill of this runner's group."""
+    provisioner = getattr(getattr(client, "km", None), "provisioner", None)
+    pgid = getattr(provisioner, "pgid", None)
+    if pgid:
+        _kill_group(pgid)
 
 
 def _execute(source: Path, executed: Path, cell_timeout: float, startup_timeout: float) -> int:
     import nbformat
-    from jupyter_client.manager import AsyncKernelManager
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
+    from traitlets.config import Config
 
     notebook = nbformat.read(source, as_version=4)
     with tempfile.TemporaryDirectory(prefix="acp-kernel-") as sockets:
-        manager = AsyncKernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "k"))
-        _kill_kernel_on_sigterm(manager)
+        config = Config({"KernelManager": {"transport": "ipc", "ip": str(Path(sockets) / "k")}})
         client = NotebookClient(
             notebook,
-            km=manager,
+            config=config,
+            kernel_name="python3",
             timeout=int(cell_timeout),
             startup_timeout=int(startup_timeout),
             shutdown_kernel="immediate",  # SIGKILL to the kernel's process group: the cells' agents go too
             resources={"metadata": {"path": str(source.parent)}},
         )
+
+        def on_sigterm(_signum: int, _frame: object) -> None:  # the test's bound on the whole run passed
+            _kill_kernel(client)
+            os._exit(124)
+
+        signal.signal(signal.SIGTERM, on_sigterm)
         try:
             client.execute()
         except CellExecutionError as exc:
             sys.stderr.write(f"{exc}\n")
             return 1
         finally:
+            _kill_kernel(client)  # nbclient shuts it down; this is for a kernel that did not go
             nbformat.write(notebook, executed)
     return 0
 
