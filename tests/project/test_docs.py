@@ -10,11 +10,14 @@ Conventions in the Markdown sources (the HTML comments are invisible on the rend
   ``python -m pytest``; every test in it must pass.
 - ``<!-- file: NAME -->``: the block is written as ``NAME`` into the directory of every runnable sample of
   the same page (for a sample that runs a script shown earlier on the page).
-- **Shown output**: a ```` ```text ```` block that directly follows a runnable script (nothing but blank lines
-  between) is what the script prints, and the run's stdout must match it line by line. ``...`` inside a line
-  stands for any text (ids, ports, timings); a line that is only ``...`` stands for any number of lines. A
-  runnable script that prints something must show it this way, so no page can claim an output the code
-  does not produce.
+- ``<!-- notebook -->``: the block is a notebook cell, shown as a user types it (top-level ``await``, never
+  ``asyncio.run()``). The cells of a page, in order, form one notebook, executed as written in a real Jupyter
+  kernel (nbclient + ipykernel, tests/project/_notebook.py) in a fresh temporary directory; no cell may raise.
+- **Shown output**: a ```` ```text ```` block that directly follows a runnable script or a notebook cell
+  (nothing but blank lines between) is what the script or the cell prints, and the run's stdout must match
+  it line by line. ``...`` inside a line stands for any text (ids, ports, timings); a line that is only
+  ``...`` stands for any number of lines. A runnable script or cell that prints something must show it this
+  way, so no page can claim an output the code does not produce.
 
 Every other ``python`` block (fragments, samples that need a real agent) is compiled with top-level
 ``await`` allowed, so at least its syntax stays valid. Runnable samples may bind loopback only.
@@ -32,10 +35,12 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import bound
+from tests.project._notebook import run_notebook
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -44,7 +49,7 @@ DOCS = ROOT / "docs"
 SAMPLE_TIMEOUT = 60.0
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
-_MARKER = re.compile(r"^\s*<!--\s*(?P<kind>runnable|file)\s*(?::\s*(?P<arg>[\w.\-]+))?\s*-->\s*$")
+_MARKER = re.compile(r"^\s*<!--\s*(?P<kind>runnable|file|notebook)\s*(?::\s*(?P<arg>[\w.\-]+))?\s*-->\s*$")
 # a host other than loopback given to a server or a client in a runnable sample
 _NON_LOOPBACK = re.compile(
     r"""(?:host\s*=\s*|--host["']?\s*,\s*|--host\s+)["']?(?!127\.0\.0\.1|localhost)(?P<host>[\w.:\-]+)"""
@@ -58,7 +63,7 @@ class Block:
     page: Path
     line: int  # 1-based line of the opening fence
     code: str
-    kind: str | None  # "runnable", "file" or None
+    kind: str | None  # "runnable", "file", "notebook" or None
     arg: str | None  # "pytest" for runnable test modules; the file name for "file"
     output: str | None = None  # the ```text block shown right after a runnable script, if any
     end: int = 0  # index of the line after the closing fence
@@ -90,7 +95,8 @@ def _blocks(page: Path) -> list[Block]:
             index += 1
         index += 1
         language = info.split()[0] if info else ""
-        if language == "text" and blocks and blocks[-1].kind == "runnable" and blocks[-1].output is None:
+        shows_output = blocks and blocks[-1].kind in ("runnable", "notebook") and blocks[-1].output is None
+        if language == "text" and shows_output:
             between = lines[blocks[-1].end : start]
             if all(not line.strip() for line in between):
                 blocks[-1] = dataclasses.replace(blocks[-1], output="\n".join(body) + "\n")
@@ -114,6 +120,8 @@ def _all_blocks() -> list[Block]:
 BLOCKS = _all_blocks()
 RUNNABLE = [b for b in BLOCKS if b.kind == "runnable"]
 OTHER = [b for b in BLOCKS if b.kind is None]
+CELLS = [b for b in BLOCKS if b.kind == "notebook"]
+NOTEBOOK_PAGES = sorted({b.page for b in CELLS})
 
 
 def output_pattern(shown: str) -> re.Pattern[str]:
@@ -253,3 +261,40 @@ def test_shown_outputs_follow_runnable_scripts() -> None:
     shown = [b for b in RUNNABLE if b.output is not None]
     assert len(shown) >= 10, [b.id for b in shown]
     assert all(b.arg is None for b in shown), "a pytest sample's output is pytest's, not shown"
+
+
+def test_the_notebook_pages_have_cells() -> None:
+    assert DOCS / "topics" / "threading.md" in NOTEBOOK_PAGES
+
+
+@pytest.mark.parametrize("block", CELLS, ids=lambda b: b.id)
+def test_notebook_cells_run_on_the_kernels_loop(block: Block) -> None:
+    """A cell is what a user pastes: ``asyncio.run()`` there fails on Jupyter's running loop."""
+    assert "asyncio.run(" not in block.code, f"{block.id}: a notebook cell awaits at the top level instead"
+    compile(block.code, block.id, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+
+
+def _cell_stdout(cell: Any) -> str:
+    return "".join(out.get("text", "") for out in cell.outputs if out.get("name") == "stdout")
+
+
+@pytest.mark.timeout(bound(200))  # above the runner's own bound, so that one fires first with the details
+@pytest.mark.parametrize("page", NOTEBOOK_PAGES, ids=lambda p: p.relative_to(DOCS).as_posix())
+def test_notebook_cells_run_in_a_kernel(page: Path, tmp_path: Path) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("nbclient")
+    cells = [b for b in CELLS if b.page == page]
+    assert any("await " in b.code for b in cells), f"{page.name}: the notebook shows top-level await"
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(b.code.rstrip("\n")) for b in cells])
+    executed = run_notebook(
+        notebook, tmp_path, startup_timeout=bound(60), cell_timeout=bound(60), total_timeout=bound(180)
+    )
+    for block, cell in zip(cells, executed.cells, strict=True):
+        assert cell.execution_count, f"{block.id} did not run"
+        errors = [out for out in cell.outputs if out.get("output_type") == "error"]
+        assert errors == [], f"{block.id} raised: {errors}"
+        printed = _cell_stdout(cell)
+        if block.output is None:
+            assert not printed.strip(), f"{block.id} prints, but the page shows no ```text output after it\n{printed}"
+        else:
+            assert output_matches(block.output, printed), f"{block.id}: the shown output differs\n{printed}"

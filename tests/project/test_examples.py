@@ -1,4 +1,5 @@
-"""Every example runs: the scripts as subprocesses, the notebook in a real Jupyter kernel (nbclient)."""
+"""Every example runs: the scripts as subprocesses, the notebook in a real Jupyter kernel (nbclient, in a
+child process: tests/project/_notebook.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import bound
+from tests.project._notebook import run_notebook
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -51,31 +53,17 @@ def test_chat_frontend_several_workers() -> None:
     assert "every conversation answered after the hand-over: True (30 replies)" in out
 
 
+@pytest.mark.timeout(bound(200))  # above the runner's own bound, so that one fires first with the details
 def test_notebook(tmp_path: Path) -> None:
     nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
-    traitlets = pytest.importorskip("traitlets.config")
+    pytest.importorskip("nbclient")
     notebook = nbformat.read(EXAMPLES / "notebook.ipynb", as_version=4)
-    # The kernel talks to this process over Unix sockets in tmp_path, not TCP: with TCP, jupyter_client
-    # picks five free loopback ports by binding and releasing them, and the kernel binds them again later;
-    # under load another test (or xdist worker) took one in between and the kernel died at start ("Address
-    # already in use"): the one error this test had under load, never alone. The kernel's start is bounded
-    # separately from the cells (a loaded machine starts a kernel slowly). nbclient still owns the kernel
-    # manager, so it stops the kernel and closes its sockets.
-    ipc = traitlets.Config({"KernelManager": {"transport": "ipc", "ip": str(tmp_path / "kernel")}})
-    transports: list[str] = []
-    client = nbclient.NotebookClient(
-        notebook,
-        config=ipc,
-        timeout=int(bound(60)),
-        startup_timeout=int(bound(120)),
-        kernel_name="python3",
-        resources={"metadata": {"path": str(tmp_path)}},
-        on_notebook_start=lambda notebook: transports.append(client.km.transport),
-    )
-    client.execute()
-    assert transports == ["ipc"]
     code_cells = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert not [cell.source for cell in code_cells if "asyncio.run(" in cell.source], "a cell runs on Jupyter's loop"
+    executed = run_notebook(
+        notebook, tmp_path, startup_timeout=bound(60), cell_timeout=bound(60), total_timeout=bound(180)
+    )
+    code_cells = [cell for cell in executed.cells if cell.cell_type == "code"]
     errors = [out for cell in code_cells for out in cell.outputs if out.get("output_type") == "error"]
     assert errors == []
     assert all(cell.execution_count for cell in code_cells)
