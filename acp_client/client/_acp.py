@@ -38,6 +38,7 @@ from acp_client.client._support import (
 )
 from acp_client.client.connection import Connection
 from acp_client.client.options import USE_CLIENT_DEFAULT, RequestTimeout
+from acp_client.client.wire_log import WireRecorder
 from acp_client.exceptions import (
     ACPTimeoutError,
     CapabilityNotSupported,
@@ -94,8 +95,10 @@ class ACPClient:
         session_owner: SessionOwner | None = None,
         request_timeout: float | None = 30.0,
         generation: int | None = None,
+        wire: WireRecorder | None = None,
     ) -> None:
         check_instance("", "transport", transport, Transport, optional=False)
+        check_instance("", "wire", wire, WireRecorder)
         check_instance("", "handlers", handlers, ClientHandlers)
         check_str_mapping("", "client_info", client_info)
         check_seconds("", "request_timeout", request_timeout, optional=True)
@@ -120,6 +123,7 @@ class ACPClient:
             on_notification=self._inbound.on_notification,
             on_close=self._inbound.on_connection_lost,
             facts=ClientFacts(transport, lambda: self.protocol_version),
+            wire=wire,
         )
         self._inbound.bind(self.connection)
         self.client_info = dict(client_info or {"name": "acp-client", "version": __version__})

@@ -18,6 +18,7 @@ from acp_client._checks import check_instance, check_str_mapping
 from acp_client._logging import get_logger, redact_url
 from acp_client.client import ACPClient, ProtocolVersionOption
 from acp_client.client.options import Destination, Timeouts, fold_flat_keywords, option_object
+from acp_client.client.wire_log import WireRecorder
 from acp_client.exceptions import UnsupportedProtocolVersion, UsageError
 from acp_client.handlers import ClientHandlers
 from acp_client.sessions import SessionOwner, SessionRegistry
@@ -143,6 +144,7 @@ class Connector:
         registry: SessionRegistry | None = None,
         session_owner: SessionOwner | None = None,
         generation: int | None = None,
+        wire: WireRecorder | None = None,
     ) -> None:
         check_target(target)
         self._target = target
@@ -154,6 +156,7 @@ class Connector:
         self._registry = registry
         self._session_owner = session_owner
         self._generation = generation
+        self._wire = wire
         self._client: ACPClient | None = None
 
     def __await__(self) -> Generator[Any, None, ACPClient]:
@@ -199,6 +202,7 @@ class Connector:
             session_owner=self._session_owner,
             request_timeout=self._timeouts.request,
             generation=self._generation,
+            wire=self._wire,
         )
         try:
             await client.connection.start()
