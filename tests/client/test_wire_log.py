@@ -9,6 +9,7 @@ import io
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +24,10 @@ from acp_client import (
     TransportOptions,
     UsageError,
     WireLog,
+    sync,
 )
 from acp_client.client.wire_log import WireRecorder, redact_payload
-from acp_client.testing import FaultProxy
+from acp_client.testing import AgentThread, FaultProxy
 from tests.conftest import Link, bound, over_links, running_client
 
 #: each test that takes ``link`` runs over WebSocket and Streamable HTTP (HTTP/1.1)
@@ -221,3 +223,28 @@ def test_recorder_starts_no_thread_until_a_line(tmp_path: Path) -> None:
     recorder = WireRecorder(WireLog(tmp_path / "w.jsonl"))
     assert not (tmp_path / "w.jsonl").exists()
     assert recorder.stats == {"lines": 0, "dropped": 0, "errors": 0}
+
+
+@pytest.mark.parametrize("protocol", [1, 2])
+async def test_stdio_frames_are_logged(protocol: int, tmp_path: Path) -> None:
+    path = tmp_path / "wire.jsonl"
+    command = [sys.executable, "-m", "acp_client.testing.reference_agent", "--stdio", "--protocol", str(protocol)]
+    async with running_client(command, protocol_version=protocol, wire_log=path) as (client, _):
+        session = await client.new_session("/tmp")
+        await session.prompt("over stdio")
+    log = lines(path)
+    opened = next(line for line in log if line.get("event") == "connection_open")
+    assert opened["peer"].startswith("stdio:")
+    methods = {(line["dir"], line.get("method")) for line in frames(log)}
+    assert {("out", "initialize"), ("out", "session/new"), ("out", "session/prompt")} <= methods
+    assert ("in", "session/update") in methods
+
+
+def test_the_blocking_client_takes_the_keyword(tmp_path: Path) -> None:
+    path = tmp_path / "wire.jsonl"
+    with AgentThread(2) as agent, sync.ReconnectingClient(agent.agent.url, wire_log=path) as client:
+        session = client.new_session("/tmp")
+        session.prompt("blocking")
+        stats = client.wire_log_stats
+    assert stats is not None and stats["errors"] == 0
+    assert any(line.get("method") == "session/prompt" for line in frames(lines(path)))
