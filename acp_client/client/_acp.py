@@ -108,6 +108,7 @@ class ACPClient:
         # sessions made here answer to the reconnecting client that owns this one, or to this client's own
         # small owner: either sends their calls and is the one writer of their links (this client reports)
         self._owns_sessions = session_owner is None
+        self._wire = wire  # lent by connect() or a ReconnectingClient; this client closes it only on its own
         self._session_owner: SessionOwner = session_owner if session_owner is not None else _OneConnection(self)
         self._control = SessionControl()
         # made first: the connection calls its methods directly, one call per update less than a lambda
@@ -158,6 +159,8 @@ class ACPClient:
         await self.connection.close()
         self._inbound.detach_all()
         if self._owns_sessions:
+            if self._wire is not None:
+                await self._wire.aclose()  # what was queued is written, the file closed
             await self.handlers.client_closed()
 
     close = aclose

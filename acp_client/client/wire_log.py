@@ -214,8 +214,8 @@ class WireRecorder:
     def __init__(self, options: WireLog) -> None:
         self.options = options
         self._queue: queue.Queue[Any] = queue.Queue(options.queue)
-        self._thread: threading.Thread | None = None
-        self._stopped = False
+        self._thread: threading.Thread | None = None  # the writer while it runs; None before and after
+        self._stopped = False  # a write failed (or a close timed out): nothing more is written
         self._out: IO[str] | None = None
         self._size = 0
         self._methods = _Methods()
@@ -250,10 +250,11 @@ class WireRecorder:
 
     async def aclose(self, timeout: float = 5.0) -> None:
         """Write what is queued, close the file (a stream is flushed, not closed) and stop the thread
-        (waited for at most ``timeout`` seconds, off the event loop)."""
+        (waited for at most ``timeout`` seconds, off the event loop). A line queued afterwards starts it
+        again, appending (a client that initializes again on a fresh connection keeps its log)."""
         import asyncio
 
-        thread, self._stopped = self._thread, True
+        thread, self._thread = self._thread, None
         if thread is not None and thread.is_alive():
             await asyncio.to_thread(self._finish, thread, timeout)
 
@@ -261,6 +262,10 @@ class WireRecorder:
         with contextlib.suppress(queue.Full):
             self._queue.put(_STOP, timeout=timeout)
         thread.join(timeout)
+        if thread.is_alive():  # a disk that hangs: never two writers on one file
+            self._stopped = True
+            self.stats["errors"] += 1
+            log.warning("wire_log_failed", error=f"the writer did not finish within {timeout:g} s")
 
     # ------------------------------------------------------------------ the writer thread
 

@@ -24,6 +24,7 @@ from acp_client import (
     TransportOptions,
     UsageError,
     WireLog,
+    connect,
     sync,
 )
 from acp_client.client.wire_log import WireRecorder, redact_payload
@@ -248,3 +249,15 @@ def test_the_blocking_client_takes_the_keyword(tmp_path: Path) -> None:
         stats = client.wire_log_stats
     assert stats is not None and stats["errors"] == 0
     assert any(line.get("method") == "session/prompt" for line in frames(lines(path)))
+
+
+async def test_connect_writes_to_a_stream_it_never_closes(link: Link, version: int) -> None:
+    stream = io.StringIO()
+    async with link.agent(version) as agent, connect(link.url(agent), **link.options, wire_log=stream) as client:
+        session = await client.new_session("/tmp")
+        await session.prompt("one connection")
+    assert not stream.closed
+    log = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert {line.get("event") for line in log} >= {"connection_open", "connection_closed"}
+    assert all(line["gen"] is None for line in log)  # a client of one connection has no generations
+    assert any(line.get("method") == "session/prompt" for line in frames(log))

@@ -150,6 +150,7 @@ BAD: list[tuple[str, str, object]] = [
     ("connect", "timeouts", 1),
     ("connect", "transport_options", "tls"),
     ("connect", "client_info", ["acp"]),
+    ("connect", "wire_log", 42),
     ("ACPClient", "transport", None),
     ("ACPClient", "handlers", "x"),
     ("ACPClient", "client_info", "x"),
