@@ -1,8 +1,8 @@
 """``acp-client wire-log FILE``: a wire log (see :class:`acp_client.WireLog`) as a table.
 
 The rotated set is read oldest first (``FILE.N`` ... ``FILE.1``, then ``FILE``). Each frame is a row (time,
-generation, direction, kind, method or id, size); lifecycle lines are rows of their own, and a connection
-opened with a new generation after an earlier one is marked as a reconnect. A line that is not JSON (a
+generation, direction, kind, method or id, size); lifecycle lines are rows of their own, and the first
+line of a new generation after an earlier one is marked as a reconnect. A line that is not JSON (a
 last line cut short by a crash, or a damaged file) is skipped and counted; the table says so at its end.
 """
 
@@ -88,13 +88,17 @@ def _frame_row(record: dict[str, Any], style: Style) -> str:
     )
 
 
-_EVENT_FIELDS = ("peer", "reason", "close_code", "old", "new", "error", "delay", "session_id", "outcome")
+_EVENT_FIELDS = ("old", "new", "peer", "reason", "close_code", "error", "delay", "session_id", "outcome")
+
+
+def _shown(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else printable(value)
 
 
 def _event_row(record: dict[str, Any], style: Style) -> str:
     name = str(record.get("event"))
     details = [
-        f"{key}={printable(record[key])}" for key in _EVENT_FIELDS if key in record and record[key] not in (None, "")
+        f"{key}={_shown(record[key])}" for key in _EVENT_FIELDS if key in record and record[key] not in (None, "")
     ]
     if name == "recovery_round_finished":
         details = [f"{key}={record.get(key)}" for key in ("reattached", "restored", "forgotten", "failed", "kept")]
@@ -115,8 +119,8 @@ def run(args: argparse.Namespace) -> int:
     out(style(_HEADER, "bold"))
     frames = 0
     for record in _records(files, reading):
+        _mark_reconnect(record, reading, style)
         if "event" in record:
-            _mark_reconnect(record, reading, style)
             out(_event_row(record, style))
         elif not args.no_frames:
             frames += 1
@@ -131,11 +135,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _mark_reconnect(record: dict[str, Any], reading: _Reading, style: Style) -> None:
-    """A connection opened with a new generation after an earlier one: a reconnect."""
-    if record.get("event") != "connection_open":
-        return
+    """The first line of a new generation after an earlier one: a reconnect (attempt) begins."""
     gen = record.get("gen")
+    if not isinstance(gen, int) or isinstance(gen, bool):
+        return
     if reading.last_generation is not None and gen != reading.last_generation:
-        out(style(f"==== reconnect: generation {printable(reading.last_generation)} -> {printable(gen)} ====", "bold"))
-    if isinstance(gen, int):
-        reading.last_generation = gen
+        out(style(f"==== reconnect: generation {reading.last_generation} -> {gen} ====", "bold"))
+    reading.last_generation = gen

@@ -19,11 +19,10 @@ Line shapes (``docs/topics/observability.md``)::
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import datetime
 import json
 import os
-import queue
 import re
 import threading
 import time
@@ -182,8 +181,56 @@ def _kind(message: object) -> tuple[str, dict[str, Any]]:
     return kind, fields
 
 
-def _stamp(t: float) -> str:
-    return datetime.datetime.fromtimestamp(t, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+class _Stamps:
+    """UTC times as ``2026-12-05T13:02:58.123456Z``; the part up to the second is made once per second."""
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._prefix = ""
+
+    def __call__(self, t: float) -> str:
+        second = int(t)
+        if second != self._second:
+            self._second, self._prefix = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        return f"{self._prefix}.{int((t - second) * 1e6):06d}Z"
+
+
+class _Inbox:
+    """The lines on their way to the writer thread, at most ``bound``: the loop appends to a deque (no lock
+    to take) and wakes the writer only when it sleeps."""
+
+    def __init__(self, bound: int) -> None:
+        self._items: collections.deque[Any] = collections.deque()
+        self._bound = bound
+        self._wake = threading.Event()
+        self._sleeping = False
+
+    def put(self, item: object) -> bool:
+        """Queue ``item`` (``False``: the inbox is full, nothing was queued)."""
+        items = self._items
+        if len(items) >= self._bound:
+            return False
+        items.append(item)
+        if self._sleeping:
+            self._wake.set()
+        return True
+
+    def put_stop(self) -> None:
+        """Queue the end (never refused: a close is never lost to a full inbox)."""
+        self._items.append(_STOP)
+        self._wake.set()
+
+    def take(self, most: int = 512) -> list[Any]:
+        """(The writer thread) wait until something is queued; take up to ``most`` items, in order."""
+        items = self._items
+        while not items:
+            self._sleeping = True  # said before looking again: a put after the look sees it and wakes us
+            if not items:
+                self._wake.wait(0.5)
+                self._wake.clear()
+            self._sleeping = False
+        take = items.popleft
+        return [take() for _ in range(min(most, len(items)))]
 
 
 class _Methods:
@@ -213,7 +260,8 @@ class WireRecorder:
 
     def __init__(self, options: WireLog) -> None:
         self.options = options
-        self._queue: queue.Queue[Any] = queue.Queue(options.queue)
+        self._inbox = _Inbox(options.queue)
+        self._stamp = _Stamps()  # the writer thread's own
         self._thread: threading.Thread | None = None  # the writer while it runs; None before and after
         self._stopped = False  # a write failed (or a close timed out): nothing more is written
         self._out: IO[str] | None = None
@@ -243,9 +291,7 @@ class WireRecorder:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="acp-wire-log", daemon=True)
             self._thread.start()
-        try:
-            self._queue.put_nowait(item)
-        except queue.Full:
+        if not self._inbox.put(item):
             self.stats["dropped"] += 1
 
     async def aclose(self, timeout: float = 5.0) -> None:
@@ -259,8 +305,7 @@ class WireRecorder:
             await asyncio.to_thread(self._finish, thread, timeout)
 
     def _finish(self, thread: threading.Thread, timeout: float) -> None:
-        with contextlib.suppress(queue.Full):
-            self._queue.put(_STOP, timeout=timeout)
+        self._inbox.put_stop()
         thread.join(timeout)
         if thread.is_alive():  # a disk that hangs: never two writers on one file
             self._stopped = True
@@ -273,11 +318,7 @@ class WireRecorder:
         try:
             self._open()
             while True:
-                item = self._queue.get()
-                batch = [item]
-                with contextlib.suppress(queue.Empty):
-                    while len(batch) < 512:
-                        batch.append(self._queue.get_nowait())
+                batch = self._inbox.take()
                 stop = any(entry is _STOP for entry in batch)
                 self._write([self._line(entry) for entry in batch if entry is not _STOP])
                 if stop:
@@ -294,7 +335,7 @@ class WireRecorder:
         t, direction, generation, body = item
         if direction is None:
             name, fields = body
-            line = {"t": _stamp(t), "gen": generation, "event": name, **fields}
+            line = {"t": self._stamp(t), "gen": generation, "event": name, **fields}
             return json.dumps(line, default=str, ensure_ascii=False)
         # a decoded frame's value belongs to the client, which may still be reading it: decode the text anew
         text = body if isinstance(body, str) else body[0]
@@ -303,7 +344,7 @@ class WireRecorder:
             message = json.loads(text)
         except ValueError:
             message = None
-        line = {"t": _stamp(t), "gen": generation, "dir": direction}
+        line = {"t": self._stamp(t), "gen": generation, "dir": direction}
         if isinstance(message, list):
             line["kind"], line["count"] = "batch", len(message)
         else:

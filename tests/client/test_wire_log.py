@@ -10,6 +10,7 @@ import json
 import os
 import stat
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -261,3 +262,37 @@ async def test_connect_writes_to_a_stream_it_never_closes(link: Link, version: i
     assert {line.get("event") for line in log} >= {"connection_open", "connection_closed"}
     assert all(line["gen"] is None for line in log)  # a client of one connection has no generations
     assert any(line.get("method") == "session/prompt" for line in frames(log))
+
+
+class StalledDisk(io.StringIO):
+    """A stream whose first write blocks until released, like a disk that stalls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def write(self, text: str) -> int:
+        if not self.release.wait(timeout=bound(30)):
+            raise OSError(5, "stalled for good")
+        return super().write(text)
+
+
+async def test_a_stalled_disk_never_stalls_the_link(tmp_path: Path) -> None:
+    link = Link("ws")
+    stream = StalledDisk()
+    async with link.agent(2) as agent:
+        client = ReconnectingClient(agent.url, wire_log=WireLog(stream, queue=4))
+        try:
+            await client.start()
+            await client.wait_ready(timeout=bound(10))
+            session = await client.new_session("/tmp")
+            for n in range(5):  # the link works on while the writer is stuck in its first write
+                await session.prompt(f"turn {n}")
+            stats = client.wire_log_stats
+            assert stats is not None and stats["dropped"] > 0 and stats["lines"] == 0
+        finally:
+            stream.release.set()
+            await client.aclose()
+    stats = client.wire_log_stats
+    assert stats is not None and stats["lines"] > 0 and stats["errors"] == 0
+    assert len(stream.getvalue().splitlines()) == stats["lines"]
