@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, TypeAlias
+from typing import IO, Any, TypeAlias, cast
 
 from acp_client._checks import check_bool, check_count
 from acp_client._files import PRIVATE_FILE, open_private
@@ -267,7 +267,8 @@ class WireRecorder:
         self._out: IO[str] | None = None
         self._size = 0
         self._methods = _Methods()
-        #: ``lines`` written, ``dropped`` (queue full, or after the log stopped), ``errors`` (failed writes)
+        #: ``lines`` written, ``dropped`` (queue full), ``errors`` (failed writes); ``unloggable`` once a frame
+        #: could not be described (it gets a line of kind ``"unloggable"``)
         self.stats: dict[str, int] = {"lines": 0, "dropped": 0, "errors": 0}
         #: the error that stopped the wire log, if one did
         self.error: str | None = None
@@ -320,7 +321,7 @@ class WireRecorder:
             while True:
                 batch = self._inbox.take()
                 stop = any(entry is _STOP for entry in batch)
-                self._write([self._line(entry) for entry in batch if entry is not _STOP])
+                self._write([self._safe_line(entry) for entry in batch if entry is not _STOP])
                 if stop:
                     break
         except Exception as exc:  # a full disk, a stream that raises: count, say once, stop; never the link
@@ -330,6 +331,17 @@ class WireRecorder:
             log.warning("wire_log_failed", error=self.error, target=repr(self.options))
         finally:
             self._close()
+
+    def _safe_line(self, item: tuple[Any, ...]) -> str:
+        """:meth:`_line`, or for a frame it cannot describe (nested too deep to walk ...) a line that says so:
+        a frame the agent shaped never stops the log."""
+        try:
+            return self._line(item)
+        except Exception as exc:
+            self.stats["unloggable"] = self.stats.get("unloggable", 0) + 1
+            t, direction, generation, _ = item
+            line = {"t": self._stamp(t), "gen": generation, "dir": direction, "kind": "unloggable"}
+            return json.dumps({**line, "error": type(exc).__name__})
 
     def _line(self, item: tuple[Any, ...]) -> str:
         t, direction, generation, body = item
@@ -342,7 +354,7 @@ class WireRecorder:
         size = len(text.encode("utf-8", "surrogatepass"))
         try:
             message = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
             message = None
         line = {"t": self._stamp(t), "gen": generation, "dir": direction}
         if isinstance(message, list):
@@ -466,9 +478,7 @@ class _TappedBatch(_Tapped):
     __slots__ = ()
 
     async def recv_batch(self) -> list[str | Decoded]:
-        inner = self._inner
-        assert isinstance(inner, BatchTransport)
-        frames = await inner.recv_batch()
+        frames = await cast(BatchTransport, self._inner).recv_batch()
         for frame in frames:
             self._in(frame)
         return frames

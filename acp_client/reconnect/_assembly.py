@@ -129,6 +129,8 @@ def _wire_sink(wire: WireRecorder) -> _observe.EventSink:
                 value = value.value
             elif isinstance(value, str):
                 value = scrub_urls(value)
+            elif isinstance(value, tuple):  # a stdio agent's stderr tail
+                value = [scrub_urls(item) if isinstance(item, str) else item for item in value]
             values[spec.name] = value
         generation = values.pop("generation", None)
         wire.event(event_name(event).removeprefix("acp."), generation, **values)

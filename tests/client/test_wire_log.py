@@ -5,6 +5,7 @@ Every test reads the log after ``aclose()``, which writes what was queued and cl
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import os
@@ -30,6 +31,7 @@ from acp_client import (
 )
 from acp_client.client.wire_log import WireRecorder, redact_payload
 from acp_client.testing import AgentThread, FaultProxy
+from tests.client.test_hostile_input import hostile_agent
 from tests.conftest import Link, bound, over_links, running_client
 
 #: each test that takes ``link`` runs over WebSocket and Streamable HTTP (HTTP/1.1)
@@ -296,3 +298,21 @@ async def test_a_stalled_disk_never_stalls_the_link(tmp_path: Path) -> None:
     stats = client.wire_log_stats
     assert stats is not None and stats["lines"] > 0 and stats["errors"] == 0
     assert len(stream.getvalue().splitlines()) == stats["lines"]
+
+
+async def test_hostile_frames_are_described_and_never_stop_the_log(tmp_path: Path) -> None:
+    path = tmp_path / "wire.jsonl"
+    wire_log = WireLog(path, payloads=True, payload_limit=10_000)
+    options = TransportOptions(max_frame_bytes=4 * 1024 * 1024)
+    async with hostile_agent() as url, connect(url, transport_options=options, wire_log=wire_log) as client:
+        session = await asyncio.wait_for(client.new_session("/w"), bound(30))
+        result = await asyncio.wait_for(session.prompt("go"), bound(30))
+        assert result.stop_reason == "end_turn"
+        read = client.connection.stats["frames_in"]
+    log = frames(lines(path))
+    assert len([line for line in log if line["dir"] == "in"]) == read  # every frame the client read, described
+    kinds = {line["kind"] for line in log if line["dir"] == "in"}
+    assert {"invalid", "batch", "notification", "response"} <= kinds
+    big = next(line for line in log if line.get("method") == "_big")
+    assert "payload" not in big and big["payload_omitted"].startswith(f"{big['bytes']} bytes > payload_limit")
+    assert any(line["kind"] == "response" and line.get("method") == "session/prompt" for line in log)
