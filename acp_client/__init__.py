@@ -9,6 +9,7 @@ from acp_client._version import __version__
 from acp_client.client import ACPClient, SessionInfo
 from acp_client.client._connect import connect
 from acp_client.client.connection import AgentProcess
+from acp_client.client.wire_log import WireLog
 from acp_client.exceptions import (
     ACPError,
     ACPTimeoutError,
@@ -204,6 +205,7 @@ __all__ = [
     "UpdatesDropped",
     "UsageError",
     "UserMessageChunk",
+    "WireLog",
     "Workspace",
     "WorkspaceRefusal",
     "__version__",

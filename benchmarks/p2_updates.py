@@ -74,9 +74,16 @@ class StreamAgentProcess(_common.ChildProcess):
 # ---------------------------------------------------------------------------------------------- clients
 
 
+#: ``--wire-log FILE``: our client writes a wire log there (payload-free lines; the cost of the log when on)
+WIRE_LOG: dict[str, Any] = {}
+
+
 async def ours(url: str, n: int, version: int, compression: Compression) -> tuple[float, float]:
     async with connect(
-        url, protocol_version=version, transport_options=TransportOptions(ping_interval=None, compression=compression)
+        url,
+        protocol_version=version,
+        transport_options=TransportOptions(ping_interval=None, compression=compression),
+        **WIRE_LOG,
     ) as client:
         session = await client.new_session(CWD)
         updates = session.updates(maxsize=n + 16)
@@ -412,7 +419,10 @@ async def main() -> int:
     cli.add_argument("--size", type=int, default=None, help="updates per stream (default 50,000; quick 3,000)")
     cli.add_argument("--reps", type=int, default=None, help="runs per client (default 5; quick 1)")
     cli.add_argument("--only", default=None, help="one scenario, e.g. v1-off or v2-deflate")
+    cli.add_argument("--wire-log", metavar="FILE", default=None, help="our client writes a wire log to FILE")
     args = cli.parse_args()
+    if args.wire_log:
+        WIRE_LOG["wire_log"] = args.wire_log
     _common.quiet_logging()
     if args.otel:
         return await otel_main(args)

@@ -19,6 +19,7 @@ from acp_client.bridge._bridge import Bridge
 from acp_client.bridge._editor import reserve_stdout
 from acp_client.bridge._options import BridgeOptions, describe_url
 from acp_client.client._connect import url_problem
+from acp_client.client.wire_log import WireLog
 
 __all__ = ["add_arguments", "run_command"]
 
@@ -67,6 +68,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "environment, so a token need not appear on the command line",
     )
     parser.add_argument("--log-file", metavar="F", help="write logs to this file instead of stderr")
+    parser.add_argument(
+        "--wire-log",
+        metavar="FILE",
+        help="write one JSON line per frame to and from the remote, and per reconnect, to FILE (0600, rotated at "
+        "10 MiB, 3 backups; no payloads); read it with 'acp-client wire-log FILE'",
+    )
+    parser.add_argument(
+        "--wire-log-payloads",
+        action="store_true",
+        help="with --wire-log: also write each frame's JSON, credentials redacted (tokens, header values, "
+        "URL passwords, MCP server env values)",
+    )
     parser.add_argument(
         "--log-level", choices=sorted(_LEVELS), help="log level (default: warning on stderr, info in --log-file)"
     )
@@ -172,10 +185,15 @@ def run_command(args: argparse.Namespace) -> int:
         ping_interval=args.ping_interval,
         ping_timeout=args.ping_timeout,
         max_backoff=args.max_backoff,
+        wire_log=WireLog(args.wire_log, payloads=args.wire_log_payloads) if args.wire_log else None,
     )
-    if args.log_file and os.path.islink(args.log_file):
-        _error(f"--log-file {args.log_file} is a symbolic link: give the file's own path (links are not followed)")
+    if args.wire_log_payloads and not args.wire_log:
+        _error("--wire-log-payloads needs --wire-log FILE")
         return EXIT_USAGE
+    for flag, path in (("--log-file", args.log_file), ("--wire-log", args.wire_log)):
+        if path and os.path.islink(path):
+            _error(f"{flag} {path} is a symbolic link: give the file's own path (links are not followed)")
+            return EXIT_USAGE
     bridge = Bridge(options)
     try:
         with _logging(args.log_file, args.log_level), reserve_stdout() as out_fd:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from acp_client.client.options import check_count, check_seconds
+from acp_client.client.wire_log import WireLogOption, check_wire_log
 from acp_client.reconnect.strategy import Action, Capabilities, DefaultStrategy, Forget, Reattach, StatusProbe
 from acp_client.sessions import SessionRecord
 
@@ -37,7 +38,9 @@ class BridgeOptions:
     answered with an error naming the last attempt's cause, and the bridge exits);
     ``ping_interval``/``ping_timeout`` set the liveness check that notices a silent (half-open) drop;
     ``max_backoff`` caps the wait between reconnect attempts (an editor request also cuts a wait short);
-    ``max_frame_bytes`` bounds one message from the remote. The bridge hands them to the client's
+    ``max_frame_bytes`` bounds one message from the remote. ``wire_log`` (a path or a
+    :class:`~acp_client.WireLog`; default ``None``) writes the remote link's frames and lifecycle as JSON
+    lines (``acp-client wire-log FILE`` reads them). The bridge hands them to the client's
     :class:`~acp_client.Timeouts` and :class:`~acp_client.TransportOptions`; an invalid value is a
     :class:`~acp_client.exceptions.UsageError` here already, naming the field.
     """
@@ -51,8 +54,10 @@ class BridgeOptions:
     ping_timeout: float | None = 10.0
     max_backoff: float = 5.0
     max_frame_bytes: int = 16 * 1024 * 1024
+    wire_log: WireLogOption = None
 
     def __post_init__(self) -> None:
+        check_wire_log("BridgeOptions.wire_log", self.wire_log)
         for name in ("outage_timeout", "connect_timeout", "max_backoff"):
             check_seconds("BridgeOptions", name, getattr(self, name))
         for name in ("ping_interval", "ping_timeout"):

@@ -132,6 +132,7 @@ class RemoteSide:
                 max_frame_bytes=options.max_frame_bytes,
             ),
             wait_for_ready=True,
+            wire_log=options.wire_log,
             on_auth_required=self._reauthenticate,
             client_info=client_info,
         )

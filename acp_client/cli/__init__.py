@@ -321,6 +321,18 @@ def _run_bridge(args: argparse.Namespace) -> int:
     return run_command(args)  # stdout carries JSON-RPC only; logs go to stderr or --log-file
 
 
+def _add_wire_log(parser: argparse.ArgumentParser) -> None:
+    from acp_client.cli._wire_log import add_arguments
+
+    add_arguments(parser)
+
+
+def _run_wire_log(args: argparse.Namespace) -> int:
+    from acp_client.cli._wire_log import run
+
+    return run(args)
+
+
 # ---------------------------------------------------------------------- the command table
 
 
@@ -387,6 +399,15 @@ COMMANDS: list[Command] = [
         _add_bridge,
         _run_bridge,
         own_logging=True,
+    ),
+    Command(
+        "wire-log",
+        "print a wire log (ReconnectingClient(wire_log=...), bridge --wire-log) as a table",
+        "Read a wire log and its rotated files (FILE.1, FILE.2 ...), oldest first, and print one row per frame "
+        "(time, generation, direction, kind, method or id, size) and per lifecycle event, with each reconnect "
+        "marked. A line cut short (a crash while writing) is skipped and counted.",
+        _add_wire_log,
+        _run_wire_log,
     ),
 ]
 

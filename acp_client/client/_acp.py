@@ -38,6 +38,7 @@ from acp_client.client._support import (
 )
 from acp_client.client.connection import Connection
 from acp_client.client.options import USE_CLIENT_DEFAULT, RequestTimeout
+from acp_client.client.wire_log import WireRecorder
 from acp_client.exceptions import (
     ACPTimeoutError,
     CapabilityNotSupported,
@@ -96,8 +97,10 @@ class ACPClient:
         session_owner: SessionOwner | None = None,
         request_timeout: float | None = 30.0,
         generation: int | None = None,
+        wire: WireRecorder | None = None,
     ) -> None:
         check_instance("", "transport", transport, Transport, optional=False)
+        check_instance("", "wire", wire, WireRecorder)
         check_instance("", "handlers", handlers, ClientHandlers)
         check_str_mapping("", "client_info", client_info)
         check_seconds("", "request_timeout", request_timeout, optional=True)
@@ -107,6 +110,7 @@ class ACPClient:
         # sessions made here answer to the reconnecting client that owns this one, or to this client's own
         # small owner: either sends their calls and is the one writer of their links (this client reports)
         self._owns_sessions = session_owner is None
+        self._wire = wire  # lent by connect() or a ReconnectingClient; this client closes it only on its own
         self._session_owner: SessionOwner = session_owner if session_owner is not None else _OneConnection(self)
         self._control = SessionControl()
         # made first: the connection calls its methods directly, one call per update less than a lambda
@@ -122,6 +126,7 @@ class ACPClient:
             on_notification=self._inbound.on_notification,
             on_close=self._inbound.on_connection_lost,
             facts=ClientFacts(transport, lambda: self.protocol_version),
+            wire=wire,
         )
         self._inbound.bind(self.connection)
         self.client_info = dict(client_info or {"name": "acp-client", "version": __version__})
@@ -156,6 +161,8 @@ class ACPClient:
         await self.connection.close()
         self._inbound.detach_all()
         if self._owns_sessions:
+            if self._wire is not None:
+                await self._wire.aclose()  # what was queued is written, the file closed
             await self.handlers.client_closed()
 
     close = aclose

@@ -18,6 +18,7 @@ from acp_client._checks import check_instance, check_str_mapping
 from acp_client._logging import get_logger, redact_url
 from acp_client.client import ACPClient, ProtocolVersionOption
 from acp_client.client.options import Destination, Timeouts, fold_flat_keywords, option_object
+from acp_client.client.wire_log import WireLogOption, WireRecorder, as_wire_log
 from acp_client.exceptions import UnsupportedProtocolVersion, UsageError
 from acp_client.handlers import ClientHandlers
 from acp_client.sessions import SessionOwner, SessionRegistry
@@ -143,6 +144,7 @@ class Connector:
         registry: SessionRegistry | None = None,
         session_owner: SessionOwner | None = None,
         generation: int | None = None,
+        wire: WireRecorder | None = None,
     ) -> None:
         check_target(target)
         self._target = target
@@ -154,6 +156,7 @@ class Connector:
         self._registry = registry
         self._session_owner = session_owner
         self._generation = generation
+        self._wire = wire
         self._client: ACPClient | None = None
 
     def __await__(self) -> Generator[Any, None, ACPClient]:
@@ -199,6 +202,7 @@ class Connector:
             session_owner=self._session_owner,
             request_timeout=self._timeouts.request,
             generation=self._generation,
+            wire=self._wire,
         )
         try:
             await client.connection.start()
@@ -231,6 +235,7 @@ def connect(
     timeouts: Timeouts | None = None,
     transport_options: TransportOptions | None = None,
     client_info: Mapping[str, str] | None = None,
+    wire_log: WireLogOption = None,
     **deprecated: object,
 ) -> Connector:
     """Connect to an agent and initialize; returns a :class:`Connector` (await it or ``async with`` it).
@@ -242,13 +247,16 @@ def connect(
     ``Timeouts()``): this function reads its ``initialize`` and ``request``.
     ``transport_options`` (default ``TransportOptions()``): headers,
     cookies, TLS, the link's own timeouts, frame bound, transport kind, a stdio agent's environment.
-    ``client_info`` (default: this SDK's name and version) is sent as ``clientInfo``.
+    ``client_info`` (default: this SDK's name and version) is sent as ``clientInfo``. ``wire_log`` (default
+    ``None``): a :class:`~acp_client.WireLog`, a file path or a text stream; every frame of the connection is
+    written to it as a JSON line (see ``ReconnectingClient(wire_log=)``), closed with the client.
 
     The flat keywords of earlier releases (``headers=``, ``request_timeout=`` ...) still work, folded into
     those objects, and warn with :class:`DeprecationWarning`; they go away in the next release.
     """
     check_protocol_version(protocol_version)
     check_client_keywords(handlers, client_info)
+    wire_options = as_wire_log("wire_log", wire_log)
     objects: dict[str, Timeouts | TransportOptions] = {
         "timeouts": option_object("timeouts", timeouts, Timeouts),
         "transport_options": option_object("transport_options", transport_options, TransportOptions),
@@ -265,4 +273,5 @@ def connect(
         protocol_version=protocol_version,
         timeouts=folded_timeouts,
         client_info=client_info,
+        wire=WireRecorder(wire_options) if wire_options is not None else None,
     )

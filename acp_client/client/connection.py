@@ -23,6 +23,7 @@ from acp_client.client._inbound import DEFAULT_MAX_INBOUND_REQUESTS, DEFAULT_MAX
 from acp_client.client._reader import CANCEL_METHOD, FrameReader
 from acp_client.client._watch import GaveUp, ProgressWatch
 from acp_client.client.options import USE_CLIENT_DEFAULT, UseClientDefault
+from acp_client.client.wire_log import WireRecorder, tap
 from acp_client.exceptions import (
     ACPTimeoutError,
     ClientClosed,
@@ -107,6 +108,10 @@ class Connection:
     "client_busy"`` naming the bound (never dropped silently). A request whose id is already in flight is
     answered ``-32600`` (``data.reason == "duplicate_request_id"``) and never run: one id, one handler, and
     every handler ends with its link.
+
+    ``wire`` (a :class:`~acp_client.client.wire_log.WireRecorder`, lent by the client that owns it) gets
+    every frame this connection sends or reads, tagged with ``generation``, and a line when it opens and
+    when it ends; without it the connection talks to its transport directly.
     """
 
     def __init__(
@@ -122,8 +127,12 @@ class Connection:
         max_inbound_requests: int = DEFAULT_MAX_INBOUND_REQUESTS,
         max_queued_inbound: int = DEFAULT_MAX_QUEUED_INBOUND,
         facts: _observe.LinkFacts | None = None,
+        wire: WireRecorder | None = None,
     ) -> None:
         self.transport = transport
+        # every frame goes through the link: the transport itself, or with a wire log its tap
+        self._wire = wire
+        self._link = link = tap(transport, wire, generation)
         self.request_timeout = request_timeout
         self.id = next(_ids)
         #: Which reconnect attempt produced this connection (set by the reconnect manager; for logs).
@@ -145,7 +154,7 @@ class Connection:
         self._inbound = InboundRequests(
             handler=on_request,
             respond=self._core.respond,
-            send=transport.send,
+            send=link.send,
             gone=lambda: self._loss is not None or self._closing,
             error_frame=self._core.respond_error,
             spawn=self._spawn,
@@ -156,7 +165,7 @@ class Connection:
             max_queued=max_queued_inbound,
         )
         self._frames = FrameReader(
-            transport,
+            link,
             core=self._core,
             answers=self._answers,
             inbound=self._inbound,
@@ -176,6 +185,8 @@ class Connection:
         if self._reader is not None:
             raise RuntimeError("connection already started")
         self._reader = asyncio.create_task(self._read_loop(), name=f"acp-reader-{self.id}")
+        if self._wire is not None:
+            self._wire.event("connection_open", self.generation, connection=self.id, peer=self.transport.description)
 
     async def __aenter__(self) -> Connection:
         await self.start()
@@ -318,7 +329,7 @@ class Connection:
         id_, frame = self._core.request(method, params)
         fut = self._answers.expect(id_)
         try:
-            await self.transport.send(frame)
+            await self._link.send(frame)
         except BaseException as exc:
             self._answers.forget(id_)
             self._core.forget(id_)
@@ -433,14 +444,14 @@ class Connection:
         """Send a notification (no response expected)."""
         if self._loss is not None:
             raise self._loss.with_request_sent(False)
-        await self.transport.send(self._core.notification(method, params))
+        await self._link.send(self._core.notification(method, params))
         self.stats["notifications_out"] += 1
 
     def _send_cancel_request(self, id_: int) -> None:
         async def send() -> None:
             try:
                 async with asyncio.timeout(_CANCEL_WRITE_TIMEOUT):
-                    await self.transport.send(self._core.notification(CANCEL_METHOD, {"requestId": id_}))
+                    await self._link.send(self._core.notification(CANCEL_METHOD, {"requestId": id_}))
                 self.stats["cancel_requests_out"] += 1
             except (ConnectionLost, TimeoutError) as exc:
                 self._log.debug("cancel_request_not_sent", request_id=id_, error=str(exc))
@@ -479,6 +490,10 @@ class Connection:
         failed = self._answers.fail(ids, lambda: loss.with_request_sent(True))
         self._inbound.stop()  # their ids belong to this dead connection
         self._closed.set()
+        if self._wire is not None:
+            self._wire.event(
+                "connection_closed", self.generation, connection=self.id, reason=loss.reason, close_code=loss.close_code
+            )
         if self._on_close is not None:
             try:
                 self._on_close(loss)

@@ -7,11 +7,15 @@ drives them; nothing here holds state after it returns.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 from acp_client import _observe
+from acp_client._logging import scrub_urls
 from acp_client.client._connect import Target
+from acp_client.client.wire_log import WireRecorder, as_wire_log
 from acp_client.reconnect._backoff import Backoff, CrashLoopBreaker
 from acp_client.reconnect._calls.gate import ClientGate
 from acp_client.reconnect._calls.recovery_control import RecoveryControl
@@ -20,7 +24,7 @@ from acp_client.reconnect._connection.auth import Reauthentication
 from acp_client.reconnect._connection.background import BackgroundTasks, ChangeSignal
 from acp_client.reconnect._connection.planner import ReconnectPlanner
 from acp_client.reconnect._connection.supervisor import ConnectionSupervisor
-from acp_client.reconnect._events import Event, EventBus
+from acp_client.reconnect._events import Event, EventBus, event_name
 from acp_client.reconnect._gauges import ClientGauges
 from acp_client.reconnect._ownership.control import ClientHost, OwnershipControl
 from acp_client.reconnect._ownership.leases import FencedWrites, SessionOwnership
@@ -57,6 +61,7 @@ class ClientParts:
     calls: SessionCalls
     owners: OwnershipControl
     host: ClientHost
+    wire: WireRecorder | None  # the wire log, lent to every connection; the client closes it
 
 
 def assemble(target: Target, settings: ClientSettings, *, owner: SessionOwner) -> ClientParts:
@@ -78,6 +83,10 @@ def assemble(target: Target, settings: ClientSettings, *, owner: SessionOwner) -
 
     options = settings.transport_options.replace(on_stream_resumed=stream_resumed)
     bus, tasks, changes = EventBus(buffer=settings.limits.event_buffer), BackgroundTasks(), ChangeSignal()
+    wire_log = as_wire_log("wire_log", settings.wire_log)
+    wire = WireRecorder(wire_log) if wire_log is not None else None
+    if wire is not None:
+        bus.observe(_wire_sink(wire))  # the lifecycle lines: state changes, drops, recoveries
     registry = SessionRegistry()
     backoff = settings.backoff or Backoff(rng=settings.rng)
     ownership, writer = _store(settings, backoff, emit=bus.emit, generation=generation)
@@ -104,11 +113,31 @@ def assemble(target: Target, settings: ClientSettings, *, owner: SessionOwner) -
         emit=bus.emit,
         tasks=tasks,
         changes=changes,
+        wire=wire,
     )
     observer = _observe.current()  # an instrumentation installed before this client was made
     if observer is not None:
         bus.observe(observer.watch(ClientGauges(registry, recoverer.limit, supervisor)))
-    return _drivers(settings, options, bus, tasks, ownership, writer, links, keeper, auth, recoverer, supervisor)
+    return _drivers(settings, options, bus, tasks, ownership, writer, links, keeper, auth, recoverer, supervisor, wire)
+
+
+def _wire_sink(wire: WireRecorder) -> _observe.EventSink:
+    """The bus's events as lifecycle lines of the wire log (``event`` is the event's log name)."""
+    def sink(event: object) -> None:
+        values: dict[str, Any] = {}
+        for spec in fields(event):  # type: ignore[arg-type]  # the bus's events are dataclasses
+            value = getattr(event, spec.name)
+            if isinstance(value, enum.Enum):
+                value = value.value
+            elif isinstance(value, str):
+                value = scrub_urls(value)
+            elif isinstance(value, tuple):  # a stdio agent's stderr tail
+                value = [scrub_urls(item) if isinstance(item, str) else item for item in value]
+            values[spec.name] = value
+        generation = values.pop("generation", None)
+        wire.event(event_name(event).removeprefix("acp."), generation, **values)
+
+    return sink
 
 
 def _store(
@@ -173,6 +202,7 @@ def _drivers(
     auth: Reauthentication,
     recoverer: SessionRecoverer,
     supervisor: ConnectionSupervisor,
+    wire: WireRecorder | None,
 ) -> ClientParts:
     """The parts the client calls through, on top of the connection and the recovery built above."""
     session_wait = settings.timeouts.session_wait
@@ -215,4 +245,5 @@ def _drivers(
         calls=calls,
         owners=OwnershipControl(ownership, keeper=keeper, recover=control.recover),
         host=host,
+        wire=wire,
     )

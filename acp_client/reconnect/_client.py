@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from acp_client.client import USE_CLIENT_DEFAULT, ACPClient, ProtocolVersionOption, RequestTimeout, SessionInfo
 from acp_client.client._connect import Target
+from acp_client.client.wire_log import WireLogOption
 from acp_client.exceptions import (
     CapabilityNotSupported,
     ClientClosed,
@@ -116,6 +117,14 @@ class ReconnectingClient:
         calls made while the client is reconnecting wait for the next connection (up to
         ``Timeouts.session_wait``) instead of raising :class:`~acp_client.exceptions.NotConnected` at once.
 
+    Observing:
+        ``wire_log`` (default ``None``): write one JSON line per frame sent or received (time, direction,
+        connection generation, kind, method, id, size) and one per lifecycle event (connection open and
+        closed, state changes, recoveries) to a file path (created ``0600``, rotated at 10 MiB, 3 backups)
+        or an open text stream; a :class:`~acp_client.WireLog` chooses payloads (redacted), the rotation
+        bound and the backups. Read one with ``acp-client wire-log FILE``. A failing disk never fails the
+        link: the wire log stops, says so once at WARNING, and :attr:`wire_log_stats` counts it.
+
     Testing:
         ``clock`` (default: the event loop's) and ``rng`` (default: a fresh :class:`random.Random`) are
         injectable.
@@ -146,6 +155,7 @@ class ReconnectingClient:
         classifier: Classifier = classify_error,
         on_auth_required: Callable[[ACPClient], Awaitable[None]] | None = None,
         wait_for_ready: bool = False,
+        wire_log: WireLogOption = None,
         clock: Clock | None = None,
         rng: random.Random | None = None,
         **deprecated: object,
@@ -162,6 +172,7 @@ class ReconnectingClient:
         self._keeper, self._auth, self._recoverer = parts.keeper, parts.auth, parts.recoverer
         self._supervisor, self._gate = parts.supervisor, parts.gate
         self._control, self._calls = parts.control, parts.calls
+        self._wire = parts.wire
         self._loaded_store = False
 
     def __repr__(self) -> str:
@@ -225,6 +236,12 @@ class ReconnectingClient:
         return self._recoverer.limit.limit
 
     @property
+    def wire_log_stats(self) -> Mapping[str, int] | None:
+        """The wire log's counters (``None`` without one): ``lines`` written, ``dropped`` (its queue was
+        full, or it had stopped), ``errors`` (a write failed: the wire log stopped there)."""
+        return dict(self._wire.stats) if self._wire is not None else None
+
+    @property
     def owner_id(self) -> str | None:
         """This worker's id in a shared store (``None`` with a store of one process)."""
         return self._owners.owner_id
@@ -272,6 +289,8 @@ class ReconnectingClient:
         self._keeper.close_all()
         self._bus.close()
         await self._writer.aclose()
+        if self._wire is not None:
+            await self._wire.aclose()  # what was queued is written, the file closed
         await self._settings.handlers.client_closed()  # the handlers end what they still run for the agent
 
     close = aclose

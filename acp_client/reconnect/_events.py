@@ -326,13 +326,13 @@ class EventBus:
     def __init__(self, *, buffer: int = 1024) -> None:
         self._buffer = buffer
         self._strong: set[_Subscriber] = set()
-        self._sink: _observe.EventSink | None = None
+        self._sinks: tuple[_observe.EventSink, ...] = ()
         self.closed = False
 
     def observe(self, sink: _observe.EventSink) -> None:
-        """Also hand every event to ``sink`` (an instrumentation's, see ``acp_client._observe``), in order,
-        synchronously, as it is emitted."""
-        self._sink = sink
+        """Also hand every event to ``sink`` (an instrumentation's, see ``acp_client._observe``, or the wire
+        log's), in order, synchronously, as it is emitted."""
+        self._sinks = (*self._sinks, sink)
 
     @property
     def subscribers(self) -> int:
@@ -357,8 +357,8 @@ class EventBus:
                 value = getattr(event, f.name)
                 values[f.name] = value.value if isinstance(value, enum.Enum) else value
             log.info(event_name(event), **values)
-        if self._sink is not None:
-            self._sink(event)
+        for sink in self._sinks:
+            sink(event)
         for sub in list(self._strong):
             sub.push(event)
 

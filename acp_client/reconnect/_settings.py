@@ -19,6 +19,7 @@ from acp_client._checks import check_bool, check_callables, check_instance, chec
 from acp_client.client import ACPClient, ProtocolVersionOption
 from acp_client.client._connect import check_protocol_version, check_target
 from acp_client.client.options import fold_flat_keywords
+from acp_client.client.wire_log import WireLogOption, check_wire_log
 from acp_client.exceptions import UsageError
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._backoff import Backoff, Clock, CrashLoopBreaker, check_clock
@@ -97,6 +98,7 @@ class ClientSettings:
     classifier: Classifier = field(default=classify_error, metadata=_checked(_required_callable))
     on_auth_required: Callable[[ACPClient], Awaitable[None]] | None = field(default=None, metadata=_checked(_callable))
     wait_for_ready: bool = field(default=False, metadata=_checked(lambda name, value: check_bool("", name, value)))
+    wire_log: WireLogOption = field(default=None, metadata=_checked(check_wire_log))
     clock: Clock = field(default_factory=Clock, metadata=_checked(check_clock))
     rng: random.Random = field(default_factory=random.Random, metadata=_checked(_instance(random.Random)))
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -259,6 +259,11 @@ class ReconnectingClient(_Facade):
     def recovery_limit(self) -> int:
         """How many recovery requests may be in flight right now (adapts unless fixed)."""
         return self.client.recovery_limit
+
+    @property
+    def wire_log_stats(self) -> Mapping[str, int] | None:
+        """The wire log's counters (``None`` without one): lines written, dropped, failed writes."""
+        return self.client.wire_log_stats
 
     @property
     def owner_id(self) -> str | None:

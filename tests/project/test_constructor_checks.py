@@ -38,6 +38,7 @@ from acp_client import (
     Timeouts,
     TransportOptions,
     UsageError,
+    WireLog,
     Workspace,
     connect,
     sync,
@@ -66,7 +67,12 @@ MADE_BY_THE_SDK = {
 }
 
 #: keywords a bare ACPClient takes from the ReconnectingClient that runs it (wiring, not settings)
-WIRING = {("ACPClient", "registry"), ("ACPClient", "session_owner"), ("ACPClient", "generation")}
+WIRING = {
+    ("ACPClient", "registry"),
+    ("ACPClient", "session_owner"),
+    ("ACPClient", "generation"),
+    ("ACPClient", "wire"),
+}
 
 
 def _made_by_the_sdk(name: str, obj: object) -> bool:
@@ -108,6 +114,7 @@ MAKERS: dict[str, Maker] = {
     "SQLiteSessionStore": lambda tmp: (SQLiteSessionStore, (tmp / "s.db",), {}),
     "RedisSessionStore": lambda tmp: (RedisSessionStore, ("redis://127.0.0.1:1/0",), {}),
     "Workspace": lambda tmp: (Workspace, (_root(tmp),), {}),
+    "WireLog": lambda tmp: (WireLog, (tmp / "wire.jsonl",), {}),
     "ClientHandlers": lambda tmp: (ClientHandlers, (), {}),
     "sync.connect": lambda tmp: (sync.connect, (URL,), {}),
     "sync.ReconnectingClient": lambda tmp: (sync.ReconnectingClient, (URL,), {}),
@@ -133,6 +140,9 @@ BAD: list[tuple[str, str, object]] = [
     ("ReconnectingClient", "classifier", None),  # not a documented value: it used to fail at the first error
     ("ReconnectingClient", "on_auth_required", 1),
     ("ReconnectingClient", "wait_for_ready", "yes"),
+    ("ReconnectingClient", "wire_log", 42),
+    ("ReconnectingClient", "wire_log", ""),
+    ("ReconnectingClient", "wire_log", WireLog),
     ("ReconnectingClient", "clock", "wall"),
     ("ReconnectingClient", "rng", 42),
     ("connect", "target", 42),
@@ -141,6 +151,7 @@ BAD: list[tuple[str, str, object]] = [
     ("connect", "timeouts", 1),
     ("connect", "transport_options", "tls"),
     ("connect", "client_info", ["acp"]),
+    ("connect", "wire_log", 42),
     ("ACPClient", "transport", None),
     ("ACPClient", "handlers", "x"),
     ("ACPClient", "client_info", "x"),
@@ -206,6 +217,14 @@ BAD: list[tuple[str, str, object]] = [
     ("RedisSessionStore", "batch_size", 0),
     ("RedisSessionStore", "max_connections", 0),
     ("RedisSessionStore", "release_on_close", "yes"),
+    ("WireLog", "target", 3),
+    ("WireLog", "target", ""),
+    ("WireLog", "payloads", "yes"),
+    ("WireLog", "max_bytes", 100),
+    ("WireLog", "backups", -1),
+    ("WireLog", "payload_limit", None),
+    ("WireLog", "queue", 0),
+    ("sync.ReconnectingClient", "wire_log", 3.5),
     ("Workspace", "roots", "/tmp"),
     ("Workspace", "permission", "allow"),
     ("Workspace", "permission", True),

@@ -26,6 +26,7 @@ from acp_client._logging import get_logger
 from acp_client.client import ACPClient, ProtocolVersionOption
 from acp_client.client._connect import Connector, Target, open_transport
 from acp_client.client.options import Timeouts
+from acp_client.client.wire_log import WireRecorder
 from acp_client.exceptions import ACPError, ACPTimeoutError, ClientClosed, ConnectionLost, ReconnectFailed
 from acp_client.handlers import ClientHandlers
 from acp_client.reconnect._backoff import Clock
@@ -65,6 +66,7 @@ class ConnectionSupervisor:
         emit: Callable[[Event], None],
         tasks: TaskSpawner,
         changes: ChangeSignal,
+        wire: WireRecorder | None = None,
     ) -> None:
         # settings (read only)
         self._target = target
@@ -75,6 +77,7 @@ class ConnectionSupervisor:
         self._client_info = client_info
         self._clock = clock
         self._authenticate = authenticate
+        self._wire = wire  # the client's wire log, lent to every connection
         # collaborators
         self._planner = planner
         self._registry = registry
@@ -432,6 +435,7 @@ class ConnectionSupervisor:
             registry=self._registry,
             session_owner=self._session_owner,
             generation=generation,
+            wire=self._wire,
         )
         try:
             return await connector
