@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from acp_client.exceptions._root import ACPError
 
@@ -133,6 +134,10 @@ class ConnectionLost(TransportError):
     killed by that signal) and ``stderr_tail`` the last lines it wrote to stderr, oldest first.
     ``stream_resumption`` (Streamable HTTP) says why the transport could not resume its event stream with
     ``Last-Event-ID`` instead of dropping the connection; ``None`` for transports that cannot resume at all.
+    ``prompt_entry``, on the error a waiting ``Session.prompt()``/``send_prompt()`` raises, is that prompt's
+    :class:`~acp_client.PromptEntry` in the session's prompt ledger: its ``state`` says what is known now
+    (``not_sent``, ``sent``, ``inserted``, ``finished``) and is classified once the session is recovered
+    (``await entry.wait_classified(timeout)``; ``PromptClassified`` is reported too). ``None`` elsewhere.
     """
 
     def __init__(
@@ -148,6 +153,7 @@ class ConnectionLost(TransportError):
         stream_resumption: str | None = None,
     ) -> None:
         self.stream_resumption = stream_resumption
+        self.prompt_entry: Any = None  # a PromptEntry (sessions layer) on a failed prompt
         self.exit_code = exit_code
         self.stderr_tail = tuple(stderr_tail)
         self.request_sent = request_sent
