@@ -357,3 +357,32 @@ async def test_connection_dropped_is_reported_before_the_classification() -> Non
         await rec.wait(classified(session.id), timeout=bound(10))
         kinds = [type(e) for e in rec.events if isinstance(e, ConnectionDropped | SessionRecovered | PromptClassified)]
         assert kinds.index(ConnectionDropped) < kinds.index(SessionRecovered) < kinds.index(PromptClassified)
+
+
+async def test_send_prompt_returns_its_entry_inserted_and_the_turn_end_finishes_it() -> None:
+    async with behind_proxy(2) as (agent, _proxy, client, _rec, release):
+        session = await client.new_session("/w")
+        finished = asyncio.get_running_loop().create_future()
+        session.on_turn_finished(lambda s, stop: finished.done() or finished.set_result(stop))
+        receipt = await asyncio.wait_for(session.send_prompt("hold: streamed"), bound(5))
+        entry = receipt.entry
+        assert entry is not None and entry.state is PromptState.INSERTED
+        assert entry.message_id == receipt.message_id and entry.evidence == "receipt"
+        release.set()
+        assert await asyncio.wait_for(finished, bound(5)) == "end_turn"
+        assert (entry.state, entry.stop_reason) == (PromptState.FINISHED, "end_turn")
+        assert agent.count("session/prompt") == 1
+
+
+async def test_a_forgotten_session_settles_its_prompts_in_flight_as_unknown() -> None:
+    async with behind_proxy(2) as (agent, _proxy, client, rec, _):
+        session = await client.new_session("/w")
+        prompt = asyncio.create_task(session.prompt("stall: then forgotten"))
+        await agent.wait_for(lambda: agent.count("session/prompt") == 1, timeout=bound(5))
+        await agent.restart(keep_sessions=False)  # the agent answers -32002: the session is forgotten
+        with pytest.raises(ConnectionLost) as info:
+            await asyncio.wait_for(prompt, bound(5))
+        entry = info.value.prompt_entry
+        (event,) = await rec.wait(classified(session.id), timeout=bound(10))
+        assert (event.prompt_id, event.state) == (entry.prompt_id, "unknown")
+        assert await entry.wait_classified(bound(1)) is PromptState.UNKNOWN

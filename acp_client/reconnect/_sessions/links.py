@@ -222,6 +222,11 @@ class SessionLinks:
         if isinstance(outcome, Reattached):
             for more in outcome.more_events(session, self._control):
                 self._emit(more)
+        elif isinstance(outcome, Forgotten):  # nothing will show what became of its prompts in flight
+            for e in self._control.classify_prompts(session, replayed=False):
+                self._emit(
+                    PromptClassified(session.id, e.prompt_id, e.state.value, e.evidence, None, outcome.generation)
+                )
         self._changed()
         return marker, event
 
