@@ -490,9 +490,7 @@ class Session:
             result = await self._prompt_turn(params, timeout, given, recorded, entry)
         except BaseException as exc:
             self._retract_if_not_inserted(recorded, exc)
-            raised = self._ledger_failed(entry, exc)
-            if isinstance(exc, Exception):
-                await self._persist_ledger()
+            raised = self._ledger_failed(entry, exc)  # in memory; the store has it with the next write
             if raised is exc:
                 raise
             raise raised from exc
@@ -527,9 +525,7 @@ class Session:
             raw = await self._owner.session_request(self, "session/prompt", params, timeout=timeout)
         except BaseException as exc:
             self._retract_if_not_inserted(recorded, exc)
-            raised = self._ledger_failed(entry, exc)
-            if isinstance(exc, Exception):
-                await self._persist_ledger()
+            raised = self._ledger_failed(entry, exc)  # in memory; the store has it with the next write
             if raised is exc:
                 raise
             raise raised from exc
@@ -610,12 +606,15 @@ class Session:
 
     async def _persist_ledger(self) -> None:
         """Copy the ledger into the record and have the owner store it, waiting at most
-        :data:`LEDGER_WRITE_WAIT` (a slow store never holds a prompt longer; the write goes on)."""
+        :data:`LEDGER_WRITE_WAIT` (a slow store never holds a prompt longer: the write is then given up here
+        and owed, written with the record's next write)."""
         if self._ledger is not None:
             self.record.prompts = self._ledger.snapshot()
-        write = asyncio.ensure_future(self._owner.persist(self))
+        # awaited in place, no task: a store that answers at once (memory) costs no loop turn, so a prompt
+        # still goes out in call order with the calls made after it
         try:
-            await asyncio.wait_for(asyncio.shield(write), LEDGER_WRITE_WAIT)
+            async with asyncio.timeout(LEDGER_WRITE_WAIT):
+                await self._owner.persist(self)
         except TimeoutError:
             log.warning("prompt_ledger_write_slow", session_id=self.id, waited=LEDGER_WRITE_WAIT)
 
