@@ -66,6 +66,7 @@ from acp_client.sessions import (
     SessionRecord,
     SessionRegistry,
 )
+from acp_client.sessions._session import config_option_params
 from acp_client.transports.base import StreamResumable, Transport
 
 __all__ = ["SUPPORTED_PROTOCOL_VERSIONS", "ACPClient", "ProtocolVersionOption", "SessionInfo", "shape_mcp_servers"]
@@ -546,23 +547,24 @@ class ACPClient:
         """v1 ``session/set_mode`` (v2 uses config options instead)."""
         if self.protocol_version >= 2:
             raise CapabilityNotSupported("session/set_mode", None, 2, hint="use set_config_option()")
-        return await self.connection.request(
+        result = await self.connection.request(
             "session/set_mode", {"sessionId": session_id, "modeId": mode_id}, timeout=timeout
         )
+        session = self._registry.get(session_id)
+        if session is not None:
+            self._control.want_config(session, "mode", mode_id)  # set again after a restore
+        return result
 
     async def set_config_option(
         self, session_id: str, config_id: str, value: str | bool, *, timeout: RequestTimeout = USE_CLIENT_DEFAULT
     ) -> Any:
         """``session/set_config_option``; returns the agent's full ``configOptions`` list."""
-        params: dict[str, Any] = {"sessionId": session_id, "configId": config_id, "value": value}
-        if isinstance(value, bool):
-            params["type"] = "boolean"
-        elif self.protocol_version >= 2:
-            params["type"] = "id"
+        params = config_option_params(session_id, config_id, value, self.protocol_version)
         result = await self.connection.request("session/set_config_option", params, timeout=timeout)
         session = self._registry.get(session_id)
         if session is not None:
             self._control.learn(session, result)
+            self._control.want_config(session, f"option:{config_id}", value)  # set again after a restore
         return result.get("configOptions") if isinstance(result, dict) else result
 
     async def cancel(self, session_id: str) -> None:
@@ -624,3 +626,6 @@ class _OneConnection:
     def closed(self, session: Session) -> None:
         """Closed or deleted: the link moves to ``closed`` (final)."""
         self._control.move_link(session, SessionLink.CLOSED)
+
+    async def persist(self, session: Session) -> None:
+        """One connection keeps no store: nothing to write."""

@@ -36,9 +36,11 @@ tree exactly once, at the transport seam, so no caller ever needs to import ``we
     ├── UsageError                       the caller misused the SDK
     │   ├── CapabilityNotSupported       the agent did not advertise what this call needs
     │   ├── ClientClosed                 the client or connection was closed by its owner
+    │   └── PromptNotResendable          resend() refused: the ledger shows the prompt was inserted
     ├── RecoveryError                    the reconnect manager could not keep a session or a link
     │   ├── SessionLost                  the agent no longer knows the session; it was forgotten
     │   ├── RecoveryFailed               recovering a session failed for another reason (retried)
+    │   ├── ConfigNotRestored            the chosen mode/config could not be set again after a restore
     │   └── ReconnectFailed              the manager stopped reconnecting (fatal error or breaker)
     └── StoreError                       the session store failed or refused a write
         ├── StoreUnavailable             the store's server cannot be reached (after bounded retries)
@@ -59,7 +61,13 @@ and the reference pages say ``acp_client.exceptions``.
 
 from __future__ import annotations
 
-from acp_client.exceptions._recovery import ReconnectFailed, RecoveryError, RecoveryFailed, SessionLost
+from acp_client.exceptions._recovery import (
+    ConfigNotRestored,
+    ReconnectFailed,
+    RecoveryError,
+    RecoveryFailed,
+    SessionLost,
+)
 from acp_client.exceptions._root import ACPError
 from acp_client.exceptions._rpc import (
     AuthRequired,
@@ -91,6 +99,7 @@ from acp_client.exceptions._transport import (
 from acp_client.exceptions._usage import (
     CapabilityNotSupported,
     ClientClosed,
+    PromptNotResendable,
     ProtocolError,
     UnsupportedProtocolVersion,
     UsageError,
@@ -103,6 +112,7 @@ __all__ = [
     "AuthRequired",
     "CapabilityNotSupported",
     "ClientClosed",
+    "ConfigNotRestored",
     "ConnectError",
     "ConnectionLost",
     "H2COnlyServer",
@@ -116,6 +126,7 @@ __all__ = [
     "NotAnACPEndpoint",
     "NotConnected",
     "ParseError",
+    "PromptNotResendable",
     "ProtocolError",
     "RPCError",
     "ReconnectFailed",

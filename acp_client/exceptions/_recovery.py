@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from acp_client.exceptions._root import ACPError
 
-__all__ = ["ReconnectFailed", "RecoveryError", "RecoveryFailed", "SessionLost"]
+__all__ = ["ConfigNotRestored", "ReconnectFailed", "RecoveryError", "RecoveryFailed", "SessionLost"]
 
 
 class RecoveryError(ACPError):
@@ -59,3 +59,17 @@ class ReconnectFailed(RecoveryError):
         text = f": {cause}" if cause is not None else ""
         more = f"; {detail}" if detail else ""
         super().__init__(f"reconnecting failed ({reason}){text}{more}")
+
+
+class ConfigNotRestored(RecoveryError):
+    """After a session was restored (the agent had lost it from memory), setting the mode, model or a
+    config option the application had chosen again failed. Raised once, by the next ``Session.prompt()`` or
+    ``Session.send_prompt()`` of that session, before anything is sent (so no prompt runs in a config the
+    application did not choose); the call after it sends normally. ``failures`` maps each setting
+    (``"mode"`` or ``"option:<configId>"``) to the error text the agent answered."""
+
+    def __init__(self, session_id: str, failures: dict[str, str]) -> None:
+        self.session_id = session_id
+        self.failures = dict(failures)
+        listed = "; ".join(f"{key}: {error}" for key, error in self.failures.items())
+        super().__init__(f"session {session_id}: the chosen config was not restored after a restore ({listed})")

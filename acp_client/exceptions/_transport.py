@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from acp_client.exceptions._root import ACPError
 
@@ -165,6 +166,10 @@ class ConnectionLost(TransportError):
     ``stream_resumption`` says why the transport could not resume its stream instead of dropping the
     connection (Streamable HTTP with ``Last-Event-ID``, WebSocket with ``stream/resume``); ``None`` when it
     did not try.
+    ``prompt_entry``, on the error a waiting ``Session.prompt()``/``send_prompt()`` raises, is that prompt's
+    :class:`~acp_client.PromptEntry` in the session's prompt ledger: its ``state`` says what is known now
+    (``not_sent``, ``sent``, ``inserted``, ``finished``) and is classified once the session is recovered
+    (``await entry.wait_classified(timeout)``; ``PromptClassified`` is reported too). ``None`` elsewhere.
     """
 
     def __init__(
@@ -180,6 +185,7 @@ class ConnectionLost(TransportError):
         stream_resumption: str | None = None,
     ) -> None:
         self.stream_resumption = stream_resumption
+        self.prompt_entry: Any = None  # a PromptEntry (sessions layer) on a failed prompt
         self.exit_code = exit_code
         self.stderr_tail = tuple(stderr_tail)
         self.request_sent = request_sent

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from acp_client.exceptions._root import ACPError
 
-__all__ = ["CapabilityNotSupported", "ClientClosed", "ProtocolError", "UnsupportedProtocolVersion", "UsageError"]
+__all__ = [
+    "CapabilityNotSupported",
+    "ClientClosed",
+    "PromptNotResendable",
+    "ProtocolError",
+    "UnsupportedProtocolVersion",
+    "UsageError",
+]
 
 
 class ProtocolError(ACPError):
@@ -51,3 +58,14 @@ class CapabilityNotSupported(UsageError):
 
 class ClientClosed(UsageError):
     """The client or connection was closed by its owner; it cannot be used or reopened."""
+
+
+class PromptNotResendable(UsageError):
+    """``Session.resend(entry)`` refused: the prompt ledger shows the prompt reached the conversation
+    (``inserted`` or ``finished``), is still in flight (``sent``: not classified yet), or was re-sent
+    already. Nothing was sent. ``prompt_id`` and ``state`` name the entry and what the ledger shows."""
+
+    def __init__(self, prompt_id: str, state: str, why: str) -> None:
+        self.prompt_id = prompt_id
+        self.state = state
+        super().__init__(f"prompt {prompt_id} is not re-sent: {why} (ledger state {state!r})")

@@ -549,3 +549,8 @@ class _Owner:
     def closed(self, session: Session) -> None:
         """See :meth:`SessionCalls.closed`."""
         self._client._calls.closed(session)
+
+    async def persist(self, session: Session) -> None:
+        """Store the session's record (its prompt ledger or desired config changed) while this client keeps
+        it; a store fault is reported and retried (``SessionStoreFailed``), never raised."""
+        await self._client._keeper.save_record(session)

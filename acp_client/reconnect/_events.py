@@ -24,7 +24,9 @@ __all__ = [
     "Event",
     "EventBus",
     "EventsDropped",
+    "PromptClassified",
     "RecoveryRoundFinished",
+    "SessionConfigNotRestored",
     "SessionDetached",
     "SessionForgotten",
     "SessionRecovered",
@@ -116,6 +118,9 @@ class SessionRecovered:
     event ids"``), on WebSocket with ``stream/resume`` when the agent advertised ``transport.resumable``
     (``"resumed with stream/resume: ..."``, ``"not resumed: the agent refused stream/resume: <its
     reason>"``); ``None`` when the transport did not try (stdio, a WebSocket agent without the capability).
+    After a ``"restored"`` recovery, ``config_reapplied`` names the desired settings (``"mode"``,
+    ``"option:<configId>"``) that were set again, and ``config_not_restored`` those that failed (each also
+    reported by :class:`SessionConfigNotRestored`); a setting the agent had restored itself is in neither.
     """
 
     session_id: str
@@ -128,6 +133,39 @@ class SessionRecovered:
     generation: int
     path: str = "ladder"
     stream_resumption: str | None = None
+    config_reapplied: tuple[str, ...] = ()
+    config_not_restored: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PromptClassified:
+    """A prompt the drop left in flight was classified after its session's recovery (one event per prompt,
+    right after that session's :class:`SessionRecovered`). Logged as ``acp.prompt_classified``.
+
+    ``state`` is the ledger's verdict (``"inserted"``, ``"finished"`` or ``"unknown"``; see
+    :class:`~acp_client.PromptState`), ``evidence`` what decided it (``"receipt"``, ``"echo"``, ``"replay"``,
+    ``"snapshot"``, ``"no_evidence"`` ...), ``message_id`` the user message it was inserted as, when known.
+    The entry itself is ``session.prompt_ledger.get(prompt_id)``; nothing is re-sent (``session.resend()``).
+    """
+
+    session_id: str
+    prompt_id: str
+    state: str
+    evidence: str | None
+    message_id: str | None
+    generation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionConfigNotRestored:
+    """After a *restored* recovery, setting the application's chosen mode or config options again failed.
+    ``failures`` pairs each setting (``"mode"``, ``"option:<configId>"``) with the agent's error. The next
+    ``prompt()``/``send_prompt()`` of the session raises :class:`~acp_client.exceptions.ConfigNotRestored`
+    once, before sending. Logged as ``acp.session_config_not_restored``."""
+
+    session_id: str
+    failures: tuple[tuple[str, str], ...]
+    generation: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +278,8 @@ Event = (
     | RecoveryRoundFinished
     | SessionTakenOver
     | SessionStoreReset
+    | PromptClassified
+    | SessionConfigNotRestored
     | EventsDropped
 )
 
@@ -254,6 +294,8 @@ _NAMES: dict[type, str] = {
     RecoveryRoundFinished: "recovery_round_finished",
     SessionTakenOver: "session_taken_over",
     SessionStoreReset: "session_store_reset",
+    PromptClassified: "prompt_classified",
+    SessionConfigNotRestored: "session_config_not_restored",
 }
 
 

@@ -1,6 +1,7 @@
 """Session handles that survive reconnects, their transcripts, and the stores that keep them."""
 
 from acp_client.sessions._lease import Lease, Renewal, SharedSessionStore
+from acp_client.sessions._ledger import PROMPT_LEDGER_SIZE, PromptEntry, PromptLedger, PromptState
 from acp_client.sessions._registry import SessionRegistry
 from acp_client.sessions._session import (
     ABANDONED_TURN_WAIT,
@@ -29,12 +30,16 @@ __all__ = [
     "ABANDONED_TURN_WAIT",
     "DEFAULT_UPDATES_BUFFER",
     "LINK_TRANSITIONS",
+    "PROMPT_LEDGER_SIZE",
     "Attachment",
     "Lease",
     "MemorySessionStore",
     "Message",
+    "PromptEntry",
+    "PromptLedger",
     "PromptReceipt",
     "PromptResult",
+    "PromptState",
     "RecoveryMarker",
     "RedisSessionStore",
     "Renewal",

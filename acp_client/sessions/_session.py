@@ -13,8 +13,10 @@ from acp_client._logging import get_logger
 from acp_client.exceptions import (
     ACPTimeoutError,
     CapabilityNotSupported,
+    ConfigNotRestored,
     ConnectionLost,
     NotConnected,
+    PromptNotResendable,
     RPCError,
     SessionLost,
     TurnFailed,
@@ -23,6 +25,14 @@ from acp_client.exceptions import (
 from acp_client.schema import parse_prompt_answer, parse_state_update
 from acp_client.schema._parse import _DEFERRED
 from acp_client.schema.content import PromptContent, prompt_blocks
+from acp_client.sessions._ledger import (
+    ClassifyEvidence,
+    PromptEntry,
+    PromptLedger,
+    PromptState,
+    content_digest,
+    new_prompt_id,
+)
 from acp_client.sessions._store import SessionRecord
 from acp_client.sessions._stream import (
     DEFAULT_UPDATES_BUFFER,
@@ -47,6 +57,7 @@ __all__ = [
     "SessionUpdate",
     "StreamItem",
     "UpdatesDropped",
+    "config_option_params",
     "text_blocks",
 ]
 
@@ -56,7 +67,9 @@ log = get_logger(__name__)
 #: so 100,000 idle sessions share one ``"idle"`` instead of keeping a string each
 _KNOWN_STATES = {state: state for state in ("idle", "running", "requires_action")}
 #: session updates that carry facts about the session rather than conversation
-_FACT_KEYS = frozenset({"available_commands_update", "config_option_update"})
+_FACT_KEYS = frozenset({"available_commands_update", "config_option_update", "current_mode_update"})
+#: How long a prompt waits, at most, for its ledger entry to reach the store before it is sent anyway (seconds)
+LEDGER_WRITE_WAIT = 5.0
 
 
 class SessionLink(enum.Enum):
@@ -109,6 +122,8 @@ class PromptReceipt:
 
     message_id: str | None
     raw: Any = field(default=None)
+    #: the prompt's entry in the session's prompt ledger
+    entry: PromptEntry | None = field(default=None, repr=False)
 
 
 #: How long :meth:`Session.prompt` waits, at most, for a turn whose prompt call was cancelled (Ctrl-C) to end
@@ -167,6 +182,11 @@ class SessionOwner(Protocol):
 
     def closed(self, session: Session) -> None:
         """The agent confirmed ``session/close`` or ``session/delete`` of ``session``."""
+        ...
+
+    async def persist(self, session: Session) -> None:
+        """Store ``session``'s record now, if this owner keeps a store (its prompt ledger or desired config
+        changed). Never raises for a store fault (the owner reports and retries it)."""
         ...
 
 
@@ -259,6 +279,41 @@ class SessionControl:
         """Put a recovery marker into every subscription of ``session``'s stream."""
         session._mark(marker)
 
+    def classify_prompts(self, session: Session, *, replayed: bool) -> list[PromptEntry]:
+        """``session`` was re-attached (``replayed``: a replay rebuilt its transcript): classify every prompt
+        the drop left in flight (see :meth:`PromptLedger.classify`); returns them."""
+        return session._classify_prompts(replayed)
+
+    def want_config(self, session: Session, key: str, value: str | bool) -> None:
+        """The application set ``key`` (``"mode"`` or ``"option:<configId>"``) to ``value`` on ``session``
+        (through the per-connection client): keep it as desired config."""
+        session._want(key, value)
+
+    def fresh_config(self, session: Session) -> frozenset[str]:
+        """What the agent said about ``session``'s config since its last resume/load began (``"config"``:
+        its config options, ``"mode"``: its current mode)."""
+        return session._fresh or frozenset()
+
+    def config_restoring(self, session: Session) -> None:
+        """The desired config of ``session`` is about to be set again (a restore): prompts wait for it."""
+        session._config_restoring()
+
+    def config_restored(self, session: Session, failures: dict[str, str]) -> None:
+        """Setting the desired config again ended; ``failures`` (setting -> error text) makes the next prompt
+        raise :class:`~acp_client.exceptions.ConfigNotRestored`."""
+        session._config_restored(failures)
+
+
+def config_option_params(session_id: str, config_id: str, value: str | bool, version: int) -> dict[str, Any]:
+    """The params of ``session/set_config_option``: a bool is a ``boolean`` option; v2 names a select's
+    value type (``id``)."""
+    params: dict[str, Any] = {"sessionId": session_id, "configId": config_id, "value": value}
+    if isinstance(value, bool):
+        params["type"] = "boolean"
+    elif version >= 2:
+        params["type"] = "id"
+    return params
+
 
 def text_blocks(content: PromptContent) -> list[dict[str, Any]]:
     """Prompt content as ACP content blocks (see :func:`acp_client.schema.content.prompt_blocks`): a string becomes
@@ -283,6 +338,14 @@ class Session:
     # prompts recorded while the session was not attached: they wait for the re-attachment, so no replay
     # before it can hold them; a replay's rebuilt transcript takes them over (Transcript._carry_prompts)
     _held_prompts: list[Message] | None = None
+    _mode: str | None = None
+    # what the agent said about the config since the last resume/load began ("config", "mode")
+    _fresh: frozenset[str] | None = None
+    _ledger: PromptLedger | None = None
+    # a restore is setting the desired config again: prompts wait for it (resolved when done)
+    _config_gate: asyncio.Future[None] | None = None
+    # the settings a restore could not set again: raised once by the next prompt
+    _config_error: ConfigNotRestored | None = None
 
     @property
     def available_commands(self) -> list[dict[str, Any]] | None:
@@ -308,6 +371,35 @@ class Session:
         config = answer.get("configOptions")
         if isinstance(config, list):
             self._config = [c for c in config if isinstance(c, dict)]
+            self._fresh = (self._fresh or frozenset()) | {"config"}
+        modes = answer.get("modes")
+        mode = modes.get("currentModeId") if isinstance(modes, dict) else answer.get("currentModeId")
+        if isinstance(mode, str):
+            self._mode = mode
+            self._fresh = (self._fresh or frozenset()) | {"mode"}
+
+    @property
+    def current_mode(self) -> str | None:
+        """The session's current mode id (v1 ``modes.currentModeId`` of an answer, or a
+        ``current_mode_update``), ``None`` until the agent says."""
+        return self._mode
+
+    @property
+    def desired_config(self) -> dict[str, Any]:
+        """The mode and config options the application set on this session (:meth:`set_mode`,
+        :meth:`set_config_option`, or the client's methods of the same names), as ``{"mode": id,
+        "options": {configId: value}}`` (a copy; empty when none was set). A reconnecting client keeps it in
+        the session record (and store) and sets it again after a *restored* recovery."""
+        desired = self.record.desired_config or {}
+        return {k: (dict(v) if isinstance(v, dict) else v) for k, v in desired.items()}
+
+    @property
+    def prompt_ledger(self) -> PromptLedger:
+        """This session's prompt ledger: a :class:`PromptEntry` per prompt (the last
+        :data:`~acp_client.sessions.PROMPT_LEDGER_SIZE`), oldest first. Read it; only the session writes it."""
+        if self._ledger is None:
+            self._ledger = PromptLedger()
+        return self._ledger
 
     def __init__(self, owner: SessionOwner, record: SessionRecord) -> None:
         # Everything an idle session does not use is made on first use (``None`` until then): a client may
@@ -339,6 +431,8 @@ class Session:
         self.usage: dict[str, Any] | None = None
         self._live_updates = 0
         self._replayed_updates = 0
+        if record.prompts and isinstance(record.prompts, list):  # a restart: the ledger the store kept
+            self.prompt_ledger.load(record.prompts)
 
     @property
     def transcript(self) -> Transcript:
@@ -421,19 +515,30 @@ class Session:
         ``timeout``), so the new prompt does not land in the old turn; then it is sent either way.
         """
         self._check_usable()
-        blocks = text_blocks(content)
+        return await self._prompt(text_blocks(content), timeout, None)
+
+    async def _prompt(self, blocks: list[dict[str, Any]], timeout: float | None, prompt_id: str | None) -> PromptResult:
         params = {"sessionId": self.id, "prompt": blocks}
         given = timeout
         timeout = await self._wait_sendable("session/prompt", timeout)
         timeout = await self._settle_abandoned_turn(timeout)
-        recorded = self._record_prompt(blocks)
+        timeout = await self._settle_config(timeout)
+        entry = await self._ledger_begin(blocks, prompt_id)
+        recorded = entry._message = self._record_prompt(blocks)
         try:
-            result = await self._prompt_turn(params, timeout, given, recorded)
+            result = await self._prompt_turn(params, timeout, given, recorded, entry)
         except BaseException as exc:
             self._retract_if_not_inserted(recorded, exc)
-            raise
+            raised = self._ledger_failed(entry, exc)  # in memory; the store has it with the next write
+            if raised is exc:
+                raise
+            raise raised from exc
         if result.message_id is None and recorded.message_id is not None:  # v1: the echo named it
-            return PromptResult(result.stop_reason, result.raw, recorded.message_id)
+            result = PromptResult(result.stop_reason, result.raw, recorded.message_id)
+        evidence = "answer" if self._owner.protocol_version < 2 else "turn_end"
+        self.prompt_ledger.move(entry, PromptState.FINISHED, evidence, message_id=result.message_id)
+        entry.stop_reason = result.stop_reason
+        await self._persist_ledger()
         return result
 
     async def send_prompt(self, content: PromptContent, *, timeout: float | None = None) -> PromptReceipt:
@@ -452,16 +557,23 @@ class Session:
         blocks = text_blocks(content)
         params = {"sessionId": self.id, "prompt": blocks}
         timeout = await self._wait_sendable("session/prompt", timeout)
-        recorded = self._record_prompt(blocks)
+        timeout = await self._settle_config(timeout)
+        entry = await self._ledger_begin(blocks, None)
+        recorded = entry._message = self._record_prompt(blocks)
         try:
             raw = await self._owner.session_request(self, "session/prompt", params, timeout=timeout)
         except BaseException as exc:
             self._retract_if_not_inserted(recorded, exc)
-            raise
+            raised = self._ledger_failed(entry, exc)  # in memory; the store has it with the next write
+            if raised is exc:
+                raise
+            raise raised from exc
         answer = parse_prompt_answer(raw)
         if answer.message_id is not None:
             self.transcript._receipt(recorded, answer.message_id)
-        return PromptReceipt(answer.message_id, raw)
+        self._ledger_answered(entry, answer.message_id)
+        await self._persist_ledger()
+        return PromptReceipt(answer.message_id, raw, entry)
 
     def _retract_if_not_inserted(self, recorded: Message, exc: BaseException) -> None:
         """Remove the prompt recorded as ``recorded`` when ``exc`` shows it never reached the conversation:
@@ -477,6 +589,214 @@ class Session:
         if self._link is not SessionLink.ATTACHED:
             self._held_prompts = [*(self._held_prompts or ()), recorded]
         return recorded
+
+    # ------------------------------------------------------------------ the prompt ledger
+
+    async def _ledger_begin(self, blocks: list[dict[str, Any]], prompt_id: str | None) -> PromptEntry:
+        """A ledger entry for a prompt about to go out, written to the store first (bounded wait)."""
+        ledger = self.prompt_ledger
+        entry = ledger.begin(blocks, prompt_id)
+        try:
+            await self._persist_ledger()
+        except BaseException:
+            ledger.settle_unsent(entry)  # cancelled before the send: it never left
+            raise
+        return entry
+
+    def _ledger_answered(self, entry: PromptEntry, message_id: str | None) -> None:
+        """The agent answered the v2 prompt: it is inserted (its receipt's ``messageId``, if it gave one)."""
+        self.prompt_ledger.move(
+            entry, PromptState.INSERTED, "receipt" if message_id is not None else "answer", message_id=message_id
+        )
+
+    def _ledger_failed(self, entry: PromptEntry, exc: BaseException) -> BaseException:
+        """Record what ``exc`` (raised by a prompt's call) shows about ``entry``; returns the error to raise
+        (a ``ConnectionLost`` is copied with the entry as its ``prompt_entry``)."""
+        ledger = self.prompt_ledger
+        self._ledger_echoed(entry)
+        never_sent = getattr(exc, "request_sent", None) is False or isinstance(exc, UsageError | NotConnected)
+        if never_sent and entry.state is PromptState.SENT:
+            ledger.settle_unsent(entry)
+        elif isinstance(exc, TurnFailed):
+            ledger.move(entry, PromptState.INSERTED, "answer")
+            ledger.move(entry, PromptState.FINISHED, "turn_end")
+            entry.stop_reason = "error"
+        elif isinstance(exc, RPCError):
+            # v2: an error answer means it was never inserted; v1: the turn's end and its insertion are one answer
+            refused = self._owner.protocol_version >= 2
+            ledger.move(entry, PromptState.REFUSED if refused else PromptState.UNKNOWN, "answer")
+        if isinstance(exc, ConnectionLost):
+            copy = exc.with_request_sent(exc.request_sent)
+            copy.prompt_entry = entry
+            return copy
+        return exc
+
+    def _ledger_echoed(self, entry: PromptEntry) -> None:
+        """The agent's live echo named the prompt's user message: it is inserted."""
+        recorded = entry._message
+        if entry.state is PromptState.SENT and recorded is not None and recorded.message_id is not None:
+            self.prompt_ledger.move(entry, PromptState.INSERTED, "echo", message_id=recorded.message_id)
+
+    def _ledger_interrupted(self, ledger: PromptLedger) -> None:
+        """The link dropped under the prompts in flight: what the echo showed is taken, and each is owed a
+        classification after the recovery."""
+        for entry in ledger.pending() + ledger.interrupted():
+            self._ledger_echoed(entry)
+
+    async def _persist_ledger(self) -> None:
+        """Copy the ledger into the record and have the owner store it, waiting at most
+        :data:`LEDGER_WRITE_WAIT` (a slow store never holds a prompt longer: the write is then given up here
+        and owed, written with the record's next write)."""
+        if self._ledger is not None:
+            self.record.prompts = self._ledger.snapshot()
+        # awaited in place, no task: a store that answers at once (memory) costs no loop turn, so a prompt
+        # still goes out in call order with the calls made after it
+        try:
+            async with asyncio.timeout(LEDGER_WRITE_WAIT):
+                await self._owner.persist(self)
+        except TimeoutError:
+            log.warning("prompt_ledger_write_slow", session_id=self.id, waited=LEDGER_WRITE_WAIT)
+
+    def _classify_prompts(self, replayed: bool) -> list[PromptEntry]:
+        ledger = self._ledger
+        if ledger is None or not ledger.pending():
+            return []
+        users: tuple[tuple[str | None, str], ...] = ()
+        if replayed and self._transcript is not None:
+            own = {id(e._message) for e in ledger if e._message is not None}
+            users = tuple(
+                (m.message_id, content_digest(m.content))
+                for m in self._transcript.messages
+                if m.role == "user" and id(m) not in own
+            )
+        state = self._state if self._owner.protocol_version >= 2 else None
+        done = ledger.classify(ClassifyEvidence(replayed, users, state))
+        self.record.prompts = ledger.snapshot()
+        return done
+
+    async def resend(
+        self, entry: PromptEntry | str, content: PromptContent | None = None, *, timeout: float | None = None
+    ) -> PromptResult:
+        """Send a prompt of the ledger again, on the application's request (the SDK never re-sends), and wait
+        for its turn like :meth:`prompt`. ``entry`` is a :class:`PromptEntry` of this session (or its
+        ``prompt_id``); ``content`` is needed only for an entry read back from a store (which keeps a digest,
+        not the content), and must match it.
+
+        Refused with :class:`~acp_client.exceptions.PromptNotResendable` (nothing sent) when the ledger shows
+        the prompt ``inserted`` or ``finished`` (it is in the conversation: sending it again would run it
+        twice), ``sent`` (still in flight, not classified yet: ``await entry.wait_classified(...)``), or
+        re-sent already. Allowed for ``not_sent``, ``refused`` and ``unknown``. The old prompt's user message
+        is taken out of :attr:`transcript` first, so the conversation shows the prompt once. The new prompt
+        gets an entry of its own; the old one's ``resent_as`` names it."""
+        self._check_usable()
+        found = self.prompt_ledger.get(entry if isinstance(entry, str) else entry.prompt_id)
+        if found is None or (isinstance(entry, PromptEntry) and found is not entry):
+            raise UsageError("resend() takes an entry of this session's prompt ledger (or its prompt_id)")
+        blocks = self._resend_blocks(found, content)
+        new_id = new_prompt_id()
+        found.resent_as = new_id  # at once: a second resend() of the same entry is refused from here on
+        if found._message is not None:
+            self.transcript._retract_prompt(found._message)
+        try:
+            return await self._prompt(blocks, timeout, new_id)
+        finally:
+            if self.prompt_ledger.get(new_id) is None:
+                found.resent_as = None  # never got as far as an entry: it may be re-sent again
+
+    def _resend_blocks(self, found: PromptEntry, content: PromptContent | None) -> list[dict[str, Any]]:
+        state = found.state
+        if found.resent_as is not None:
+            raise PromptNotResendable(found.prompt_id, state.value, f"it was re-sent already as {found.resent_as}")
+        if state in (PromptState.INSERTED, PromptState.FINISHED):
+            raise PromptNotResendable(found.prompt_id, state.value, "the agent inserted it into the conversation")
+        if state is PromptState.SENT:
+            why = "it may still reach the agent (not classified yet: await entry.wait_classified(timeout))"
+            raise PromptNotResendable(found.prompt_id, state.value, why)
+        if content is None:
+            if found.content is None:
+                raise UsageError(
+                    f"prompt {found.prompt_id} was read back from a store, which keeps no prompt content: "
+                    "pass it as content="
+                )
+            return found.content
+        blocks = text_blocks(content)
+        if content_digest(blocks) != found.digest:
+            raise UsageError(f"content= is not the prompt {found.prompt_id} records (its digest differs)")
+        return blocks
+
+    # ------------------------------------------------------------------ desired config
+
+    async def set_config_option(
+        self, config_id: str, value: str | bool, *, timeout: float | None = 30.0
+    ) -> list[dict[str, Any]] | None:
+        """``session/set_config_option`` (model, effort ...: the ids of :attr:`config_options`); returns the
+        agent's config options after the change. The choice is kept as :attr:`desired_config` (in the
+        store too) and set again after a restore (see ``docs/topics/prompt-ledger.md``)."""
+        self._check_usable()
+        if not isinstance(config_id, str) or not config_id:
+            raise UsageError(f"config_id must be a non-empty string, not {config_id!r}")
+        if not isinstance(value, str | bool):
+            raise UsageError(f"value must be a string or a bool, not {type(value).__name__}")
+        params = config_option_params(self.id, config_id, value, self._owner.protocol_version)
+        timeout = await self._wait_sendable("session/set_config_option", timeout)
+        result = await self._owner.session_request(self, "session/set_config_option", params, timeout=timeout)
+        self._learn(result)
+        self._want(f"option:{config_id}", value)
+        await self._persist_ledger()
+        return self._config
+
+    async def set_mode(self, mode_id: str, *, timeout: float | None = 30.0) -> None:
+        """v1 ``session/set_mode`` (v2 has config options instead: ``CapabilityNotSupported``, nothing sent).
+        Kept as :attr:`desired_config` and set again after a restore, like :meth:`set_config_option`."""
+        self._check_usable()
+        if not isinstance(mode_id, str) or not mode_id:
+            raise UsageError(f"mode_id must be a non-empty string, not {mode_id!r}")
+        if self._owner.protocol_version >= 2:
+            raise CapabilityNotSupported("session/set_mode", None, 2, hint="use set_config_option()")
+        params = {"sessionId": self.id, "modeId": mode_id}
+        timeout = await self._wait_sendable("session/set_mode", timeout)
+        await self._owner.session_request(self, "session/set_mode", params, timeout=timeout)
+        self._mode = mode_id
+        self._want("mode", mode_id)
+        await self._persist_ledger()
+
+    def _want(self, key: str, value: str | bool) -> None:
+        """Keep ``key`` (``"mode"`` or ``"option:<configId>"``) = ``value`` as desired config (a new dict:
+        a store may hold the old one)."""
+        desired = dict(self.record.desired_config or {})
+        if key == "mode":
+            desired["mode"] = value
+        else:
+            desired["options"] = {**desired.get("options", {}), key.removeprefix("option:"): value}
+        self.record.desired_config = desired
+
+    def _config_restoring(self) -> None:
+        if self._config_gate is None or self._config_gate.done():
+            self._config_gate = asyncio.get_running_loop().create_future()
+
+    def _config_restored(self, failures: dict[str, str]) -> None:
+        gate, self._config_gate = self._config_gate, None
+        if gate is not None and not gate.done():
+            gate.set_result(None)
+        if failures:
+            self._config_error = ConfigNotRestored(self.id, failures)
+
+    async def _settle_config(self, timeout: float | None) -> float | None:
+        """Before a prompt: wait (within ``timeout``) while a restore sets the desired config again; raise
+        its :class:`ConfigNotRestored` once if it failed. Returns what is left of ``timeout``."""
+        gate = self._config_gate
+        if gate is not None:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            try:
+                await asyncio.wait_for(asyncio.shield(gate), timeout)
+            except TimeoutError:
+                raise ACPTimeoutError(f"session {self.id}: its config was still being restored") from None
+            timeout = None if timeout is None else max(0.0, timeout - (loop.time() - started))
+        error, self._config_error = self._config_error, None
+        if error is not None:
+            raise error
+        return timeout
 
     async def _settle_abandoned_turn(self, timeout: float | None) -> float | None:
         """Wait (bounded) for a turn whose ``prompt()`` was cancelled to end; return what is left of
@@ -521,7 +841,12 @@ class Session:
             ) from None
 
     async def _prompt_turn(
-        self, params: dict[str, Any], timeout: float | None, given: float | None, recorded: Message
+        self,
+        params: dict[str, Any],
+        timeout: float | None,
+        given: float | None,
+        recorded: Message,
+        entry: PromptEntry,
     ) -> PromptResult:
         if self._owner.protocol_version < 2:
             result = await self._owner.session_request(self, "session/prompt", params, timeout=timeout)
@@ -545,6 +870,8 @@ class Session:
                     answer = parse_prompt_answer(result)
                     if answer.message_id is not None:
                         self.transcript._receipt(recorded, answer.message_id)
+                    self._ledger_answered(entry, answer.message_id)
+                    await self._persist_ledger()  # inserted: a crash from here on must not read as "sent"
                     if self._unarmed:
                         self._unarmed.discard(waiter)  # answered: the next idle is this turn's
                     stop = await waiter
@@ -643,6 +970,8 @@ class Session:
         """A resume/load is about to be sent: what arrives until :meth:`_end_replay` is history."""
         self._replaying += 1
         self._snapshot_seen = False
+        if self._fresh is not None:
+            self._fresh = None  # what the agent says about the config from here on is fresh
         if rebuild:
             self._rebuilding = True
             self._shadow = None
@@ -720,6 +1049,8 @@ class Session:
             self._abandoned = False
         if self._held_prompts is not None:
             self._held_prompts = None  # sent and answered: a later replay holds them
+        if self._ledger is not None:
+            self._ledger.turn_ended(stop_reason, "turn_end")
         self.transcript._end_turn()
         if self._turn_waiters:
             unarmed = self._unarmed or ()
@@ -788,6 +1119,8 @@ class Session:
                     self._interrupted or self._state in ("running", "requires_action") or bool(self._turn_waiters)
                 )
                 self._state = None  # unknown until the agent reports again
+            if self._ledger is not None:
+                self._ledger_interrupted(self._ledger)
             if self._turn_waiters:  # the copy (and its text) only for turns that wait: not per session
                 self._fail_waiters(loss.with_request_sent(True))
         elif new in _FINAL:

@@ -36,6 +36,11 @@ class SessionRecord:
     ``closed`` marks a tombstone: the application closed or deleted the session, and the close may not have
     reached the agent yet. A closed record is never resumed, loaded or probed again, by this process or one
     that loads the store later; it is removed once the close is confirmed (or when a later start finds it).
+    ``prompts`` is the session's prompt ledger as the store keeps it (``PromptEntry.to_dict()`` of the last
+    ``PROMPT_LEDGER_SIZE`` prompts: ids, content digests, states; never the content). ``desired_config`` is
+    the mode and config options the application set (``{"mode": id, "options": {configId: value}}``), set
+    again after a restore; ``None`` when it set none. Both are left out of the JSON while empty, so records
+    of sessions that use neither are written exactly as before.
     """
 
     session_id: str
@@ -48,11 +53,17 @@ class SessionRecord:
     created_at: float = field(default_factory=time.time)
     meta: dict[str, Any] = field(default_factory=dict)
     closed: bool = False
+    prompts: list[dict[str, Any]] = field(default_factory=list)
+    desired_config: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         """The record as JSON text."""
         # a shallow field map: asdict() deep-copies every list and dict first, for nothing
         fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        if not self.prompts:
+            del fields["prompts"]
+        if self.desired_config is None:
+            del fields["desired_config"]
         return json.dumps(fields, separators=(",", ":"), sort_keys=True)
 
     def without_mcp_secrets(self) -> SessionRecord:
@@ -104,7 +115,17 @@ class SessionStore(Protocol):
 #: a record as :class:`MemorySessionStore` keeps it: immutable fields shared with the saved record, and the
 #: mutable ones (MCP servers, meta) as JSON text, or ``None`` when empty (the common case)
 _Packed = tuple[
-    str, str, "str | None", "tuple[str, ...] | None", int, "str | None", "str | None", float, "str | None", bool
+    str,
+    str,
+    "str | None",
+    "tuple[str, ...] | None",
+    int,
+    "str | None",
+    "str | None",
+    float,
+    "str | None",
+    bool,
+    "str | None",
 ]
 
 
@@ -121,11 +142,20 @@ def _pack(record: SessionRecord) -> _Packed:
         record.created_at,
         json.dumps(record.meta, separators=(",", ":")) if record.meta else None,
         record.closed,
+        _pack_extra(record),
     )
 
 
+def _pack_extra(record: SessionRecord) -> str | None:
+    """The ledger and the desired config as one JSON text, ``None`` when both are empty (the common case)."""
+    if not record.prompts and record.desired_config is None:
+        return None
+    return json.dumps({"p": record.prompts, "d": record.desired_config}, separators=(",", ":"))
+
+
 def _unpack(packed: _Packed) -> SessionRecord:
-    session_id, cwd, servers, dirs, version, last_state, title, created_at, meta, closed = packed
+    session_id, cwd, servers, dirs, version, last_state, title, created_at, meta, closed, extra = packed
+    more = json.loads(extra) if extra is not None else {"p": [], "d": None}
     return SessionRecord(
         session_id=session_id,
         cwd=cwd,
@@ -137,6 +167,8 @@ def _unpack(packed: _Packed) -> SessionRecord:
         created_at=created_at,
         meta=json.loads(meta) if meta is not None else {},
         closed=closed,
+        prompts=more["p"],
+        desired_config=more["d"],
     )
 
 

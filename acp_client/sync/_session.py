@@ -6,7 +6,15 @@ import collections
 from collections.abc import Generator
 from typing import Any
 
-from acp_client.sessions import DEFAULT_UPDATES_BUFFER, Session, SessionLink, SessionRecord, StreamItem, Transcript
+from acp_client.sessions import (
+    DEFAULT_UPDATES_BUFFER,
+    PromptLedger,
+    Session,
+    SessionLink,
+    SessionRecord,
+    StreamItem,
+    Transcript,
+)
 from acp_client.sync._runner import _LoopThread, _subscribe
 from acp_client.sync._wrap import _Blocking, _OnLoop, _Prompt, _Twin
 
@@ -83,7 +91,25 @@ class SyncSession(_Twin):
         """What is persisted to re-attach the session (its ``meta`` included)."""
         return self.session.record
 
+    @property
+    def current_mode(self) -> str | None:
+        """The session's current mode id (v1), ``None`` until the agent says."""
+        return self.session.current_mode
+
+    @property
+    def desired_config(self) -> dict[str, Any]:
+        """The mode and config options the application set (set again after a restore)."""
+        return self.session.desired_config
+
+    @property
+    def prompt_ledger(self) -> PromptLedger:
+        """The session's prompt ledger (written by the client's loop thread; read its entries' ``state``)."""
+        return self.session.prompt_ledger
+
     prompt = _Prompt(Session.prompt, needs_connection=False)
+    resend = _Prompt(Session.resend, needs_connection=False)
+    set_config_option = _Blocking(Session.set_config_option, needs_connection=False)
+    set_mode = _Blocking(Session.set_mode, needs_connection=False)
     send_prompt = _Blocking(Session.send_prompt, needs_connection=False)
     cancel = _Blocking(Session.cancel, needs_connection=False)
     cancel_tool_call = _Blocking(Session.cancel_tool_call, needs_connection=False)

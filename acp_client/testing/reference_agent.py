@@ -508,15 +508,24 @@ class ReferenceAgent:
     # ------------------------------------------------------------------ faults on sessions (others: agent.faults)
 
     async def restart(
-        self, keep_sessions: bool = True, *, code: int = 1012, abort: bool = False, timeout: float = 5.0
+        self,
+        keep_sessions: bool = True,
+        *,
+        code: int = 1012,
+        abort: bool = False,
+        timeout: float = 5.0,
+        keep_config: bool = True,
     ) -> None:
         """Emulate an agent restart: all work stops, every connection drops (close ``code``, or reset), and
         every session becomes *inactive* (known, not in memory) — or unknown with ``keep_sessions=False``.
-        Transcripts survive, so replay after resume/load still works."""
+        Transcripts survive, so replay after resume/load still works. ``keep_config=False``: each session
+        comes back in the default mode and config (an agent whose store keeps the conversation only)."""
         await self._tasks.cancel_all()
         for session in self.sessions.values():
             session.turn = None
             session.unload()
+            if not keep_config:
+                session.reset_config()
         if not keep_sessions:
             self.sessions.clear()
         await self.faults.drop_all_connections(code, "agent restart", abort=abort, timeout=timeout)

@@ -58,6 +58,8 @@ MADE_BY_THE_SDK = {
     "PendingWrite": "a write shown to Workspace's before_write",
     "PromptResult": "what prompt() returns",
     "PromptReceipt": "what send_prompt() returns",
+    "PromptEntry": "made by the session's prompt ledger (or read back from a store)",
+    "PromptLedger": "made by the session (Session.prompt_ledger)",
     "RecoveryMarker": "an item of a session's update stream",
     "SessionUpdate": "an item of a session's update stream",
     "UpdatesDropped": "an item of a session's update stream",

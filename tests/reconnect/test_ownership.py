@@ -237,8 +237,10 @@ async def test_agent_says_attached_elsewhere(workers: Workers, agent: ReferenceA
     finally:
         await raw.aclose()
     await b.adopt(theirs.id)
+    # (not a prompt: a prompt writes its ledger entry first, and the fenced write would find the lease gone
+    # before the agent could say so: reason "write_rejected". set_config_option writes only after its answer)
     with pytest.raises(LeaseLost) as caught:
-        await theirs.prompt("echo: am I still the owner?", timeout=bound(5))
+        await theirs.set_config_option("model", "smart", timeout=bound(5))
     assert caught.value.reason == "attached_elsewhere"
     await a_events.wait(lambda: bool(a_events.of(SessionTakenOver)))
     assert [(e.session_id, e.reason) for e in a_events.of(SessionTakenOver)] == [(theirs.id, "attached_elsewhere")]

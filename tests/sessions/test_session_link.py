@@ -57,6 +57,9 @@ class Owner:
     def closed(self, session: Session) -> None:
         CONTROL.move_link(session, L.CLOSED)
 
+    async def persist(self, session: Session) -> None:
+        return None
+
 
 def make(link: SessionLink = L.DETACHED) -> Session:
     session = Session(Owner(), SessionRecord("s1", "/w"))

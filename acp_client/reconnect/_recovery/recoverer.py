@@ -33,6 +33,7 @@ from acp_client.exceptions import (
 )
 from acp_client.reconnect._backoff import Backoff, Clock
 from acp_client.reconnect._events import RecoveryRoundFinished
+from acp_client.reconnect._recovery.config import ConfigRestore, reapply_config
 from acp_client.reconnect._recovery.jobs import Job, Round, Slot
 from acp_client.reconnect._recovery.limits import AdaptiveLimit, FixedLimit
 from acp_client.reconnect._recovery.listing import listing_lacks
@@ -296,6 +297,7 @@ class SessionRecoverer:
         finally:
             if self._jobs.get(session.id) is job:
                 del self._jobs[session.id]
+            self._sessions.config_restored(session, {})  # never leave its prompts waiting for a config gate
             job.settle("failed")
 
     async def _pause(self, job: Job, attempt: int) -> None:
@@ -375,6 +377,8 @@ class SessionRecoverer:
         # walks the transcript's text; a v1 resume answered -32601 falls back to a load, which replays)
         may_replay = action.replay or action.mode == "load" or (caps.protocol_version < 2 and caps.load)
         local = _message_counts(session) if may_replay and had_history else None
+        if action.outcome == "restored" and session.desired_config:
+            self._sessions.config_restoring(session)  # its prompts wait until the desired config is set again
         try:
             mode, replayed = await slot.carry(
                 lambda: self._reattach(client, session, action, caps, slot, window), client.connection
@@ -398,6 +402,7 @@ class SessionRecoverer:
             await self._host.forget_handle(session, "not_listed", via, generation)
             return "forgotten"
         shorter = replayed and local is not None and _replay_shorter(session, local)
+        restore = await self._restore_config(client, session, action)
         outcome = Reattached(
             action.outcome,
             mode,
@@ -407,10 +412,24 @@ class SessionRecoverer:
             generation,
             stream_resumption=self._cut_resumption,
             attachment=window.attachment,  # applying the outcome moves the link and writes the record
+            config_reapplied=tuple(restore.reapplied),
+            config_failed=tuple(restore.failed.items()),
         )
         self._host.report(session, outcome)
         await self._host.save_record(session)
         return str(action.outcome)
+
+    async def _restore_config(self, client: ACPClient, session: Session, action: Reattach) -> ConfigRestore:
+        """After a restore, set the application's desired config again (``reapply_config``); the session's
+        prompts waited for it, and the next one raises ``ConfigNotRestored`` if some of it failed."""
+        if action.outcome != "restored" or not session.desired_config:
+            return ConfigRestore()
+        restore = ConfigRestore()
+        try:
+            restore = await reapply_config(client, session, self.timeouts.probe)
+        finally:
+            self._sessions.config_restored(session, restore.failed)
+        return restore
 
     def _read(self, exc: RPCError) -> SessionErrorKind:
         """What an error answer about one session says: ``-32002`` and ``unknown_session_codes`` are

@@ -16,6 +16,8 @@ from typing import Literal
 from acp_client.exceptions import ConnectionLost, SessionLost
 from acp_client.reconnect._events import (
     Event,
+    PromptClassified,
+    SessionConfigNotRestored,
     SessionDetached,
     SessionForgotten,
     SessionRecovered,
@@ -53,6 +55,9 @@ class Reattached:
     path: Literal["ladder", "stream_resumed"] = "ladder"
     stream_resumption: str | None = None
     attachment: Attachment | None = None
+    #: the desired settings set again after a restore, and those that failed (with the agent's error)
+    config_reapplied: tuple[str, ...] = ()
+    config_failed: tuple[tuple[str, str], ...] = ()
 
     @property
     def link(self) -> SessionLink | None:
@@ -78,7 +83,21 @@ class Reattached:
             self.generation,
             path=self.path,
             stream_resumption=self.stream_resumption,
+            config_reapplied=self.config_reapplied,
+            config_not_restored=tuple(key for key, _ in self.config_failed),
         )
+
+    def more_events(self, session: Session, control: SessionControl) -> list[Event]:
+        """The events that follow :class:`SessionRecovered`: one :class:`PromptClassified` per prompt the
+        drop left in flight (classified now, from what this re-attach showed), and
+        :class:`SessionConfigNotRestored` when setting the desired config again failed."""
+        events: list[Event] = [
+            PromptClassified(session.id, e.prompt_id, e.state.value, e.evidence, e.message_id, self.generation)
+            for e in control.classify_prompts(session, replayed=self.replayed)
+        ]
+        if self.config_failed:
+            events.append(SessionConfigNotRestored(session.id, self.config_failed, self.generation))
+        return events
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +228,14 @@ class SessionLinks:
         event = outcome.event(session)
         if event is not None:
             self._emit(event)
+        if isinstance(outcome, Reattached):
+            for more in outcome.more_events(session, self._control):
+                self._emit(more)
+        elif isinstance(outcome, Forgotten):  # nothing will show what became of its prompts in flight
+            for e in self._control.classify_prompts(session, replayed=False):
+                self._emit(
+                    PromptClassified(session.id, e.prompt_id, e.state.value, e.evidence, None, outcome.generation)
+                )
         self._changed()
         return marker, event
 

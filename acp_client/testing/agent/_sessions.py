@@ -145,6 +145,11 @@ class AgentSessionRecord:
         self.connection = None
         self.state = "idle"
 
+    def reset_config(self) -> None:
+        """Back to the default mode and config options (a restart that kept only the conversation)."""
+        self.mode_id = "default"
+        self.config = {"model": "fast"}
+
     def wait_attached(self) -> asyncio.Future[None]:
         """A future resolved the next time a connection attaches the session (new/load/resume)."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
