@@ -40,8 +40,8 @@ __all__ = [
 
 log = get_logger("acp_client.sessions")
 
-#: How many prompt entries a session keeps (the oldest go first); the store keeps the same ones.
 PROMPT_LEDGER_SIZE = 32
+"""How many prompt entries a session keeps (the oldest go first); the store keeps the same ones."""
 #: The longest ``messageId`` the ledger takes from an agent (characters); a longer one is discarded, counted.
 MAX_MESSAGE_ID = 256
 
