@@ -32,6 +32,7 @@ __all__ = [
     "SessionStoreFailed",
     "SessionStoreReset",
     "SessionTakenOver",
+    "SessionsAdopted",
     "StateChanged",
 ]
 
@@ -211,6 +212,16 @@ class SessionTakenOver:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionsAdopted:
+    """This worker claimed ``session_ids`` from the shared store (their worker died or released them) and
+    starts recovering them; each then reports :class:`SessionRecovered` (or fails) as usual. One event per
+    claimed chunk (``Limits.adopt_per_second`` paces them). Logged as ``acp.sessions_adopted``."""
+
+    session_ids: tuple[str, ...]
+    generation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class SessionStoreReset:
     """The shared store lost its data (a restart without persistence): ``reclaimed`` sessions this worker
     served were written back, ``taken`` ones are owned elsewhere now. Logged as ``acp.session_store_reset``."""
@@ -237,6 +248,7 @@ Event = (
     | SessionStoreFailed
     | RecoveryRoundFinished
     | SessionTakenOver
+    | SessionsAdopted
     | SessionStoreReset
     | EventsDropped
 )
@@ -251,6 +263,7 @@ _NAMES: dict[type, str] = {
     SessionStoreFailed: "session_store_failed",
     RecoveryRoundFinished: "recovery_round_finished",
     SessionTakenOver: "session_taken_over",
+    SessionsAdopted: "sessions_adopted",
     SessionStoreReset: "session_store_reset",
 }
 

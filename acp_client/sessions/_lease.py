@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -79,9 +79,11 @@ class SharedSessionStore(SessionStore, Protocol):
         """Sessions in the store that no worker holds a lease on."""
         ...
 
-    async def load_owned(self, *, want: Callable[[str], bool] | None = None) -> list[SessionRecord]:
+    async def load_owned(
+        self, *, want: Callable[[str], bool] | None = None, ids: Sequence[str] | None = None
+    ) -> list[SessionRecord]:
         """Claim every unheld session ``want`` accepts (all when ``None``) and return the records this
-        worker holds afterwards."""
+        worker holds afterwards; with ``ids``, only those sessions (claimed if free), without a scan."""
         ...
 
     async def renew_all(self) -> Renewal:

@@ -174,14 +174,23 @@ class RedisSessionStore:
         result: list[str] = await self._link.retrying("claimable", run)
         return result
 
-    async def load_owned(self, *, want: Callable[[str], bool] | None = None) -> list[SessionRecord]:
+    async def load_owned(
+        self, *, want: Callable[[str], bool] | None = None, ids: Sequence[str] | None = None
+    ) -> list[SessionRecord]:
         """Claim the stored sessions ``want`` accepts (all when ``None``; those already held always) and
-        return the records this worker holds afterwards, in one scan plus one pipeline per ``batch_size``."""
+        return the records this worker holds afterwards, in one scan plus one pipeline per ``batch_size``.
+
+        With ``ids`` only those sessions are claimed and returned (no scan: what an adoption round that
+        found them free sends)."""
         book = self._book
+        chosen = list(dict.fromkeys(ids)) if ids is not None else None
 
         async def run(client: Any) -> list[SessionRecord]:
-            ids = await self._link.ids(client)
-            todo = [sid for sid in ids if book.get(sid) is not None or want is None or want(sid)]
+            if chosen is not None:
+                todo = [sid for sid in chosen if want is None or want(sid)]
+            else:
+                stored = await self._link.ids(client)
+                todo = [sid for sid in stored if book.get(sid) is not None or want is None or want(sid)]
             sent_at = time.monotonic()
             answers = await book.claim_many(client, todo)
             records: list[SessionRecord] = []
@@ -189,12 +198,18 @@ class RedisSessionStore:
                 lease, text = book.take(sid, answer, sent_at)
                 if lease is None:
                     continue
+                if chosen is not None and not text:
+                    empty.append(sid)  # deleted since it was seen free: nothing to serve
+                    continue
                 record = self._record(sid, text)
                 if record is not None:
                     records.append(record)
             return records
 
+        empty: list[str] = []
         records: list[SessionRecord] = await self._link.retrying("load_owned", run)
+        for sid in empty:
+            await self.release(sid)
         log.debug("acp.store_loaded_owned", sessions=len(records), owner=self.owner_id)
         return records
 
@@ -444,6 +459,7 @@ class RedisSessionStore:
         unreachable server (the leases then simply expire)."""
         if self._link.closed:
             return
+        await self._book.wait_claims()
         flusher = self._flusher
         if flusher is not None and not flusher.done():
             await asyncio.wait({flusher})  # saves already made are sent first
