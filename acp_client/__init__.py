@@ -109,6 +109,7 @@ from acp_client.sessions import (
     SessionStore,
     SessionUpdate,
     SQLiteSessionStore,
+    StoredSession,
     UpdatesDropped,
 )
 from acp_client.transports import TransportOptions
@@ -192,6 +193,7 @@ __all__ = [
     "StoreError",
     "StoreLocked",
     "StoreUnavailable",
+    "StoredSession",
     "TLSError",
     "Timeouts",
     "ToolCall",

@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 
 from acp_client.sessions._store import SessionRecord, SessionStore
 
-__all__ = ["Lease", "Renewal", "SharedSessionStore"]
+__all__ = ["Lease", "Renewal", "SharedSessionStore", "StoredSession"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +45,25 @@ class Renewal:
     renewed: frozenset[str]
     lost: frozenset[str]
     store_reset: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    """One session as a shared store holds it, for an operator's view
+    (:meth:`~acp_client.sessions.RedisSessionStore.describe`).
+
+    ``owner`` is the worker holding its lease (``None``: free, any worker may adopt it), ``token`` that
+    lease's fencing token, ``expires_in`` the seconds the lease has left on the server's clock (``None``
+    without a lease); ``fence`` is the session's fencing counter (the last token handed out); ``record`` the
+    stored record (``None`` if it is missing or could not be read).
+    """
+
+    session_id: str
+    owner: str | None
+    token: int | None
+    expires_in: float | None
+    fence: int
+    record: SessionRecord | None
 
 
 @runtime_checkable

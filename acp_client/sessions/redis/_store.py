@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from acp_client._checks import check_bool, check_count, check_instance, check_seconds
 from acp_client._logging import get_logger
 from acp_client.exceptions import LeaseLost, StoreUnavailable, UsageError
-from acp_client.sessions._lease import Lease, Renewal
+from acp_client.sessions._lease import Lease, Renewal, StoredSession
 from acp_client.sessions._store import SessionRecord
 from acp_client.sessions.redis._keys import bucket_of
 from acp_client.sessions.redis._leases import LeaseBook, holder_of, lease_value
@@ -263,6 +263,38 @@ class RedisSessionStore:
 
         result: list[SessionRecord] = await link.retrying("load_all", run)
         return result
+
+    async def describe(self) -> list[StoredSession]:
+        """Every stored session with its lease: owner, token, time left, fencing counter and record, sorted
+        by owner (free ones last), then id. Read-only: it claims, renews and writes nothing (not even the
+        epochs), so an operator may run it against a store in use (``acp-client sessions --redis URL``).
+        One scan, then one pipeline per ``batch_size / 4`` sessions."""
+        link = self._link
+        names = link.keys
+
+        async def run(client: Any) -> list[StoredSession]:
+            ids = await link.ids(client)
+            commands: list[tuple[str, Sequence[Any]]] = []
+            for sid in ids:
+                lease = names.key("lease", sid)
+                commands += [("GET", (lease,)), ("PTTL", (lease,)), ("HGET", (names.key("rec", sid), "record"))]
+                commands.append(("GET", (names.key("fence", sid),)))
+            values = await link.commands(client, commands)
+            found: list[StoredSession] = []
+            for i, sid in enumerate(ids):
+                value, left, text, fence = values[4 * i : 4 * i + 4]
+                token = int(str(value).split("|", 1)[0]) if value and str(value).split("|", 1)[0].isdigit() else None
+                found.append(
+                    StoredSession(
+                        sid, holder_of(value), token, int(left) / 1000 if value and int(left) >= 0 else None,
+                        int(fence or 0), self._record(sid, text),
+                    )
+                )  # fmt: skip
+            return found
+
+        found: list[StoredSession] = await link.retrying("describe", run, epochs=False)
+        found.sort(key=lambda s: (s.owner is None, s.owner or "", s.session_id))
+        return found
 
     def _record(self, session_id: str, text: Any) -> SessionRecord | None:
         """The record stored as ``text`` under ``session_id``; ``None`` if there is none, or (counted in
