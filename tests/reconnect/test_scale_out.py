@@ -1,6 +1,7 @@
 """Several workers at scale on a shared store (Valkey 8, and the session's Redis Cluster where noted): a lease
-renewal never waits for a recovery or a probe that hangs, and a hand-over storm is paced (the claim cap,
-jittered adoption rounds). Real reference agent, real servers."""
+renewal never waits for a recovery or a probe that hangs, a hand-over storm is paced (the claim cap,
+jittered adoption rounds), and a cluster primary killed during a recovery round loses nothing (no session
+lost, forgotten or owned twice; the fencing token of each checked). Real reference agent, real servers."""
 
 from __future__ import annotations
 
@@ -13,8 +14,16 @@ import pytest
 
 from acp_client import Limits, RecoveryPolicy, Timeouts
 from acp_client.exceptions import UsageError
-from acp_client.reconnect import SessionsAdopted, SessionStoreReset, SessionTakenOver
+from acp_client.reconnect import (
+    SessionForgotten,
+    SessionRecovered,
+    SessionsAdopted,
+    SessionStoreReset,
+    SessionTakenOver,
+)
+from acp_client.sessions import RedisSessionStore
 from acp_client.testing import ReferenceAgent
+from acp_client.testing.redis_cluster import RedisClusterServer
 from tests.conftest import CLUSTER, RedisServers, bound, raw_redis
 from tests.reconnect.test_ownership import TTL, Workers
 
@@ -136,5 +145,61 @@ async def test_adoption_rounds_start_out_of_step(redis_servers: RedisServers, ag
         both = taken(b_events) + taken(c_events)
         assert sorted(both) == sorted(ids)  # each adopted once, by one of them
         assert set(taken(b_events)) == set(b.sessions) and set(taken(c_events)) == set(c.sessions)
+    finally:
+        await workers.close()
+
+
+# --------------------------------------------------------------------------- a primary killed mid-round
+
+
+@pytest.fixture
+async def replicated() -> AsyncIterator[RedisClusterServer]:
+    """A private cluster this test may break: 3 primaries with one replica each, failover after 1 s."""
+    async with RedisClusterServer(primaries=3, replicas=1, node_timeout=1000, start_timeout=bound(30)) as made:
+        yield made
+
+
+@pytest.mark.timeout(180)
+async def test_a_primary_killed_during_a_recovery_round_loses_nothing(
+    replicated: RedisClusterServer, agent: ReferenceAgent
+) -> None:
+    workers = Workers(agent, replicated.url)
+    # leases and retries outlast the failover (about 1-2 s here): nobody's lease runs out meanwhile
+    store_options = {"lease_ttl": bound(8.0), "retry_for": bound(30.0)}
+    try:
+        a, a_events = await workers.start("A", store_options=store_options)
+        b, b_events = await workers.start("B", store_options=store_options)
+        ids = {(await a.new_session(f"/a/{i}")).id for i in range(20)}
+        ids |= {(await b.new_session(f"/b/{i}")).id for i in range(20)}
+        recovered_before = len(a_events.of(SessionRecovered)) + len(b_events.of(SessionRecovered))
+        assert recovered_before == 0
+
+        await agent.restart(keep_sessions=True)  # every session inactive: a recovery round on each worker
+        victim = replicated.nodes[0]
+        await asyncio.to_thread(victim.kill)  # while the rounds run and write their records back
+
+        def recovered() -> set[str]:
+            return {e.session_id for r in (a_events, b_events) for e in r.of(SessionRecovered)}
+
+        await a_events.wait(lambda: recovered() >= ids, timeout=60, also=[b_events])
+        await asyncio.to_thread(replicated.wait_until_healthy)
+        for events in (a_events, b_events):
+            assert not events.of(SessionForgotten) and not events.of(SessionTakenOver)
+        # every session attached on exactly one worker, which the store names as its owner, under the
+        # latest fencing token (no older holder could write it)
+        attached = {
+            name: {sid for sid, s in client.sessions.items() if s.link.value == "attached"}
+            for name, client in (("A", a), ("B", b))
+        }
+        assert not attached["A"] & attached["B"] and attached["A"] | attached["B"] == ids
+        observer = RedisSessionStore(replicated.url, namespace=workers.namespace, owner_id="observer")
+        try:
+            stored = await observer.describe()
+        finally:
+            await observer.close()
+        assert {s.session_id for s in stored} == ids and all(s.record is not None for s in stored)
+        for s in stored:
+            assert s.session_id in attached[str(s.owner)]
+            assert s.token == s.fence
     finally:
         await workers.close()
