@@ -91,3 +91,21 @@ async def test_a_claim_with_the_server_gone_fails_typed_for_every_caller(count: 
         assert all("s3cret" not in str(r) for r in results)
     finally:
         await store.close()
+
+
+async def test_claiming_given_ids_skips_and_frees_the_ones_gone(redis_url: str) -> None:
+    namespace = f"t{uuid.uuid4().hex[:8]}"
+    a = RedisSessionStore(redis_url, namespace=namespace, owner_id="A")
+    b = RedisSessionStore(redis_url, namespace=namespace, owner_id="B")
+    try:
+        await a.save(SessionRecord("kept", "/w"))
+        await a.save(SessionRecord("held", "/w"))
+        assert await a.release("kept")
+        # an adoption round saw "kept" and "ghost" free; "ghost" was deleted since: no lease is left on it
+        records = await b.load_owned(ids=["kept", "ghost", "held"])
+        assert [r.session_id for r in records] == ["kept"]
+        assert set(b.leases()) == {"kept"}
+        assert await a.claim("ghost") is not None  # free, not held by B
+    finally:
+        await a.close()
+        await b.close()
