@@ -79,6 +79,11 @@ class ClientGauges(Protocol):
         """How many agent->client requests are being served (running or queued) on the live connection."""
         ...
 
+    def ownership(self) -> Mapping[str, int | str] | None:
+        """With a store shared by several workers: ``owner`` (this worker's id), ``owned``, and the totals
+        ``renewed``, ``lost``, ``adopted``, ``renew_failures``; ``None`` otherwise."""
+        ...
+
 
 class EventSink(Protocol):
     """Receives one client's typed events (``acp_client.reconnect`` events), synchronously, in order."""

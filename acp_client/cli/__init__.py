@@ -5,7 +5,7 @@
     acp-client demo [--protocol 1|2] [--sessions N] [--transport websocket|http]
     acp-client status URL SESSION_ID... [--timeout S]
     acp-client locate SESSION_ID URL... [--timeout S]
-    acp-client sessions --store FILE
+    acp-client sessions --store FILE | --redis URL [--namespace NS] [--lease-ttl S]
     acp-client serve-reference [--host H] [--port N] [--protocol 1|2] [--also-v1] [--stdio] [--state-dir DIR]
     acp-client bridge URL [--store FILE] [--header 'NAME: VALUE'] [--log-file F] [--outage-timeout S]
 
@@ -36,9 +36,9 @@ from acp_client._version import __version__
 from acp_client.cli._console import EXIT_FAILURE, EXIT_OK, EXIT_USAGE, Style, error, out, printable, shown_url
 from acp_client.client import ACPClient
 from acp_client.client._connect import connect, url_problem
-from acp_client.exceptions import ACPError, RPCError, SessionNotFound, TransportError, UsageError
+from acp_client.exceptions import ACPError, RPCError, SessionNotFound, StoreError, TransportError, UsageError
 from acp_client.reconnect import Timeouts
-from acp_client.sessions import SessionRecord
+from acp_client.sessions import SessionRecord, StoredSession
 from acp_client.transports import TransportOptions
 
 __all__ = ["COMMANDS", "Command", "main"]
@@ -245,11 +245,95 @@ def _stored_records(path: Path) -> list[SessionRecord]:
 
 
 def _add_sessions(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", metavar="FILE", required=True, help="a SQLiteSessionStore file")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--store", metavar="FILE", help="a SQLiteSessionStore file")
+    where.add_argument(
+        "--redis", metavar="URL", help="a RedisSessionStore server: redis://, rediss://, unix://, redis+cluster://"
+    )
+    parser.add_argument("--namespace", default="acp", help="the RedisSessionStore namespace (default acp)")
+    parser.add_argument(
+        "--lease-ttl", type=_positive_float, default=15.0, help="the workers' lease_ttl, for the lease age (default 15)"
+    )
+    parser.add_argument("--timeout", type=_positive_float, default=5.0, help="seconds to reach the server (default 5)")
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], style: Style) -> None:
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
+    out("  ".join(style(h.ljust(w), "bold") for h, w in zip(header, widths, strict=True)).rstrip())
+    for row in rows:
+        out("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+_REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
+
+
+def _without_password(text: str, url: str) -> str:
+    """``text`` with the URL's password (if any) blanked: an error of the Redis client may quote it."""
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return text
+    for secret in {password, unquote(password)} if password else ():
+        text = text.replace(secret, "***")
+    return text
+
+
+async def _shared_sessions(url: str, namespace: str, timeout: float) -> list[StoredSession]:
+    from acp_client.sessions import RedisSessionStore
+
+    store = RedisSessionStore(
+        url, namespace=namespace, retry_for=timeout, socket_timeout=timeout, release_on_close=False
+    )
+    try:
+        return await store.describe()
+    finally:
+        await store.close()
+
+
+def _run_shared_sessions(args: argparse.Namespace, style: Style) -> int:
+    """List the sessions of a RedisSessionStore by owner, with lease age and state (read-only)."""
+    url: str = args.redis
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme not in _REDIS_SCHEMES:
+        error(f"bad Redis URL {shown_url(url)!r}: expected one of {', '.join(s + '://' for s in _REDIS_SCHEMES)}")
+        return EXIT_USAGE
+    try:
+        found = asyncio.run(_shared_sessions(url, args.namespace, args.timeout))
+    except StoreError as exc:
+        error(f"{shown_url(url)}: {_without_password(str(exc), url)}")
+        return EXIT_FAILURE
+    if not found:
+        out(f"no sessions in namespace {printable(args.namespace)!r} at {shown_url(url)}")
+        return EXIT_OK
+    rows = [
+        tuple(
+            printable(cell)  # ids, owners and records came from workers and agents: shown, never interpreted
+            for cell in (
+                s.owner or "(free)",
+                s.session_id,
+                "-" if s.expires_in is None else f"{max(0.0, args.lease_ttl - s.expires_in):.1f}s",
+                "-" if s.expires_in is None else f"{s.expires_in:.1f}s",
+                "-" if s.token is None else str(s.token),
+                (s.record.last_state or "-") if s.record is not None else "(no record)",
+                s.record.cwd if s.record is not None else "",
+            )
+        )
+        for s in found
+    ]
+    _table(("owner", "session", "lease age", "expires in", "token", "state", "cwd"), rows, style)
+    owners: dict[str, int] = {}
+    for s in found:
+        owners[s.owner or "(free)"] = owners.get(s.owner or "(free)", 0) + 1
+    out(", ".join(f"{printable(owner)}: {count}" for owner, count in owners.items()))
+    return EXIT_OK
 
 
 def _run_sessions(args: argparse.Namespace) -> int:
     style = Style(sys.stdout)
+    if args.redis is not None:
+        return _run_shared_sessions(args, style)
     path = Path(args.store)
     records = _stored_records(path)
     if not records:
@@ -270,10 +354,7 @@ def _run_sessions(args: argparse.Namespace) -> int:
         )
         for r in records
     ]
-    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header)]
-    out("  ".join(style(h.ljust(w), "bold") for h, w in zip(header, widths, strict=True)).rstrip())
-    for row in rows:
-        out("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    _table(header, rows, style)
     return EXIT_OK
 
 
@@ -377,8 +458,10 @@ COMMANDS: list[Command] = [
     ),
     Command(
         "sessions",
-        "list the sessions a SQLite session store tracks",
-        "Read a SQLiteSessionStore file (read-only, even while a client uses it) and list its sessions.",
+        "list the sessions a SQLite or Redis session store tracks",
+        "Read a SQLiteSessionStore file (read-only, even while a client uses it) and list its sessions; or, "
+        "with --redis URL, list a RedisSessionStore's sessions by owner, with lease age and state (read-only: "
+        "nothing is claimed or written).",
         _add_sessions,
         _run_sessions,
     ),

@@ -11,13 +11,13 @@ import contextlib
 import re
 import time
 import weakref
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Final
 
 from opentelemetry import baggage, propagate, trace
 from opentelemetry import context as otel_context
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
-from opentelemetry.metrics import CallbackOptions, Histogram, MeterProvider, Observation, get_meter
+from opentelemetry.metrics import CallbackOptions, Histogram, Meter, MeterProvider, Observation, get_meter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
@@ -65,6 +65,13 @@ M_READY_DURATION: Final = "acp.client.ready.duration"
 M_SESSIONS: Final = "acp.client.sessions"
 M_QUEUE: Final = "acp.client.recovery.queue_depth"
 M_INBOUND: Final = "acp.client.inbound.in_flight"
+M_OWNED: Final = "acp.client.ownership.sessions"
+M_RENEWED: Final = "acp.client.ownership.leases_renewed"
+M_LOST: Final = "acp.client.ownership.leases_lost"
+M_HANDOVERS: Final = "acp.client.ownership.handovers"
+M_RENEW_FAILURES: Final = "acp.client.ownership.renewal_failures"
+#: the attribute naming the worker (its ``owner_id`` in the shared store) on the ownership metrics
+A_OWNER: Final = "acp.owner.id"
 
 _PAUSES = (ClientState.BACKOFF, ClientState.SUSPENDED, ClientState.FAILED)
 #: What a reason must look like to become a metric attribute: a name (``close_4500``, ``http_503``,
@@ -190,6 +197,20 @@ class OpenTelemetryObserver:
         meter.create_observable_up_down_counter(
             M_INBOUND, [self._inbound], unit="{request}", description="Agent->client requests in flight"
         )
+        self._ownership_metrics(meter)
+
+    def _ownership_metrics(self, meter: Meter) -> None:
+        """The per-worker gauges of a client on a store shared by several workers (``acp.owner.id``)."""
+        meter.create_observable_up_down_counter(
+            M_OWNED, [self._owned("owned")], unit="{session}", description="Sessions this worker holds a lease on"
+        )
+        for name, key, unit, description in (
+            (M_RENEWED, "renewed", "{lease}", "Lease renewals that succeeded"),
+            (M_LOST, "lost", "{lease}", "Leases a renewal found lost (taken, expired, or the store's data lost)"),
+            (M_HANDOVERS, "adopted", "{session}", "Sessions taken over from another worker (dead or releasing)"),
+            (M_RENEW_FAILURES, "renew_failures", "{round}", "Renewal rounds that failed or ran past their deadline"),
+        ):
+            meter.create_observable_counter(name, [self._owned(key)], unit=unit, description=description)
 
     # ------------------------------------------------------------------ requests
 
@@ -343,6 +364,20 @@ class OpenTelemetryObserver:
 
     def _inbound(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(sum(sink.gauges.inbound_in_flight() for sink in self._live()))]
+
+    def _owned(self, key: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        """The callback reading figure ``key`` of every live client's ownership, by worker."""
+
+        def observe(options: CallbackOptions) -> Iterable[Observation]:
+            totals: dict[str, int] = {}
+            for sink in self._live():
+                figures = sink.gauges.ownership()
+                if figures is not None:
+                    owner = str(figures["owner"])
+                    totals[owner] = totals.get(owner, 0) + int(figures[key])
+            return [Observation(value, {A_OWNER: owner}) for owner, value in totals.items()]
+
+        return observe
 
 
 _BAGGAGE: Final = W3CBaggagePropagator()

@@ -117,7 +117,7 @@ def assemble(target: Target, settings: ClientSettings, *, owner: SessionOwner) -
     )
     observer = _observe.current()  # an instrumentation installed before this client was made
     if observer is not None:
-        bus.observe(observer.watch(ClientGauges(registry, recoverer.limit, supervisor)))
+        bus.observe(observer.watch(ClientGauges(registry, recoverer.limit, supervisor, ownership)))
     return _drivers(settings, options, bus, tasks, ownership, writer, links, keeper, auth, recoverer, supervisor, wire)
 
 
@@ -148,7 +148,14 @@ def _store(
     writes: SessionStore = settings.store
     ownership: SessionOwnership | None = None
     if isinstance(writes, SharedSessionStore):
-        ownership = SessionOwnership(writes, should_own=settings.should_own, generation=generation)
+        ownership = SessionOwnership(
+            writes,
+            should_own=settings.should_own,
+            adopt_rate=settings.limits.adopt_per_second,
+            adopt_jitter=settings.policy.adopt_jitter,
+            rng=settings.rng,
+            generation=generation,
+        )
         writes = FencedWrites(writes, ownership)
     writer = StoreWriter(
         writes,

@@ -34,6 +34,7 @@ __all__ = [
     "SessionStoreFailed",
     "SessionStoreReset",
     "SessionTakenOver",
+    "SessionsAdopted",
     "StateChanged",
 ]
 
@@ -251,6 +252,16 @@ class SessionTakenOver:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionsAdopted:
+    """This worker claimed ``session_ids`` from the shared store (their worker died or released them) and
+    starts recovering them; each then reports :class:`SessionRecovered` (or fails) as usual. One event per
+    claimed chunk (``Limits.adopt_per_second`` paces them). Logged as ``acp.sessions_adopted``."""
+
+    session_ids: tuple[str, ...]
+    generation: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class SessionStoreReset:
     """The shared store lost its data (a restart without persistence): ``reclaimed`` sessions this worker
     served were written back, ``taken`` ones are owned elsewhere now. Logged as ``acp.session_store_reset``."""
@@ -277,6 +288,7 @@ Event = (
     | SessionStoreFailed
     | RecoveryRoundFinished
     | SessionTakenOver
+    | SessionsAdopted
     | SessionStoreReset
     | PromptClassified
     | SessionConfigNotRestored
@@ -293,6 +305,7 @@ _NAMES: dict[type, str] = {
     SessionStoreFailed: "session_store_failed",
     RecoveryRoundFinished: "recovery_round_finished",
     SessionTakenOver: "session_taken_over",
+    SessionsAdopted: "sessions_adopted",
     SessionStoreReset: "session_store_reset",
     PromptClassified: "prompt_classified",
     SessionConfigNotRestored: "session_config_not_restored",

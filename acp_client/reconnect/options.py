@@ -53,6 +53,10 @@ class RecoveryPolicy:
         a connection that stayed up this long resets the reconnect backoff to its first step.
     ``suspended_interval`` (default ``30.0``, seconds > 0)
         how often a ``SUSPENDED`` client (the crash-loop breaker tripped) tries again.
+    ``adopt_jitter`` (default ``0.25``, seconds >= 0)
+        with a store shared by several workers: each adoption round (claiming the sessions of a dead or
+        releasing worker) starts after a random delay up to this, and claims them in a random order, so
+        the surviving workers do not race for the same sessions in step.
 
     Change a copy with :func:`dataclasses.replace`.
     """
@@ -65,8 +69,10 @@ class RecoveryPolicy:
     startup_refusals: int = 8
     stable_after: float = 10.0
     suspended_interval: float = 30.0
+    adopt_jitter: float = 0.25
 
     def __post_init__(self) -> None:
+        check_seconds("RecoveryPolicy", "adopt_jitter", self.adopt_jitter, zero=True)
         concurrency: object = self.concurrency
         fixed = isinstance(concurrency, int) and not isinstance(concurrency, bool) and concurrency >= 1
         if concurrency != "adaptive" and not fixed:
@@ -100,6 +106,11 @@ class Limits:
     ``replay_updates`` (default ``100_000``, an int >= 1)
         updates one ``session/resume``/``session/load`` may replay; past it the attempt is given up
         (a replay that never ends cannot grow the rebuilt transcript without bound) and retried.
+    ``adopt_per_second`` (default ``1000``, an int >= 1)
+        with a store shared by several workers: sessions this worker claims per second from the free pool
+        (a dead or releasing worker's), one second's worth at once; the rest wait for the pace. Bounds a
+        hand-over storm: ``N`` sessions freed at once reach ``W`` surviving workers in about
+        ``N / (W * adopt_per_second)`` seconds past the lease TTL.
 
     Change a copy with :func:`dataclasses.replace`.
     """
@@ -107,8 +118,10 @@ class Limits:
     event_buffer: int = 1024
     probe_concurrency: int = 8
     replay_updates: int = 100_000
+    adopt_per_second: int = 1000
 
     def __post_init__(self) -> None:
+        check_count("Limits", "adopt_per_second", self.adopt_per_second)
         check_count("Limits", "event_buffer", self.event_buffer)
         check_count("Limits", "probe_concurrency", self.probe_concurrency)
         check_count("Limits", "replay_updates", self.replay_updates)

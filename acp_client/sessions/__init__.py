@@ -1,6 +1,6 @@
 """Session handles that survive reconnects, their transcripts, and the stores that keep them."""
 
-from acp_client.sessions._lease import Lease, Renewal, SharedSessionStore
+from acp_client.sessions._lease import Lease, Renewal, SharedSessionStore, StoredSession
 from acp_client.sessions._ledger import PROMPT_LEDGER_SIZE, PromptEntry, PromptLedger, PromptState
 from acp_client.sessions._registry import SessionRegistry
 from acp_client.sessions._session import (
@@ -53,6 +53,7 @@ __all__ = [
     "SessionStore",
     "SessionUpdate",
     "SharedSessionStore",
+    "StoredSession",
     "StreamItem",
     "ToolCall",
     "Transcript",

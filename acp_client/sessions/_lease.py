@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from acp_client.sessions._store import SessionRecord, SessionStore
 
-__all__ = ["Lease", "Renewal", "SharedSessionStore"]
+__all__ = ["Lease", "Renewal", "SharedSessionStore", "StoredSession"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,25 @@ class Renewal:
     store_reset: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    """One session as a shared store holds it, for an operator's view
+    (:meth:`~acp_client.sessions.RedisSessionStore.describe`).
+
+    ``owner`` is the worker holding its lease (``None``: free, any worker may adopt it), ``token`` that
+    lease's fencing token, ``expires_in`` the seconds the lease has left on the server's clock (``None``
+    without a lease); ``fence`` is the session's fencing counter (the last token handed out); ``record`` the
+    stored record (``None`` if it is missing or could not be read).
+    """
+
+    session_id: str
+    owner: str | None
+    token: int | None
+    expires_in: float | None
+    fence: int
+    record: SessionRecord | None
+
+
 @runtime_checkable
 class SharedSessionStore(SessionStore, Protocol):
     """A :class:`SessionStore` several worker processes share, with one lease per session.
@@ -79,9 +98,11 @@ class SharedSessionStore(SessionStore, Protocol):
         """Sessions in the store that no worker holds a lease on."""
         ...
 
-    async def load_owned(self, *, want: Callable[[str], bool] | None = None) -> list[SessionRecord]:
+    async def load_owned(
+        self, *, want: Callable[[str], bool] | None = None, ids: Sequence[str] | None = None
+    ) -> list[SessionRecord]:
         """Claim every unheld session ``want`` accepts (all when ``None``) and return the records this
-        worker holds afterwards."""
+        worker holds afterwards; with ``ids``, only those sessions (claimed if free), without a scan."""
         ...
 
     async def renew_all(self) -> Renewal:

@@ -8,6 +8,7 @@ import asyncio
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -30,12 +31,21 @@ from opentelemetry.trace import (
 )
 
 import acp_client.otel
-from acp_client import Limits, SessionNotFound, SessionRecovered, connect, sync
+from acp_client import (
+    Limits,
+    ReconnectingClient,
+    RecoveryPolicy,
+    SessionNotFound,
+    SessionRecovered,
+    connect,
+    sync,
+)
 from acp_client.otel._requests import FINISH_BATCH
 from acp_client.reconnect import Verdict
 from acp_client.schema import models_for
+from acp_client.sessions import RedisSessionStore
 from acp_client.testing import AgentThread, ReferenceAgent
-from tests.conftest import Link, bound, over_links, started
+from tests.conftest import Link, RedisServers, bound, over_links, started
 
 link = over_links("ws", "http1", "h2c")
 
@@ -443,3 +453,49 @@ async def test_a_dropped_root_span_carries_no_context_and_a_dropped_child_does(
     assert metas[1]["traceparent"].endswith("-00")
     posts = [t for t in agent.trace_contexts if t.method == "session/new" and t.carrier == "http"]
     assert len(posts) == (1 if link.http else 0)  # the header carrier too: only the request inside the trace
+
+
+async def test_each_worker_on_a_shared_store_reports_its_ownership_gauges(
+    telemetry: Telemetry, agent: ReferenceAgent, redis_servers: RedisServers
+) -> None:
+    namespace = f"otel{uuid.uuid4().hex[:8]}"
+    url = redis_servers.url("valkey")
+
+    def worker(owner: str) -> ReconnectingClient:
+        store = RedisSessionStore(url, namespace=namespace, owner_id=owner, lease_ttl=bound(2.0))
+        return ReconnectingClient(agent.url, store=store, policy=RecoveryPolicy(start_jitter=0.0, adopt_jitter=0.0))
+
+    a, b = worker("W-A"), worker("W-B")
+    try:
+        for client in (a, b):
+            await client.start()
+            await client.wait_ready(timeout=bound(10))
+        mine = [await a.new_session(f"/w/{i}") for i in range(3)]
+        await b.new_session("/w/b")
+        ownership = a._ownership
+        assert ownership is not None
+        await asyncio.wait_for(ownership.next_renewal(), bound(5))
+        assert telemetry.by("acp.client.ownership.sessions", "acp.owner.id") == {"W-A": 3, "W-B": 1}
+        assert telemetry.by("acp.client.ownership.leases_renewed", "acp.owner.id")["W-A"] >= 3
+        assert telemetry.by("acp.client.ownership.handovers", "acp.owner.id") == {"W-A": 0, "W-B": 0}
+        assert telemetry.by("acp.client.ownership.leases_lost", "acp.owner.id") == {"W-A": 0, "W-B": 0}
+        # A hands one over on purpose: B adopts it; A's gauge drops, B's hand-overs count it
+        changed = asyncio.Event()
+        events = b.events()
+
+        async def watch() -> None:
+            async for event in events:
+                if isinstance(event, SessionRecovered) and event.session_id == mine[0].id:
+                    changed.set()
+
+        watcher = asyncio.create_task(watch())
+        assert await a.release(mine[0].id)
+        await asyncio.wait_for(changed.wait(), bound(15))
+        watcher.cancel()
+        assert telemetry.by("acp.client.ownership.sessions", "acp.owner.id") == {"W-A": 2, "W-B": 2}
+        assert telemetry.by("acp.client.ownership.handovers", "acp.owner.id") == {"W-A": 0, "W-B": 1}
+    finally:
+        await a.aclose()
+        await b.aclose()
+    # closed clients report nothing more
+    assert telemetry.points("acp.client.ownership.sessions") == []

@@ -91,7 +91,7 @@ class Workers:
     ) -> tuple[ReconnectingClient, Recorder]:
         options = {"lease_ttl": TTL, **(store_options or {})}
         store = RedisSessionStore(url or self.url, namespace=self.namespace, owner_id=owner, **options)
-        client = ReconnectingClient(self.agent.url, store=store, **FAST, **kwargs)
+        client = ReconnectingClient(self.agent.url, store=store, **{**FAST, **kwargs})
         rec = Recorder(client)
         self._made.append((client, rec))
         await client.start()

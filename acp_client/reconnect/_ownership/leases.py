@@ -4,9 +4,11 @@ One :class:`SessionOwnership` per :class:`~acp_client.ReconnectingClient` whose 
 
 - decides which stored sessions this worker loads at start (the ones it holds or can claim, filtered by the
   ``should_own(session_id)`` hook for sticky routing);
-- renews the leases every ``renew_every`` seconds while the worker lives (a task started by ``start()``);
+- renews the leases every ``renew_every`` seconds while the worker lives, on a task of its own that talks
+  only to the store, within a deadline (a recovery, a probe or a hand-over never delays a renewal);
 - adopts the sessions whose leases expired (a dead worker's) or were released, and hands them to the
-  client to recover with ``session/status`` → resume;
+  client to recover with ``session/status`` → resume, at most ``adopt_rate`` a second, each round after a
+  random delay (bounded hand-over storms; the pacing is :mod:`.pacing`);
 - notices a lost lease (renewal refused, a fenced write rejected, the local deadline passed while the store
   was unreachable, or the agent saying the session is attached elsewhere) and tells the client to turn the
   handle detached with a :class:`SessionTakenOver` event;
@@ -19,8 +21,11 @@ It decides nothing about connections: the client (its :class:`OwnershipHost`) de
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from acp_client._logging import get_logger
@@ -30,10 +35,11 @@ from acp_client.exceptions import (
     StoreUnavailable,
     UsageError,
 )
-from acp_client.reconnect._events import Event, SessionStoreReset, SessionTakenOver
+from acp_client.reconnect._events import Event, SessionsAdopted, SessionStoreReset, SessionTakenOver
+from acp_client.reconnect._ownership.pacing import ClaimPacer
 from acp_client.sessions import Session, SessionLink, SessionRecord, SharedSessionStore
 
-__all__ = ["FencedWrites", "OwnershipHost", "SessionOwnership"]
+__all__ = ["FencedWrites", "OwnershipCounts", "OwnershipHost", "SessionOwnership"]
 
 log = get_logger("acp_client.reconnect")
 
@@ -69,11 +75,34 @@ class OwnershipHost(Protocol):
 _Want = Callable[[str], bool]
 
 
+@dataclass(slots=True)
+class OwnershipCounts:
+    """What one worker's ownership manager did so far (read by the metrics; written only by it)."""
+
+    #: lease renewals that succeeded (one per session and round)
+    renewed: int = 0
+    #: leases found lost by a renewal (taken, expired, or gone with the store's data)
+    lost: int = 0
+    #: sessions claimed from the free pool (a dead or releasing worker's) and handed to the client
+    adopted: int = 0
+    #: renewal rounds that failed or ran past their deadline (the store unreachable or slow)
+    renew_failures: int = 0
+    #: renewal rounds ended, whatever their outcome
+    rounds: int = 0
+
+
 class SessionOwnership:
     """Leases, adoption and hand-over for one worker (see the module docstring).
 
     ``renew_every`` defaults to a third of the lease TTL, ``adopt_every`` to half of it. ``should_own``
     (default: every session) is asked before this worker claims a session it does not hold.
+
+    Renewal runs on a task of its own: it only talks to the store, within ``renew_deadline`` (default: the
+    lease TTL less ``renew_every``, so a renewal that fails still leaves time for the next one), and never
+    waits for what it finds to be handled (a lost lease, a store that lost its data): a second task does
+    that, and the adoption rounds. ``adopt_rate`` caps the sessions claimed per second (``None``: no cap);
+    each adoption round starts after a random delay up to ``adopt_jitter`` seconds and claims in a random
+    order (``rng``).
     """
 
     def __init__(
@@ -83,6 +112,10 @@ class SessionOwnership:
         should_own: _Want | None = None,
         renew_every: float | None = None,
         adopt_every: float | None = None,
+        renew_deadline: float | None = None,
+        adopt_rate: float | None = None,
+        adopt_jitter: float = 0.0,
+        rng: random.Random | None = None,
         generation: Callable[[], int] = lambda: 0,
     ) -> None:
         ttl = store.lease_ttl
@@ -92,9 +125,16 @@ class SessionOwnership:
         self._adopt_every = adopt_every if adopt_every is not None else ttl / 2
         if self._renew_every >= ttl:
             raise UsageError("leases must be renewed more often than they expire (renew_every < lease_ttl)")
+        self._renew_deadline = renew_deadline if renew_deadline is not None else ttl - self._renew_every
+        self._pacer = ClaimPacer(adopt_rate) if adopt_rate is not None else None
+        self._jitter = adopt_jitter
+        self._rng = rng or random.Random()
         self._generation = generation
         self._host: OwnershipHost | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        #: what the renewal found and the other task handles: lost ids, a reset, an unreachable store
+        self._found: list[tuple[str, object]] = []
+        self._wake = asyncio.Event()
         #: sessions detached because another worker took them (adoption may bring them back if freed)
         self._taken: set[str] = set()
         self._reasons: dict[str, str] = {}
@@ -102,6 +142,8 @@ class SessionOwnership:
         #: ids handed over on purpose by ``release``: never adopted back automatically
         self._released: set[str] = set()
         self.ticks = 0
+        self.counts = OwnershipCounts()
+        self._round_waiters: list[asyncio.Future[None]] = []
 
     def __repr__(self) -> str:
         return f"<SessionOwnership owner={self.store.owner_id!r} held={len(self._held())}>"
@@ -116,6 +158,14 @@ class SessionOwnership:
         if host is None:
             return []
         return [sid for sid in host.known_sessions() if self.store.lease(sid) is not None]
+
+    def owned_count(self) -> int:
+        """How many sessions this worker holds an unexpired lease on (local view, no round trip)."""
+        host = self._host
+        if host is None:
+            return 0
+        now = time.monotonic()
+        return sum(1 for sid in host.known_sessions() if (lease := self.store.lease(sid)) and not lease.expired(now))
 
     def should_own(self, session_id: str) -> bool:
         """Whether this worker wants ``session_id`` when it is free (the ``should_own`` hook)."""
@@ -152,54 +202,117 @@ class SessionOwnership:
             raise
 
     def start(self, host: OwnershipHost) -> None:
-        """Start renewing and adopting (called from the client's ``start()``)."""
+        """Start renewing, and handling and adopting on a second task (called from the client's
+        ``start()``)."""
         self._host = host
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"acp-leases-{self.owner_id}")
+        if not self._tasks:
+            self._tasks = [
+                asyncio.create_task(self._renewing(), name=f"acp-leases-{self.owner_id}"),
+                asyncio.create_task(self._handling(), name=f"acp-adopt-{self.owner_id}"),
+            ]
 
     async def stop(self) -> None:
-        """Stop the renewal task (the store's ``close()`` releases the leases)."""
-        task, self._task = self._task, None
-        if task is not None:
+        """Stop both tasks (the store's ``close()`` releases the leases)."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
             task.cancel()
-            await asyncio.wait({task})
+        if tasks:
+            await asyncio.wait(tasks)
 
-    async def _run(self) -> None:
+    async def _renewing(self) -> None:
         while True:
             await asyncio.sleep(self._renew_every)
             try:
-                await self.tick()
+                await self.renew()
             except asyncio.CancelledError:
                 raise
             except Exception:  # a bug here must not end the leases' renewal silently
                 log.exception("acp.ownership_tick_crashed", owner=self.owner_id)
 
+    async def _handling(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._adopt_every):
+                    await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self.handle_found()
+                if time.monotonic() - self._last_adopt >= self._adopt_every:
+                    await self._adopt_round()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a bug here must not end the adoption rounds silently
+                log.exception("acp.ownership_tick_crashed", owner=self.owner_id)
+
     # ------------------------------------------------------------------ one round
 
     async def tick(self, *, adopt: bool | None = None) -> None:
-        """One renewal round, then (every ``adopt_every`` seconds, or when ``adopt`` is true) one adoption
-        round. Public for tests and benchmarks; the renewal task calls it."""
-        host = self._require_host()
+        """One renewal, what it found handled, then (every ``adopt_every`` seconds, or when ``adopt`` is
+        true) one adoption round, in sequence. Public for tests and benchmarks; the two tasks of
+        :meth:`start` do the same concurrently."""
+        self._require_host()
         self.ticks += 1
-        try:
-            renewal = await self.store.renew_all()
-        except StoreError as exc:
-            await self._expire_unreachable(host, exc)
-            return
-        if renewal.store_reset:
-            await self._reconcile_after_reset(host)
-        for sid in sorted(renewal.lost):
-            if not renewal.store_reset:
-                await self._taken_over(host, sid, "lease_lost", None)
-        self._prune(host)
-        now = time.monotonic()
-        if adopt or (adopt is None and now - self._last_adopt >= self._adopt_every):
-            self._last_adopt = now
-            await self.adopt_free()
+        await self.renew()
+        await self.handle_found()
+        if adopt or (adopt is None and time.monotonic() - self._last_adopt >= self._adopt_every):
+            await self._adopt_round()
 
-    async def _expire_unreachable(self, host: OwnershipHost, exc: BaseException) -> None:
+    async def renew(self) -> None:
+        """Renew every held lease within the renewal deadline and note what was found for
+        :meth:`handle_found` (never waits for a recovery, a probe or a hand-over)."""
+        try:
+            async with asyncio.timeout(self._renew_deadline):
+                renewal = await self.store.renew_all()
+        except (StoreError, TimeoutError) as exc:
+            self.counts.renew_failures += 1
+            log.warning("acp.lease_renewal_failed", owner=self.owner_id, error=str(exc) or "deadline passed")
+            self._note("unreachable", exc)
+            return
+        finally:
+            self.counts.rounds += 1
+            waiters, self._round_waiters = self._round_waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+        self.counts.renewed += len(renewal.renewed)
+        self.counts.lost += len(renewal.lost)
+        if renewal.store_reset:
+            self._note("reset", None)
+        else:
+            for sid in sorted(renewal.lost):
+                self._note("lost", sid)
+
+    async def next_renewal(self) -> None:
+        """Return once the next renewal round has ended, whatever its outcome (for tests and benchmarks;
+        bound the wait with a timeout)."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._round_waiters.append(waiter)
+        try:
+            await waiter
+        finally:
+            if waiter in self._round_waiters:
+                self._round_waiters.remove(waiter)
+
+    def _note(self, kind: str, detail: object) -> None:
+        self._found.append((kind, detail))
+        self._wake.set()
+
+    async def handle_found(self) -> None:
+        """Act on what the renewals found: detach the sessions whose leases were lost, reconcile after a
+        data loss, stop serving what expired while the store was unreachable."""
+        host = self._require_host()
+        found, self._found = self._found, []
+        if any(kind == "reset" for kind, _ in found):
+            await self._reconcile_after_reset(host)
+        elif any(kind == "unreachable" for kind, _ in found):
+            await self._expire_unreachable(host)
+        for kind, detail in found:
+            if kind == "lost":
+                await self._taken_over(host, str(detail), "lease_lost", None)
+        self._prune(host)
+
+    async def _expire_unreachable(self, host: OwnershipHost) -> None:
         """The store is unreachable: stop serving every session whose lease ran out by the local clock."""
-        log.warning("acp.lease_renewal_failed", owner=self.owner_id, error=str(exc))
         for sid, session in list(host.known_sessions().items()):
             lease = self.store.lease(sid)
             if lease is not None and lease.expired() and session.link not in _GONE:
@@ -219,33 +332,54 @@ class SessionOwnership:
             await self._taken_over(host, sid, "lease_lost", None)
         await host.reconcile([r.session_id for r in serving if r.session_id not in taken])
 
+    async def _adopt_round(self) -> None:
+        self._last_adopt = time.monotonic()
+        if self._jitter > 0:
+            await asyncio.sleep(self._rng.uniform(0, self._jitter))  # workers racing for one pool: out of step
+        await self.adopt_free()
+        self._last_adopt = time.monotonic()
+
     async def adopt_free(self) -> list[str]:
-        """Claim the free sessions this worker wants and hand them to the client to recover; returns their
-        ids. Two workers racing for one session: the store's claim lets exactly one win."""
+        """Claim the free sessions this worker wants (in a random order, at most ``adopt_rate`` a second)
+        and hand them to the client to recover, chunk by chunk; returns their ids. Two workers racing for
+        one session: the store's claim lets exactly one win."""
         host = self._require_host()
         known = host.known_sessions()
         try:
             free = await self.store.claimable()
-            wanted = {
-                sid
-                for sid in free
-                if self.should_own(sid) and (sid not in known or sid in self._taken or known[sid].link in _GONE)
-            }
-            if not wanted:
-                return []
-            records = await self.store.load_owned(want=wanted.__contains__)
         except StoreError as exc:
             log.warning("acp.adoption_failed", owner=self.owner_id, error=str(exc))
             return []
-        adopted = [r for r in records if r.session_id in wanted]
-        if not adopted:
-            return []
-        for record in adopted:
-            self._taken.discard(record.session_id)
-            self._reasons.pop(record.session_id, None)
-        log.info("acp.sessions_adopted", owner=self.owner_id, sessions=len(adopted))
-        await host.recover_adopted(adopted)
-        return [r.session_id for r in adopted]
+        wanted = [
+            sid
+            for sid in free
+            if self.should_own(sid) and (sid not in known or sid in self._taken or known[sid].link in _GONE)
+        ]
+        self._rng.shuffle(wanted)
+        adopted: list[str] = []
+        while wanted:
+            count = await self._pacer.grant(len(wanted)) if self._pacer is not None else len(wanted)
+            chunk, wanted = wanted[:count], wanted[count:]
+            try:
+                records = await self.store.load_owned(ids=chunk)
+            except StoreError as exc:
+                log.warning("acp.adoption_failed", owner=self.owner_id, error=str(exc))
+                break
+            taken = [r for r in records if r.session_id in set(chunk)]
+            if taken:
+                adopted += await self._hand_to_client(host, taken)
+        return adopted
+
+    async def _hand_to_client(self, host: OwnershipHost, records: list[SessionRecord]) -> list[str]:
+        ids = [r.session_id for r in records]
+        for sid in ids:
+            self._taken.discard(sid)
+            self._reasons.pop(sid, None)
+        self.counts.adopted += len(ids)
+        log.info("acp.sessions_adopted", owner=self.owner_id, sessions=len(ids))
+        host.emit(SessionsAdopted(tuple(ids), self._generation()))
+        await host.recover_adopted(records)
+        return ids
 
     # ------------------------------------------------------------------ hand-over on purpose
 
@@ -265,7 +399,7 @@ class SessionOwnership:
         lease = await self.store.claim(session_id)
         if lease is None:
             raise LeaseLost(session_id, "taken")
-        records = await self.store.load_owned(want=lambda sid: sid == session_id)
+        records = await self.store.load_owned(ids=[session_id])
         record = next((r for r in records if r.session_id == session_id), None)
         if record is None:
             await self.store.release(session_id)

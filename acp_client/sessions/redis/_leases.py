@@ -9,11 +9,13 @@ records are the store's business, not the book's.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from typing import Any
 
 from acp_client._logging import get_logger
+from acp_client.exceptions import StoreUnavailable
 from acp_client.sessions._lease import Lease, Renewal
 from acp_client.sessions.redis._keys import bucket_of, by_bucket
 from acp_client.sessions.redis._link import RedisLink, ScriptCall, json_list
@@ -45,6 +47,8 @@ class LeaseBook:
         self._owner = owner
         self._ttl = ttl
         self._leases: dict[str, Lease] = {}
+        self._claims: list[tuple[str, asyncio.Future[tuple[Lease | None, str | None]]]] = []
+        self._claimer: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ the table
 
@@ -93,18 +97,48 @@ class LeaseBook:
     # ------------------------------------------------------------------ claims
 
     async def claim(self, session_id: str) -> tuple[Lease | None, str | None]:
-        """Claim one session: the lease, or ``None`` and the id of the worker that holds it."""
+        """Claim one session: the lease, or ``None`` and the id of the worker that holds it.
+
+        Claims made in the same turn of the event loop (a worker creating many sessions at once) go out
+        together: one bulk script call per key group, in one pipeline (per node on a cluster)."""
+        future: asyncio.Future[tuple[Lease | None, str | None]] = asyncio.get_running_loop().create_future()
+        self._claims.append((session_id, future))
+        if self._claimer is None or self._claimer.done():
+            self._claimer = asyncio.create_task(self._flush_claims(), name="acp-redis-claims")
+        return await future
+
+    async def _flush_claims(self) -> None:
+        await asyncio.sleep(0)  # let the claims of this turn of the loop join the batch
         link = self._link
-        names = link.keys
-        keys = (names.key("lease", session_id), names.key("fence", session_id), names.key("rec", session_id))
-        call: ScriptCall = ("claim", keys, (self._owner, self._ttl_ms()))
-        sent_at = time.monotonic()
-        answers = await link.retrying("claim", lambda c: link.scripts(c, [call]))
-        lease, holder = self.take(session_id, answers[0], sent_at)
-        if lease is not None:
-            log.debug("acp.lease_claimed", session_id=session_id, token=lease.token)
-            return lease, None
-        return None, holder
+        while self._claims:
+            batch, self._claims = [(sid, f) for sid, f in self._claims if not f.done()], []
+            ids = list(dict.fromkeys(sid for sid, _ in batch))
+            sent_at = time.monotonic()
+            try:
+                answers = await link.retrying("claim", lambda c: self.claim_many(c, ids))  # noqa: B023
+            except BaseException as exc:
+                error = exc if isinstance(exc, Exception) else StoreUnavailable("claim", exc)
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(error)
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            outcomes: dict[str, tuple[Lease | None, str | None]] = {}
+            for sid, answer in zip(ids, answers, strict=True):
+                lease, other = self.take(sid, answer, sent_at)
+                outcomes[sid] = (lease, None) if lease is not None else (None, other)
+                if lease is not None:
+                    log.debug("acp.lease_claimed", session_id=sid, token=lease.token)
+            for sid, future in batch:
+                if not future.done():
+                    future.set_result(outcomes[sid])
+
+    async def wait_claims(self) -> None:
+        """Wait until the claims already made were sent (the store closes)."""
+        claimer = self._claimer
+        if claimer is not None and not claimer.done():
+            await asyncio.wait({claimer})
 
     async def claim_many(self, client: Any, ids: list[str]) -> list[Any]:
         """Claim ``ids`` with one bulk script call per key group and ``_GROUP`` sessions (a call never spans

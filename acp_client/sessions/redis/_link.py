@@ -318,10 +318,11 @@ class RedisLink:
         except self.errors() as exc:
             log.debug("acp.store_topology_reset_failed", error=str(exc))
 
-    async def retrying(self, operation: str, fn: Callable[[Any], Any]) -> Any:
+    async def retrying(self, operation: str, fn: Callable[[Any], Any], *, epochs: bool = True) -> Any:
         """Await ``fn(client)``; on a lost link or a server that is loading, read-only after a failover,
         busy or electing a new primary, try again (tenacity: full-jitter waits from 50 ms up to 1 s) for
-        ``retry_for`` s, then raise StoreUnavailable. Any other server error is a StoreError at once."""
+        ``retry_for`` s, then raise StoreUnavailable. Any other server error is a StoreError at once.
+        ``epochs=False``: do not read (or write) the epochs first (a read-only look at the store)."""
         from tenacity import AsyncRetrying, retry_if_exception_type
 
         transient = _transient()
@@ -333,7 +334,8 @@ class RedisLink:
             seen = self._topology_resets
             try:
                 client = self._client()
-                await self._ensure_epoch(client)
+                if epochs:
+                    await self._ensure_epoch(client)
                 result = await fn(client)
             except errors as exc:
                 if not isinstance(exc, transient) and not str(exc).startswith(_RETRYABLE_REPLIES):

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from acp_client._checks import check_bool, check_count, check_instance, check_seconds
 from acp_client._logging import get_logger
 from acp_client.exceptions import LeaseLost, StoreUnavailable, UsageError
-from acp_client.sessions._lease import Lease, Renewal
+from acp_client.sessions._lease import Lease, Renewal, StoredSession
 from acp_client.sessions._store import SessionRecord
 from acp_client.sessions.redis._keys import bucket_of
 from acp_client.sessions.redis._leases import LeaseBook, holder_of, lease_value
@@ -177,14 +177,23 @@ class RedisSessionStore:
         result: list[str] = await self._link.retrying("claimable", run)
         return result
 
-    async def load_owned(self, *, want: Callable[[str], bool] | None = None) -> list[SessionRecord]:
+    async def load_owned(
+        self, *, want: Callable[[str], bool] | None = None, ids: Sequence[str] | None = None
+    ) -> list[SessionRecord]:
         """Claim the stored sessions ``want`` accepts (all when ``None``; those already held always) and
-        return the records this worker holds afterwards, in one scan plus one pipeline per ``batch_size``."""
+        return the records this worker holds afterwards, in one scan plus one pipeline per ``batch_size``.
+
+        With ``ids`` only those sessions are claimed and returned (no scan: what an adoption round that
+        found them free sends)."""
         book = self._book
+        chosen = list(dict.fromkeys(ids)) if ids is not None else None
 
         async def run(client: Any) -> list[SessionRecord]:
-            ids = await self._link.ids(client)
-            todo = [sid for sid in ids if book.get(sid) is not None or want is None or want(sid)]
+            if chosen is not None:
+                todo = [sid for sid in chosen if want is None or want(sid)]
+            else:
+                stored = await self._link.ids(client)
+                todo = [sid for sid in stored if book.get(sid) is not None or want is None or want(sid)]
             sent_at = time.monotonic()
             answers = await book.claim_many(client, todo)
             records: list[SessionRecord] = []
@@ -192,12 +201,18 @@ class RedisSessionStore:
                 lease, text = book.take(sid, answer, sent_at)
                 if lease is None:
                     continue
+                if chosen is not None and not text:
+                    empty.append(sid)  # deleted since it was seen free: nothing to serve
+                    continue
                 record = self._record(sid, text)
                 if record is not None:
                     records.append(record)
             return records
 
+        empty: list[str] = []
         records: list[SessionRecord] = await self._link.retrying("load_owned", run)
+        for sid in empty:
+            await self.release(sid)
         log.debug("acp.store_loaded_owned", sessions=len(records), owner=self.owner_id)
         return records
 
@@ -251,6 +266,38 @@ class RedisSessionStore:
 
         result: list[SessionRecord] = await link.retrying("load_all", run)
         return result
+
+    async def describe(self) -> list[StoredSession]:
+        """Every stored session with its lease: owner, token, time left, fencing counter and record, sorted
+        by owner (free ones last), then id. Read-only: it claims, renews and writes nothing (not even the
+        epochs), so an operator may run it against a store in use (``acp-client sessions --redis URL``).
+        One scan, then one pipeline per ``batch_size / 4`` sessions."""
+        link = self._link
+        names = link.keys
+
+        async def run(client: Any) -> list[StoredSession]:
+            ids = await link.ids(client)
+            commands: list[tuple[str, Sequence[Any]]] = []
+            for sid in ids:
+                lease = names.key("lease", sid)
+                commands += [("GET", (lease,)), ("PTTL", (lease,)), ("HGET", (names.key("rec", sid), "record"))]
+                commands.append(("GET", (names.key("fence", sid),)))
+            values = await link.commands(client, commands)
+            found: list[StoredSession] = []
+            for i, sid in enumerate(ids):
+                value, left, text, fence = values[4 * i : 4 * i + 4]
+                token = int(str(value).split("|", 1)[0]) if value and str(value).split("|", 1)[0].isdigit() else None
+                found.append(
+                    StoredSession(
+                        sid, holder_of(value), token, int(left) / 1000 if value and int(left) >= 0 else None,
+                        int(fence or 0), self._record(sid, text),
+                    )
+                )  # fmt: skip
+            return found
+
+        found: list[StoredSession] = await link.retrying("describe", run, epochs=False)
+        found.sort(key=lambda s: (s.owner is None, s.owner or "", s.session_id))
+        return found
 
     def _record(self, session_id: str, text: Any) -> SessionRecord | None:
         """The record stored as ``text`` under ``session_id``; ``None`` if there is none, or (counted in
@@ -447,6 +494,7 @@ class RedisSessionStore:
         unreachable server (the leases then simply expire)."""
         if self._link.closed:
             return
+        await self._book.wait_claims()
         flusher = self._flusher
         if flusher is not None and not flusher.done():
             await asyncio.wait({flusher})  # saves already made are sent first
