@@ -66,6 +66,7 @@ MADE_BY_THE_SDK = {
     "Session": "made by new_session()/resume_session()/load_session()",
     "SessionInfo": "an entry of list_sessions()",
     "SessionRecord": "what a store writes and reads back (a store reads old records into it)",
+    "StoredSession": "what RedisSessionStore.describe() returns (an operator's read-only view)",
 }
 
 #: keywords a bare ACPClient takes from the ReconnectingClient that runs it (wiring, not settings)
