@@ -22,6 +22,7 @@ import logging
 import resource
 import sys
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import structlog
@@ -40,8 +41,8 @@ def rss_peak_kib() -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 
 
-async def pump(client: ReconnectingClient) -> None:
-    async for event in client.events():
+async def pump(events: AsyncIterator[object]) -> None:
+    async for event in events:
         now = time.monotonic()
         if isinstance(event, SessionRecovered):
             emit({"e": "r", "s": event.session_id, "t": now})
@@ -96,8 +97,8 @@ async def main() -> None:
         )
         for url, store in zip(agents, stores, strict=True)
     ]
-    pumps = [asyncio.create_task(pump(c)) for c in clients]
-    await asyncio.sleep(0)  # the pumps subscribe before anything happens
+    # subscribed here, before any start: no event is emitted before its pump listens
+    pumps = [asyncio.create_task(pump(c.events())) for c in clients]
     for client in clients:
         await client.start()
         await client.wait_ready(timeout=60)

@@ -264,9 +264,6 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], style: Style) -
         out("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
 
 
-_REDIS_SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster")
-
-
 def _without_password(text: str, url: str) -> str:
     """``text`` with the URL's password (if any) blanked: an error of the Redis client may quote it."""
     from urllib.parse import unquote, urlsplit
@@ -295,12 +292,11 @@ async def _shared_sessions(url: str, namespace: str, timeout: float) -> list[Sto
 def _run_shared_sessions(args: argparse.Namespace, style: Style) -> int:
     """List the sessions of a RedisSessionStore by owner, with lease age and state (read-only)."""
     url: str = args.redis
-    scheme = url.partition("://")[0].lower() if "://" in url else ""
-    if scheme not in _REDIS_SCHEMES:
-        error(f"bad Redis URL {shown_url(url)!r}: expected one of {', '.join(s + '://' for s in _REDIS_SCHEMES)}")
-        return EXIT_USAGE
     try:
         found = asyncio.run(_shared_sessions(url, args.namespace, args.timeout))
+    except UsageError as exc:  # the store's own URL check (one list of schemes, valkey:// included)
+        error(f"bad Redis URL: {exc}")
+        return EXIT_USAGE
     except StoreError as exc:
         error(f"{shown_url(url)}: {_without_password(str(exc), url)}")
         return EXIT_FAILURE
