@@ -304,6 +304,11 @@ class OtelModes:
     #: ``sampled-1pct``: ``instrument()`` with an SDK tracer provider whose sampler is parent-based 1 %
     #: (``ParentBased(TraceIdRatioBased(0.01))``, the usual production setting), metrics on
     SAMPLED = ("sampled-1pct",)
+    #: ``sdk-floor-1pct``: no instrumentation; the benchmark itself makes the two SDK calls any per-request
+    #: instrumentation under that sampler makes: a span started and ended with the 1 % provider (dropped 99
+    #: times in 100) and one duration recorded on an SDK histogram with the attributes ours carries. What
+    #: the SDK alone costs there: ``sampled-1pct`` is priced against it as ``on`` is against ``sdk-span``
+    FLOOR = ("sdk-floor-1pct",)
 
     def __init__(self, *, with_breakdown: bool = False) -> None:
         self._providers: tuple[Any, Any] | None = None
@@ -311,7 +316,7 @@ class OtelModes:
         self._exporter: Any = None
         self.spans = 0
         #: in the order each round runs them
-        self.names: tuple[str, ...] = self.BASE + (self.BREAKDOWN + self.SAMPLED if with_breakdown else ())
+        self.names: tuple[str, ...] = self.BASE + (self.BREAKDOWN + self.SAMPLED + self.FLOOR if with_breakdown else ())
 
     def _setup(self) -> tuple[Any, Any]:
         if self._providers is None:
@@ -347,6 +352,13 @@ class OtelModes:
             self._sampled.add_span_processor(BatchSpanProcessor(self._exporter))
         return self._sampled
 
+    def floor_instruments(self) -> tuple[Any, Any]:
+        """The ``sdk-floor-1pct`` mode's tracer (the 1 % provider) and duration histogram (the shared SDK
+        meter provider, an instrument of the benchmark's own)."""
+        meter = self._setup()[1].get_meter("benchmark")
+        histogram = meter.create_histogram("benchmark.call.duration", unit="s")
+        return self._sampled_provider().get_tracer("benchmark"), histogram
+
     def bare_tracer(self) -> Any:
         """The tracer of the ``sdk-span`` mode (the SDK tracer provider every mode shares)."""
         return self._setup()[0].get_tracer("benchmark")
@@ -357,7 +369,7 @@ class OtelModes:
             yield
             return
         tracer_provider, meter_provider = self._setup()
-        if name in ("off", "sdk-span"):
+        if name in ("off", "sdk-span", "sdk-floor-1pct"):
             yield
             return
         import acp_client.otel
@@ -411,7 +423,14 @@ def priced_targets(key: str, slow: dict[str, float]) -> list[str]:
     if "sampled-1pct" not in slow or "sdk-span" not in slow:
         return []
     above = slow["on"] / slow["sdk-span"]  # (on/none) / (sdk-span/none): on against one bare SDK span
+    floor = [
+        f"BREAKDOWN {key} otel sdk-floor-1pct/none p50 (the SDK's sampler decision + one histogram record, "
+        f"made by the benchmark): {slow['sdk-floor-1pct']:.2f}x",
+        f"BREAKDOWN {key} otel sampled-1pct/sdk-floor-1pct p50 (ours above the SDK's own calls): "
+        f"{slow['sampled-1pct'] / slow['sdk-floor-1pct']:.2f}x",
+    ] if "sdk-floor-1pct" in slow else []
     return [
+        *floor,
         ratio_line(f"{key} otel sampled-1pct/none p50", slow["sampled-1pct"], f"<= {SAMPLED_TARGET}x",
                    slow["sampled-1pct"] <= SAMPLED_TARGET),
         ratio_line(f"{key} otel on/sdk-span p50 (ours above one bare SDK span)", above,
@@ -475,6 +494,13 @@ def report_otel(
             "one bare SDK span, no attributes, around each call: the floor for any span per request), `spans` "
             "(our spans only: a no-op meter provider and `propagate=False`) and `metrics` (our metrics only: a "
             "no-op tracer provider)."
+        )
+    if "sdk-floor-1pct" in samples:
+        modes_text += (
+            " `sampled-1pct` is `on` with a parent-based 1 % sampler; `sdk-floor-1pct` has no instrumentation: "
+            "the benchmark itself makes the two SDK calls any per-request instrumentation makes under that "
+            "sampler (a span started and ended, dropped 99 times in 100, and one duration recorded on an SDK "
+            "histogram with the four attributes ours carries), inline: what the SDK alone costs there."
         )
     body = "\n\n".join(
         [

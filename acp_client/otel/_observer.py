@@ -30,6 +30,7 @@ from acp_client.otel._requests import (
     Peer,
     RequestKind,
     RequestScope,
+    TimedScope,
     error_type,
     outcome_of,
 )
@@ -222,7 +223,9 @@ class OpenTelemetryObserver:
             found = self._peers[peer] = Peer(peer)
         return found
 
-    def request(self, method: str, params: object, link: _observe.LinkFacts) -> tuple[object, RequestScope]:
+    def request(
+        self, method: str, params: object, link: _observe.LinkFacts
+    ) -> tuple[object, RequestScope | TimedScope]:
         """Start the request's span (a child of the current context; made current itself only on HTTP links,
         whose POST headers read it), and put its trace context into ``params._meta``.
 
@@ -243,7 +246,7 @@ class OpenTelemetryObserver:
         span = self._tracer.start_span(method, kind=SpanKind.CLIENT, context=caller)
         if not span.is_recording():  # the sampler dropped it: only the duration is measured
             if not trace.get_current_span(caller).get_span_context().is_valid:  # a trace that never was
-                return params, RequestScope(self._finisher, kind, None, None, None, caller)
+                return params, TimedScope(self._finisher, kind)
             token = otel_context.attach(trace.set_span_in_context(span, caller)) if kind.attach else None
             if self.propagate_context and (params is None or isinstance(params, Mapping)):
                 params = _with_trace_meta(params, span, caller)

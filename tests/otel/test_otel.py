@@ -40,6 +40,7 @@ from acp_client import (
     connect,
     sync,
 )
+from acp_client.exceptions import RPCError
 from acp_client.otel._requests import FINISH_BATCH
 from acp_client.reconnect import Verdict
 from acp_client.schema import models_for
@@ -453,6 +454,45 @@ async def test_a_dropped_root_span_carries_no_context_and_a_dropped_child_does(
     assert metas[1]["traceparent"].endswith("-00")
     posts = [t for t in agent.trace_contexts if t.method == "session/new" and t.carrier == "http"]
     assert len(posts) == (1 if link.http else 0)  # the header carrier too: only the request inside the trace
+
+
+async def test_a_request_whose_root_span_is_dropped_is_still_measured(link: Link, agent: ReferenceAgent) -> None:
+    """Under a sampler that drops every root (the 99 requests in 100 of a 1 % ratio sampler), no span is
+    recorded, yet each request's duration is: answered ones with the kind's attributes, failed ones with
+    the agent's error code as ``error.type``."""
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider(sampler=ParentBased(ALWAYS_OFF))
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    reader = InMemoryMetricReader()
+    instrumentation = acp_client.otel.instrument(
+        tracer_provider=provider, meter_provider=MeterProvider(metric_readers=[reader])
+    )
+    try:
+        async with connect(link.url(agent), **link.options) as client:
+            session = await client.new_session("/w")
+            await client.session_status(session.id)
+            await client.session_status(session.id)
+            with pytest.raises(RPCError) as failed:
+                await client.session_status("no-such-session")
+    finally:
+        instrumentation.flush()
+        instrumentation.uninstrument()
+    data = reader.get_metrics_data()
+    assert data is not None
+    points = [
+        dict(p.attributes) | {"count": p.count}
+        for resource in data.resource_metrics
+        for scope in resource.scope_metrics
+        for m in scope.metrics
+        if m.name == "rpc.client.call.duration"
+        for p in m.data.data_points
+        if dict(p.attributes)["rpc.method"] == "session/status"
+    ]
+    assert {p.get("error.type") for p in points} == {None, str(failed.value.code)}
+    assert sorted(p["count"] for p in points) == [1, 2]
+    assert spans.get_finished_spans() == ()
 
 
 async def test_each_worker_on_a_shared_store_reports_its_ownership_gauges(
