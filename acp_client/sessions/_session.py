@@ -13,7 +13,6 @@ from acp_client._logging import get_logger
 from acp_client.exceptions import (
     ACPTimeoutError,
     CapabilityNotSupported,
-    ConfigNotRestored,
     ConnectionLost,
     NotConnected,
     PromptNotResendable,
@@ -25,6 +24,7 @@ from acp_client.exceptions import (
 from acp_client.schema import parse_prompt_answer, parse_state_update
 from acp_client.schema._parse import _DEFERRED
 from acp_client.schema.content import PromptContent, prompt_blocks
+from acp_client.sessions._config_gate import ConfigGate
 from acp_client.sessions._ledger import (
     ClassifyEvidence,
     PromptEntry,
@@ -342,10 +342,8 @@ class Session:
     # what the agent said about the config since the last resume/load began ("config", "mode")
     _fresh: frozenset[str] | None = None
     _ledger: PromptLedger | None = None
-    # a restore is setting the desired config again: prompts wait for it (resolved when done)
-    _config_gate: asyncio.Future[None] | None = None
-    # the settings a restore could not set again: raised once by the next prompt
-    _config_error: ConfigNotRestored | None = None
+    # holds prompts while a restore sets the desired config again (made by the first such restore)
+    _config_gate: ConfigGate | None = None
 
     @property
     def available_commands(self) -> list[dict[str, Any]] | None:
@@ -771,32 +769,18 @@ class Session:
         self.record.desired_config = desired
 
     def _config_restoring(self) -> None:
-        if self._config_gate is None or self._config_gate.done():
-            self._config_gate = asyncio.get_running_loop().create_future()
+        if self._config_gate is None:
+            self._config_gate = ConfigGate(self.id)
+        self._config_gate.close()
 
     def _config_restored(self, failures: dict[str, str]) -> None:
-        gate, self._config_gate = self._config_gate, None
-        if gate is not None and not gate.done():
-            gate.set_result(None)
-        if failures:
-            self._config_error = ConfigNotRestored(self.id, failures)
+        if self._config_gate is None:
+            self._config_gate = ConfigGate(self.id)
+        self._config_gate.open(failures)
 
     async def _settle_config(self, timeout: float | None) -> float | None:
-        """Before a prompt: wait (within ``timeout``) while a restore sets the desired config again; raise
-        its :class:`ConfigNotRestored` once if it failed. Returns what is left of ``timeout``."""
-        gate = self._config_gate
-        if gate is not None:
-            loop = asyncio.get_running_loop()
-            started = loop.time()
-            try:
-                await asyncio.wait_for(asyncio.shield(gate), timeout)
-            except TimeoutError:
-                raise ACPTimeoutError(f"session {self.id}: its config was still being restored") from None
-            timeout = None if timeout is None else max(0.0, timeout - (loop.time() - started))
-        error, self._config_error = self._config_error, None
-        if error is not None:
-            raise error
-        return timeout
+        """Before a prompt: see :meth:`ConfigGate.settle` (nothing to do before the first restore)."""
+        return timeout if self._config_gate is None else await self._config_gate.settle(timeout)
 
     async def _settle_abandoned_turn(self, timeout: float | None) -> float | None:
         """Wait (bounded) for a turn whose ``prompt()`` was cancelled to end; return what is left of
