@@ -95,14 +95,20 @@ class SharedSessionStore(SessionStore, Protocol):
         ...
 
     async def claimable(self) -> list[str]:
-        """Sessions in the store that no worker holds a lease on."""
+        """Sessions in the store that no worker holds a lease on (a store may return them a page at a time:
+        the next call finds the rest)."""
         ...
 
     async def load_owned(
-        self, *, want: Callable[[str], bool] | None = None, ids: Sequence[str] | None = None
+        self,
+        *,
+        want: Callable[[str], bool] | None = None,
+        ids: Sequence[str] | None = None,
+        limit: int | None = None,
     ) -> list[SessionRecord]:
-        """Claim every unheld session ``want`` accepts (all when ``None``) and return the records this
-        worker holds afterwards; with ``ids``, only those sessions (claimed if free), without a scan."""
+        """Claim the unheld sessions ``want`` accepts (all when ``None``; at most ``limit`` of them) and
+        return the records this worker holds afterwards; with ``ids``, only those sessions (claimed if
+        free), without a scan."""
         ...
 
     async def renew_all(self) -> Renewal:
