@@ -500,14 +500,15 @@ class RedisLink:
                     cursors[bucket] = cursor
         return list(dict.fromkeys(ids))
 
-    async def free_ids(self, client: Any, limit: int) -> list[str]:
+    async def free_ids(self, client: Any, limit: int, owner: str) -> list[str]:
         """Free sessions: those of dead workers (their heartbeat gone) and the released ones, up to ``limit``
-        of each set per group, in a random order; one scripted call per group, in one pipeline. Its cost
+        of each set per group, in a random order (and ``owner``'s own leases of key layout 2); one scripted
+        call per group, in one pipeline. Its cost
         grows with the groups, the workers and the sessions found, not with the sessions live workers
         hold."""
         names = self.keys
         calls: list[ScriptCall] = [
-            ("free", (names.epoch_key(b),), (names.prefix(b), limit)) for b in range(BUCKETS)
+            ("free", (names.epoch_key(b),), (names.prefix(b), limit, owner)) for b in range(BUCKETS)
         ]
         ids: list[str] = []
         for page in await self.scripts(client, calls):

@@ -168,11 +168,13 @@ redis.call('SREM', P .. 'free', sid)
 return {1, ''}
 """
 
-# KEYS: the group's epoch key   ARGV: prefix, limit
+# KEYS: the group's epoch key   ARGV: prefix, limit, owner
 # -> JSON array of free session ids of the group: up to ``limit`` (random) from each dead incarnation's set
-#    (its heartbeat gone or replaced) and from the free set; a dead incarnation with nothing left is dropped.
-#    Its cost grows with the workers and with the sessions found, not with the sessions live workers hold.
-_FREE = """
+#    (its heartbeat gone or replaced) and from the free set (those of its members whose layout-2 lease still
+#    runs are left out, unless it names ``owner``; a member a live worker holds is dropped from the set); a
+#    dead incarnation with nothing left is dropped. Its cost grows with the workers and with the sessions
+#    found, not with the sessions live workers hold.
+_FREE = _LEASES + """
 local P, n = ARGV[1], tonumber(ARGV[2])
 local out = {}
 for _, e in ipairs(redis.call('SMEMBERS', P .. 'owners')) do
@@ -183,7 +185,15 @@ for _, e in ipairs(redis.call('SMEMBERS', P .. 'owners')) do
     for _, sid in ipairs(some) do out[#out + 1] = sid end
   end
 end
-for _, sid in ipairs(redis.call('SRANDMEMBER', P .. 'free', n)) do out[#out + 1] = sid end
+for _, sid in ipairs(redis.call('SRANDMEMBER', P .. 'free', n)) do
+  local cur = redis.call('GET', P .. 'lease:' .. sid)
+  local t, o, i = parse(cur)
+  if not live(P, cur) or (not i and o == ARGV[3]) then
+    out[#out + 1] = sid
+  elseif i then
+    redis.call('SREM', P .. 'free', sid)
+  end
+end
 return cjson.encode(out)
 """
 

@@ -182,7 +182,7 @@ class RedisSessionStore:
         check_count("RedisSessionStore.claimable", "limit", limit)
 
         async def run(client: Any) -> list[str]:
-            return await self._link.free_ids(client, limit)
+            return await self._link.free_ids(client, limit, self.owner_id)
 
         result: list[str] = await self._link.retrying("claimable", run)
         return result
@@ -217,7 +217,7 @@ class RedisSessionStore:
                 keep = set(wanted)
                 unwanted.extend(sid for sid in mine if sid not in keep)
                 seen = set(mine)
-                free = [sid for sid in await self._link.free_ids(client, 5000) if sid not in seen]
+                free = [sid for sid in await self._link.free_ids(client, 5000, self.owner_id) if sid not in seen]
                 free = [sid for sid in free if want is None or want(sid)]
                 todo = wanted + (free if limit is None else free[:limit])
             todo += unwanted  # claimed (they are ours already) so that they can be released below
