@@ -53,8 +53,8 @@ class StoredSession:
     (:meth:`~acp_client.sessions.RedisSessionStore.describe`).
 
     ``owner`` is the worker holding its lease (``None``: free, any worker may adopt it), ``token`` that
-    lease's fencing token, ``expires_in`` the seconds the lease has left on the server's clock (``None``
-    without a lease); ``fence`` is the session's fencing counter (the last token handed out); ``record`` the
+    lease's fencing token, ``expires_in`` the seconds the lease has left on the server's clock (with the
+    Redis store: its holder's heartbeat in the session's key group; ``None`` without a live lease); ``fence`` is the session's fencing counter (the last token handed out); ``record`` the
     stored record (``None`` if it is missing or could not be read).
     """
 
