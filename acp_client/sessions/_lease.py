@@ -54,8 +54,9 @@ class StoredSession:
 
     ``owner`` is the worker holding its lease (``None``: free, any worker may adopt it), ``token`` that
     lease's fencing token, ``expires_in`` the seconds the lease has left on the server's clock (with the
-    Redis store: its holder's heartbeat in the session's key group; ``None`` without a live lease); ``fence`` is the session's fencing counter (the last token handed out); ``record`` the
-    stored record (``None`` if it is missing or could not be read).
+    Redis store: its holder's heartbeat in the session's key group; ``None`` without a live lease);
+    ``fence`` is the session's fencing counter (the last token handed out); ``record`` the stored record
+    (``None`` if it is missing or could not be read).
     """
 
     session_id: str
