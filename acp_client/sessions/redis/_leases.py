@@ -260,6 +260,8 @@ class LeaseBook:
                     continue  # released or dropped meanwhile
                 if code == 1 and held[1] == inc:
                     renewed.add(sid)
+                elif code != -2 and held[1] != inc and held[1] == self._incs.get(bucket):
+                    continue  # claimed meanwhile under a newer heartbeat of the group: not this round's to judge
                 else:
                     del self._held[sid]
                     lost[sid] = "reset" if code == -2 else "expired"
