@@ -476,6 +476,18 @@ class SessionOwnership:
         self._reasons[session_id] = reason
         host.emit(SessionTakenOver(session_id, reason, holder, self._generation()))
         await host.detach_taken_over(session_id, reason)
+        if reason == "lease_expired" and self.store.lease(session_id) is not None:
+            await self._give_back(session_id)
+
+    async def _give_back(self, session_id: str) -> None:
+        """A session this worker stopped serving because its lease ran out by the local clock (a renewal
+        that missed its deadline may still have reached the store): give the lease up, so that the session
+        is free for adoption rather than held, unserved, by a heartbeat this worker goes on renewing. A
+        store that cannot be reached lets the heartbeat lapse anyway."""
+        try:
+            await self.store.release(session_id)
+        except StoreError as exc:
+            log.warning("acp.lease_give_back_failed", session_id=session_id, error=str(exc))
 
     def _prune(self, host: OwnershipHost) -> None:
         """Drop what is remembered of taken-over sessions whose handles the application forgot or closed
