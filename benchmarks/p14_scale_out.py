@@ -180,7 +180,7 @@ async def run(args: Any) -> tuple[list[list[str]], list[str], str]:
         c1, b1, k1 = await asyncio.to_thread(node_stats, cluster)
         idle = time.monotonic() - t0
         cmd_rate, byte_rate = (c1 - c0) / idle, (b1 - b0) / idle
-        busiest = sorted(((k1[c] - k0.get(c, 0)) / idle, c) for c in k1)[-4:][::-1]
+        busiest = sorted(((k1[c] - k0.get(c, 0)) / idle, c) for c in k1 if c != "info")[-5:][::-1]
         by_command = ", ".join(f"{name} {rate:.0f}/s" for rate, name in busiest)
 
         # 1. every agent restarted

@@ -53,9 +53,10 @@ class StoredSession:
     (:meth:`~acp_client.sessions.RedisSessionStore.describe`).
 
     ``owner`` is the worker holding its lease (``None``: free, any worker may adopt it), ``token`` that
-    lease's fencing token, ``expires_in`` the seconds the lease has left on the server's clock (``None``
-    without a lease); ``fence`` is the session's fencing counter (the last token handed out); ``record`` the
-    stored record (``None`` if it is missing or could not be read).
+    lease's fencing token, ``expires_in`` the seconds the lease has left on the server's clock (with the
+    Redis store: its holder's heartbeat in the session's key group; ``None`` without a live lease);
+    ``fence`` is the session's fencing counter (the last token handed out); ``record`` the stored record
+    (``None`` if it is missing or could not be read).
     """
 
     session_id: str
@@ -95,14 +96,20 @@ class SharedSessionStore(SessionStore, Protocol):
         ...
 
     async def claimable(self) -> list[str]:
-        """Sessions in the store that no worker holds a lease on."""
+        """Sessions in the store that no worker holds a lease on (a store may return them a page at a time:
+        the next call finds the rest)."""
         ...
 
     async def load_owned(
-        self, *, want: Callable[[str], bool] | None = None, ids: Sequence[str] | None = None
+        self,
+        *,
+        want: Callable[[str], bool] | None = None,
+        ids: Sequence[str] | None = None,
+        limit: int | None = None,
     ) -> list[SessionRecord]:
-        """Claim every unheld session ``want`` accepts (all when ``None``) and return the records this
-        worker holds afterwards; with ``ids``, only those sessions (claimed if free), without a scan."""
+        """Claim the unheld sessions ``want`` accepts (all when ``None``; at most ``limit`` of them) and
+        return the records this worker holds afterwards; with ``ids``, only those sessions (claimed if
+        free), without a scan."""
         ...
 
     async def renew_all(self) -> Renewal:

@@ -17,7 +17,7 @@ from acp_client.exceptions import StoreUnavailable, UsageError
 from acp_client.sessions import RedisSessionStore, SessionRecord
 from acp_client.testing.redis_cluster import RedisClusterServer
 from tests.conftest import RedisServers, bound, raw_redis
-from tests.sessions._layout import group_prefix, index_key, session_key
+from tests.sessions._layout import group_key, group_prefix, index_key, session_key
 
 pytestmark = pytest.mark.xdist_group("redis-cluster")
 
@@ -59,7 +59,11 @@ async def test_the_store_uses_every_node_and_writes_the_documented_keys(cluster:
         nodes = {cluster.primary_for_slot(slot_of(session_key(ns, "rec", sid))).port for sid in ids}
         assert len(nodes) == 3  # 60 sessions fall in groups on all three primaries
         assert await raw.hget(session_key(ns, "rec", "s7"), "owner") == "A"
-        assert (await raw.get(session_key(ns, "lease", "s7"))) == "1|A"
+        token, owner, inc = (await raw.get(session_key(ns, "lease", "s7"))).split("|")
+        assert (token, owner) == ("1", "A")
+        assert await raw.get(group_key(ns, "s7", "hb:A")) == inc  # the lease lives while A's heartbeat does
+        assert await raw.sismember(group_key(ns, "s7", f"owned:A|{inc}"), "s7")
+        assert await raw.sismember(group_key(ns, "s7", "owners"), f"A|{inc}")
         assert await raw.sismember(index_key(ns, "s7"), "s7")
     finally:
         await store.close()

@@ -3,7 +3,8 @@
 One :class:`SessionOwnership` per :class:`~acp_client.ReconnectingClient` whose store supports leases. It
 
 - decides which stored sessions this worker loads at start (the ones it holds or can claim, filtered by the
-  ``should_own(session_id)`` hook for sticky routing);
+  ``should_own(session_id)`` hook for sticky routing; free ones at most ``adopt_rate``, the rest is adopted
+  by the paced rounds);
 - renews the leases every ``renew_every`` seconds while the worker lives, on a task of its own that talks
   only to the store, within a deadline (a recovery, a probe or a hand-over never delays a renewal);
 - adopts the sessions whose leases expired (a dead worker's) or were released, and hands them to the
@@ -189,9 +190,16 @@ class SessionOwnership:
         password or port would otherwise run a client whose every save waits ``retry_for`` and is lost.
         The error (a :class:`StoreUnavailable`, naming the store's URL without its password) says what to
         check. Once started, an outage of the store is ridden out: renewals and adoption retry.
+
+        The start is paced like a hand-over: with ``adopt_rate`` at most one second's worth of free
+        sessions is claimed here (besides those the store says this worker holds already); the adoption
+        rounds, which start at once, take the rest at the same pace, so a worker that starts (or restarts)
+        alone beside a large store neither claims nor recovers every stored session at once, and workers
+        started together share them.
         """
+        limit = await self._pacer.grant(max(1, int(self._pacer.rate))) if self._pacer is not None else None
         try:
-            return await self.store.load_owned(want=self.should_own)
+            return await self.store.load_owned(want=self.should_own, limit=limit)
         except StoreUnavailable as exc:
             log.error("acp.ownership_load_failed", owner=self.owner_id, error=str(exc))
             # the error was made for this call alone: its text is told again with what to do
@@ -468,6 +476,18 @@ class SessionOwnership:
         self._reasons[session_id] = reason
         host.emit(SessionTakenOver(session_id, reason, holder, self._generation()))
         await host.detach_taken_over(session_id, reason)
+        if reason == "lease_expired" and self.store.lease(session_id) is not None:
+            await self._give_back(session_id)
+
+    async def _give_back(self, session_id: str) -> None:
+        """A session this worker stopped serving because its lease ran out by the local clock (a renewal
+        that missed its deadline may still have reached the store): give the lease up, so that the session
+        is free for adoption rather than held, unserved, by a heartbeat this worker goes on renewing. A
+        store that cannot be reached lets the heartbeat lapse anyway."""
+        try:
+            await self.store.release(session_id)
+        except StoreError as exc:
+            log.warning("acp.lease_give_back_failed", session_id=session_id, error=str(exc))
 
     def _prune(self, host: OwnershipHost) -> None:
         """Drop what is remembered of taken-over sessions whose handles the application forgot or closed

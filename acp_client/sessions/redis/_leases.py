@@ -1,10 +1,11 @@
 """The lease book of :class:`~acp_client.sessions.RedisSessionStore`: the sessions this worker holds.
 
-A :class:`LeaseBook` keeps this worker's table of :class:`~acp_client.sessions.Lease` objects, and it alone
-changes that table: single and bulk claims, the bulk renewal, releases, a lost lease reported by a fenced
-write (:meth:`LeaseBook.drop`), and a data loss on the server (:meth:`LeaseBook.adopt_new_epoch`). Every
-step is a Lua script sent through the store's :class:`~acp_client.sessions.redis._link.RedisLink`. Stored
-records are the store's business, not the book's.
+A :class:`LeaseBook` keeps this worker's table of held sessions (token and incarnation each, key layout 3:
+see ``_keys.py``) and its heartbeat per key group, and it alone changes them: single and bulk claims, the
+renewal (one heartbeat per group, whatever the number of sessions), releases, a lost lease reported by a
+fenced write (:meth:`LeaseBook.drop`), and a data loss on the server (:meth:`LeaseBook.adopt_new_epoch`).
+Every step is a Lua script sent through the store's :class:`~acp_client.sessions.redis._link.RedisLink`.
+Stored records are the store's business, not the book's.
 """
 
 from __future__ import annotations
@@ -12,41 +13,53 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from typing import Any
 
 from acp_client._logging import get_logger
 from acp_client.exceptions import StoreUnavailable
 from acp_client.sessions._lease import Lease, Renewal
-from acp_client.sessions.redis._keys import bucket_of, by_bucket
+from acp_client.sessions.redis._keys import BUCKETS, bucket_of, by_bucket
 from acp_client.sessions.redis._link import RedisLink, ScriptCall, json_list
 from acp_client.sessions.redis._scripts import _GROUP
 
-__all__ = ["LeaseBook", "holder_of", "lease_value"]
+__all__ = ["LeaseBook", "holder_of", "token_of"]
 
 log = get_logger("acp_client.sessions.redis")
 
 
 def holder_of(value: Any) -> str | None:
-    """The owner named by a stored lease value ``"token|owner"`` (``None`` when there is no lease)."""
+    """The owner named by a stored lease value (``"token|owner|inc"``, or ``"token|owner"`` of layout 2;
+    ``None`` when there is no lease)."""
     if not value:
         return None
-    text = str(value)
-    return text.split("|", 1)[1] if "|" in text else text
+    parts = str(value).split("|")
+    return parts[1] if len(parts) > 1 else parts[0]
 
 
-def lease_value(lease: Lease) -> str:
-    """How ``lease`` is stored at its key: the scripts compare it to prove who holds the session."""
-    return f"{lease.token}|{lease.owner}"
+def token_of(value: Any) -> int | None:
+    """The fencing token of a stored lease value (``None`` when there is none or it does not parse)."""
+    head = str(value).split("|", 1)[0] if value else ""
+    return int(head) if head.isdigit() else None
 
 
 class LeaseBook:
-    """The leases one worker (``owner``) holds in one store, each lasting ``ttl`` seconds unless renewed."""
+    """The leases one worker (``owner``) holds in one store, each lasting ``ttl`` seconds unless renewed.
+
+    Held sessions are kept as token and incarnation; a lease's local deadline is its group heartbeat's:
+    the send time of the last claim or renewal that extended it, plus ``ttl`` (never later than the
+    server's expiry)."""
 
     def __init__(self, link: RedisLink, *, owner: str, ttl: float) -> None:
         self._link = link
         self._owner = owner
         self._ttl = ttl
-        self._leases: dict[str, Lease] = {}
+        #: session id -> (token, incarnation)
+        self._held: dict[str, tuple[int, str]] = {}
+        #: key group -> this worker's current incarnation there (as the last claim or renewal found it)
+        self._incs: dict[int, str] = {}
+        #: incarnation -> local deadline of its heartbeat
+        self._until: dict[str, float] = {}
         self._claims: list[tuple[str, asyncio.Future[tuple[Lease | None, str | None]]]] = []
         self._claimer: asyncio.Task[None] | None = None
 
@@ -63,36 +76,51 @@ class LeaseBook:
         return self._ttl
 
     def __len__(self) -> int:
-        return len(self._leases)
+        return len(self._held)
 
     def get(self, session_id: str) -> Lease | None:
         """The lease held on ``session_id``, else ``None``."""
-        return self._leases.get(session_id)
+        held = self._held.get(session_id)
+        if held is None:
+            return None
+        return Lease(session_id, self._owner, held[0], self._until.get(held[1], 0.0))
+
+    def value(self, session_id: str) -> str:
+        """How the lease held on ``session_id`` is stored at its key (the scripts compare it to prove who
+        holds the session); ``KeyError`` if none is held."""
+        token, inc = self._held[session_id]
+        return f"{token}|{self._owner}|{inc}"
 
     def copy(self) -> dict[str, Lease]:
         """Every held lease, by session id (a copy)."""
-        return dict(self._leases)
+        return {sid: lease for sid in self._held if (lease := self.get(sid)) is not None}
 
     def drop(self, session_id: str) -> Lease | None:
         """Forget the lease on ``session_id`` (lost, released or deleted); returns it if there was one."""
-        return self._leases.pop(session_id, None)
+        lease = self.get(session_id)
+        self._held.pop(session_id, None)
+        return lease
 
     def clear(self) -> None:
         """Forget every lease (the store closes)."""
-        self._leases.clear()
+        self._held.clear()
+        self._incs.clear()
+        self._until.clear()
 
     def adopt_new_epoch(self) -> None:
         """The server lost its data (of one key group at least): every lease is forgotten (the caller claims
         again what it serves), and the next command learns the new epochs."""
         log.warning("acp.store_reset", namespace=self._link.namespace, owner=self._owner)
-        self._leases.clear()
+        self.clear()
         self._link.forget_epoch()
 
     def _ttl_ms(self) -> int:
         return max(1, int(self._ttl * 1000))
 
-    def _deadline(self, sent_at: float) -> float:
-        return sent_at + self._ttl
+    def _extended(self, bucket: int, inc: str, sent_at: float) -> None:
+        """The heartbeat ``inc`` of group ``bucket`` was extended (or made) by a command sent at ``sent_at``."""
+        self._incs[bucket] = inc
+        self._until[inc] = max(self._until.get(inc, 0.0), sent_at + self._ttl)
 
     # ------------------------------------------------------------------ claims
 
@@ -143,24 +171,27 @@ class LeaseBook:
     async def claim_many(self, client: Any, ids: list[str]) -> list[Any]:
         """Claim ``ids`` with one bulk script call per key group and ``_GROUP`` sessions (a call never spans
         two groups: on a cluster each runs on the node of its slot); the answers, in the order of ``ids``,
-        have the shape of a single claim's, to be applied with :meth:`take`."""
+        are ``[1, token, record text or None, incarnation]`` or ``[0, holder's lease value]``, to be applied
+        with :meth:`take`."""
         link = self._link
         chunks: list[list[str]] = []
         calls: list[ScriptCall] = []
+        fresh = uuid.uuid4().hex[:12]  # the incarnation a group gets if this worker has no heartbeat there
         for bucket, members in by_bucket(ids).items():
             for start in range(0, len(members), _GROUP):
                 chunk = members[start : start + _GROUP]
                 chunks.append(chunk)
                 calls.append(
                     ("claim_many", (link.keys.epoch_key(bucket),),
-                     (json.dumps(chunk), self._owner, self._ttl_ms(), link.keys.prefix(bucket)))
+                     (json.dumps(chunk), self._owner, self._ttl_ms(), link.keys.prefix(bucket), fresh))
                 )  # fmt: skip
         by_id: dict[str, Any] = {}
         for chunk, encoded in zip(chunks, await link.scripts(client, calls), strict=True):
             flat = json_list(encoded)
-            for sid, i in zip(chunk, range(0, len(flat), 2), strict=True):
+            inc = str(flat[0])
+            for sid, i in zip(chunk, range(1, len(flat), 2), strict=True):
                 token = int(flat[i])
-                by_id[sid] = [1, token, flat[i + 1] or None] if token > 0 else [0, flat[i + 1]]
+                by_id[sid] = [1, token, flat[i + 1] or None, inc] if token > 0 else [0, flat[i + 1]]
         return [by_id[sid] for sid in ids]
 
     def take(self, session_id: str, answer: Any, sent_at: float) -> tuple[Lease | None, Any]:
@@ -168,91 +199,104 @@ class LeaseBook:
         with the stored record's text; otherwise forget any lease on the session and return ``None`` with
         the holder's id."""
         if int(answer[0]) == 1:
-            lease = Lease(session_id, self._owner, int(answer[1]), self._deadline(sent_at))
-            self._leases[session_id] = lease
-            return lease, answer[2] if len(answer) > 2 else None
-        self._leases.pop(session_id, None)
+            inc = str(answer[3])
+            self._extended(bucket_of(session_id), inc, sent_at)
+            self._held[session_id] = (int(answer[1]), inc)
+            return self.get(session_id), answer[2]
+        self._held.pop(session_id, None)
         return None, holder_of(answer[1])
+
+    async def stored_mine(self, client: Any) -> list[str]:
+        """The sessions the store says this worker holds under its live heartbeats (one scripted call per
+        key group, in one pipeline): a worker restarted with the same owner id takes them back."""
+        names = self._link.keys
+        calls: list[ScriptCall] = [
+            ("mine", (names.epoch_key(b),), (names.prefix(b), self._owner)) for b in range(BUCKETS)
+        ]
+        ids: list[str] = []
+        for page in await self._link.scripts(client, calls):
+            ids.extend(json_list(page))
+        return ids
 
     # ------------------------------------------------------------------ renewal and release
 
     async def renew_all(self) -> Renewal:
-        """Extend every held lease (one bulk call per key group and ``_GROUP``); forget and report the ones
-        lost."""
+        """Extend this worker's heartbeat in every key group where it holds leases (one call per group, so
+        at most 64 whatever the number of sessions); forget and report the leases lost."""
         link = self._link
-        held = list(self._leases.values())
-        if not held:
+        if not self._held:
             # nothing to extend, but a data loss must still be noticed: the caller re-checks its sessions
             reset = await link.epoch_changed("renew")
             if reset:
                 self.adopt_new_epoch()
             return Renewal(frozenset(), frozenset(), reset)
-
-        # one bulk call per key group and _GROUP sessions, each checking its group's epoch
-        groups: list[tuple[int, list[Lease]]] = []
-        by_bucket: dict[int, list[Lease]] = {}
-        for one in held:
-            by_bucket.setdefault(bucket_of(one.session_id), []).append(one)
-        for bucket, members in by_bucket.items():
-            groups += [(bucket, members[start : start + _GROUP]) for start in range(0, len(members), _GROUP)]
-        held = [one for _, group in groups for one in group]
+        groups: dict[int, list[str]] = {}
+        for sid in self._held:
+            groups.setdefault(bucket_of(sid), []).append(sid)
+        order = [(bucket, self._incs[bucket]) for bucket in groups]
 
         async def run(client: Any) -> list[Any]:
             calls: list[ScriptCall] = [
-                (
-                    "renew_many",
-                    (link.keys.epoch_key(bucket),),
-                    (json.dumps([[one.session_id, lease_value(one)] for one in group]), self._ttl_ms(),
-                     link.bucket_epoch(bucket), link.keys.prefix(bucket)),
-                )
-                for bucket, group in groups
+                ("renew_many", (link.keys.epoch_key(bucket),),
+                 (inc, self._ttl_ms(), link.bucket_epoch(bucket), link.keys.prefix(bucket), self._owner))
+                for bucket, inc in order
             ]  # fmt: skip
-            answers: list[Any] = []
-            for (_, group), encoded in zip(groups, await link.scripts(client, calls), strict=True):
-                flat = json_list(encoded)
-                if flat == [-2]:
-                    answers += [[-2, ""]] * len(group)  # the group's data was lost: none of its leases survived
-                else:
-                    answers += [[1, ""] if a == 1 else [0, a] for a in flat]
+            answers: list[Any] = await link.scripts(client, calls)
             return answers
 
         sent_at = time.monotonic()
         answers = await link.retrying("renew", run)
         renewed: set[str] = set()
-        lost: set[str] = set()
+        lost: dict[str, str] = {}
         reset = False
-        for lease, answer in zip(held, answers, strict=True):
-            code = int(answer[0])
+        for (bucket, inc), answer in zip(order, answers, strict=True):
+            code = int(answer)
+            reset = reset or code == -2
             if code == 1:
-                if self._leases.get(lease.session_id) == lease:
-                    self._leases[lease.session_id] = Lease(
-                        lease.session_id, lease.owner, lease.token, self._deadline(sent_at)
-                    )
-                renewed.add(lease.session_id)
-            else:
-                reset = reset or code == -2
-                if self._leases.get(lease.session_id) == lease:
-                    del self._leases[lease.session_id]
-                lost.add(lease.session_id)
-                log.info(
-                    "acp.lease_lost",
-                    session_id=lease.session_id,
-                    reason="reset" if code == -2 else ("taken" if answer[1] else "expired"),
-                    holder=holder_of(answer[1]),
-                )
+                self._extended(bucket, inc, sent_at)
+            for sid in groups[bucket]:
+                held = self._held.get(sid)
+                if held is None:
+                    continue  # released or dropped meanwhile
+                if code == 1 and held[1] == inc:
+                    renewed.add(sid)
+                elif code != -2 and held[1] != inc and held[1] == self._incs.get(bucket):
+                    continue  # claimed meanwhile under a newer heartbeat of the group: not this round's to judge
+                else:
+                    del self._held[sid]
+                    lost[sid] = "reset" if code == -2 else "expired"
+        for sid, reason in lost.items():
+            log.info("acp.lease_lost", session_id=sid, reason=reason, holder=None)
+        live = {inc for _, inc in self._held.values()}
+        self._until = {inc: until for inc, until in self._until.items() if inc in live or inc in self._incs.values()}
         if reset:
             self.adopt_new_epoch()
         return Renewal(frozenset(renewed), frozenset(lost), reset)
 
-    def release_calls(self, leases: list[Lease]) -> list[ScriptCall]:
-        """The scripted calls that give ``leases`` up (each only if still held by this worker)."""
-        return [("release", (self._link.keys.key("lease", one.session_id),), (lease_value(one),)) for one in leases]
+    def release_calls(self, session_ids: list[str]) -> list[ScriptCall]:
+        """The scripted calls that give the leases on ``session_ids`` up (each only if still held by this
+        worker; call before :meth:`drop`)."""
+        names = self._link.keys
+        return [
+            ("release", (names.key("lease", sid),), (self.value(sid), names.prefix(bucket_of(sid)), sid))
+            for sid in session_ids
+            if sid in self._held
+        ]
+
+    def release_all_calls(self) -> list[ScriptCall]:
+        """The scripted calls that give every held lease up at once: this worker's heartbeat deleted in each
+        key group (one call per group), so the adoption scans of other workers find its sessions at once."""
+        names = self._link.keys
+        return [
+            ("release_all", (names.epoch_key(bucket),), (self._owner, inc, names.prefix(bucket)))
+            for bucket, inc in self._incs.items()
+        ]
 
     async def release(self, session_id: str) -> bool:
         """Give one lease up; ``False`` if this worker did not hold it (any more)."""
-        lease = self._leases.pop(session_id, None)
-        if lease is None:
+        calls = self.release_calls([session_id])
+        if not calls:
             return False
-        calls = self.release_calls([lease])
+        self._held.pop(session_id, None)
         answers = await self._link.retrying("release", lambda c: self._link.scripts(c, calls))
         return bool(answers[0])

@@ -384,11 +384,16 @@ class RedisLink:
                 for bucket in range(BUCKETS):
                     pipe.set(self.keys.epoch_key(bucket), fresh, nx=True)
                     pipe.get(self.keys.epoch_key(bucket))
+                    pipe.get(self.keys.group_key(bucket, "layout"))
                 for name in ("epoch", "index"):  # one key each: on a cluster they live in different slots
                     pipe.exists(self.keys.legacy_key(name))
                 answers = await self._rt(pipe.execute())
-            self._epochs = [str(epoch) for epoch in answers[1 : 2 * BUCKETS : 2]]
-            if any(answers[2 * BUCKETS :]) and not self._legacy_seen:
+            epochs = [str(epoch) for epoch in answers[1 : 3 * BUCKETS : 3]]
+            unmarked = [bucket for bucket, mark in enumerate(answers[2 : 3 * BUCKETS : 3]) if mark is None]
+            if unmarked:
+                await self._index_layout_2(client, unmarked)
+            self._epochs = epochs
+            if any(answers[3 * BUCKETS :]) and not self._legacy_seen:
                 self._legacy_seen = True
                 log.warning(
                     "acp.store_layout_1_found",
@@ -396,6 +401,19 @@ class RedisLink:
                     hint="records of an older release are in this namespace: stop its workers, then run "
                     "RedisSessionStore.migrate_layout_1() once",
                 )
+
+    async def _index_layout_2(self, client: Any, buckets: list[int]) -> None:
+        """The one-time step from key layout 2, for the groups without their ``layout`` marker: every
+        indexed session without a lease of layout 3 goes to the group's free set (paged, the groups'
+        pages pipelined together), then the group is marked. Workers doing it at once do no harm (the
+        same ids are added). A new group costs one empty page."""
+        cursors: dict[int, Any] = dict.fromkeys(buckets, 0)
+        while cursors:
+            order, names = list(cursors), self.keys
+            calls: list[ScriptCall] = [
+                ("convert", (names.index_key(b),), (cursors[b], 1000, names.prefix(b))) for b in order
+            ]
+            cursors = {b: c for b, c in zip(order, await self.scripts(client, calls), strict=True) if int(c) != 0}
 
     async def epoch_changed(self, operation: str) -> bool:
         """Read the server's epochs (retried like ``operation``): whether any differs from the known one."""
@@ -466,22 +484,35 @@ class RedisLink:
             results.extend(answers)
         return results
 
-    async def ids(self, client: Any, *, free_only: bool = False) -> list[str]:
-        """Every session id in the index (``free_only``: those without a lease): one scripted SSCAN page
-        of up to 5,000 ids per group and call, the groups' pages pipelined together."""
+    async def ids(self, client: Any) -> list[str]:
+        """Every session id in the index: one scripted SSCAN page of up to 5,000 ids per group and call, the
+        groups' pages pipelined together (O(all sessions): for reads of everything, never for idle
+        rounds)."""
         ids: list[str] = []
         cursors: dict[int, Any] = dict.fromkeys(range(BUCKETS), 0)
         while cursors:
             buckets, names = list(cursors), self.keys
-            calls: list[ScriptCall] = [
-                ("scan", (names.index_key(b),), (cursors[b], 5000, names.prefix(b) + "lease:" if free_only else ""))
-                for b in buckets
-            ]
+            calls: list[ScriptCall] = [("scan", (names.index_key(b),), (cursors[b], 5000)) for b in buckets]
             cursors = {}
             for bucket, (cursor, page) in zip(buckets, await self.scripts(client, calls), strict=True):
                 ids.extend(json_list(page))
                 if int(cursor) != 0:
                     cursors[bucket] = cursor
+        return list(dict.fromkeys(ids))
+
+    async def free_ids(self, client: Any, limit: int, owner: str) -> list[str]:
+        """Free sessions: those of dead workers (their heartbeat gone) and the released ones, up to ``limit``
+        of each set per group, in a random order (and ``owner``'s own leases of key layout 2); one scripted
+        call per group, in one pipeline. Its cost
+        grows with the groups, the workers and the sessions found, not with the sessions live workers
+        hold."""
+        names = self.keys
+        calls: list[ScriptCall] = [
+            ("free", (names.epoch_key(b),), (names.prefix(b), limit, owner)) for b in range(BUCKETS)
+        ]
+        ids: list[str] = []
+        for page in await self.scripts(client, calls):
+            ids.extend(json_list(page))
         return list(dict.fromkeys(ids))
 
     async def hget_many(self, client: Any, keys: Sequence[str], field: str) -> list[Any]:

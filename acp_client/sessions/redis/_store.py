@@ -1,14 +1,17 @@
 """A session store on a Redis-protocol server (Redis 6.2+, Valkey 8) or a Redis Cluster, shared by several
 worker processes.
 
-Keys (layout 2, described in ``_link.py``): every key of a session, and the index set and epoch of its
-group, carry the hash tag of one of 64 key groups, so each Lua script touches one cluster slot::
+Keys (layout 3, described in ``_keys.py``): every key of a session, and the sets, heartbeats and epoch of
+its group, carry the hash tag of one of 64 key groups, so each Lua script touches one cluster slot::
 
     ns:{ns:b}:epoch ns:{ns:b}:index ns:{ns:b}:rec:sid ns:{ns:b}:lease:sid ns:{ns:b}:fence:sid
+    ns:{ns:b}:hb:owner ns:{ns:b}:owned:owner|inc ns:{ns:b}:owners ns:{ns:b}:free
 
 Every ownership step is one Lua script (atomic on the server), and every batch of them goes out as one
-pipeline (on a cluster, one per node, sent together), so the round trips of ``load_owned`` and
-``renew_all`` do not grow with the number of sessions (beyond one per ``batch_size``). Only ``redis``
+pipeline (on a cluster, one per node, sent together). What a worker costs the server while its sessions are
+idle does not grow with them: ``renew_all`` extends one heartbeat per key group, and ``claimable`` (the
+adoption scan) reads each group's heartbeats and its sets of released and orphaned sessions, never every
+lease. Only ``redis``
 (redis-py) is needed, and only when a store is used.
 
 The store is made of three parts, each the only owner of its state: this module's
@@ -35,7 +38,7 @@ from acp_client.exceptions import LeaseLost, StoreUnavailable, UsageError
 from acp_client.sessions._lease import Lease, Renewal, StoredSession
 from acp_client.sessions._store import SessionRecord
 from acp_client.sessions.redis._keys import bucket_of
-from acp_client.sessions.redis._leases import LeaseBook, holder_of, lease_value
+from acp_client.sessions.redis._leases import LeaseBook, holder_of, token_of
 from acp_client.sessions.redis._link import RedisLink, ScriptCall
 
 if TYPE_CHECKING:
@@ -73,11 +76,14 @@ class RedisSessionStore:
     gives every held lease up in :meth:`close`, so other workers adopt the sessions at once rather than
     after ``lease_ttl``.
 
-    Uses only commands both Redis 6.2+ and Valkey 8 have (GET, SET NX PX, INCR, PEXPIRE, HSET, HGET, SADD,
-    SREM, SSCAN, EXISTS, DEL, EVALSHA, SCRIPT LOAD, and Lua's ``cjson``), on a single primary (Sentinel is
-    fine) or a Redis Cluster: the keys of a session share a hash tag with its group's index and epoch, so
-    every script runs on one slot. Records written by releases before key layout 2 are moved over by
-    :meth:`migrate_layout_1`. Needs the ``redis`` package (``pip install 'acp-reconnect[redis]'``).
+    Uses only commands both Redis 6.2+ and Valkey 8 have (GET, SET NX PX, INCR, PEXPIRE, PTTL, HSET, HGET,
+    SADD, SREM, SMEMBERS, SRANDMEMBER, SSCAN, EXISTS, DEL, EVALSHA, SCRIPT LOAD, and Lua's ``cjson``), on a
+    single primary (Sentinel is fine) or a Redis Cluster: the keys of a session share a hash tag with its
+    group's sets and epoch, so every script runs on one slot. A lease is valid while its holder's heartbeat
+    in the session's key group lives (renewed every ``lease_ttl / 3``), so the idle traffic grows with the
+    workers, not the sessions. Records of key layout 2 are read as they are (the first worker of this
+    release to reach a key group indexes their free sessions once); records written before key layout 2
+    are moved over by :meth:`migrate_layout_1`. Needs the ``redis`` package (``pip install 'acp-reconnect[redis]'``).
     """
 
     def __init__(
@@ -168,38 +174,59 @@ class RedisSessionStore:
         lease, _ = await self._book.claim(session_id)
         return lease
 
-    async def claimable(self) -> list[str]:
-        """Sessions in the store that no worker holds a lease on (a scripted scan: one round trip per 5,000)."""
+    async def claimable(self, limit: int = 5000) -> list[str]:
+        """Sessions in the store that no worker holds a lease on: those of workers whose heartbeat lapsed
+        (dead, or cut off for longer than ``lease_ttl``) and those released, up to ``limit`` of each per key
+        group and call, in a random order (one scripted call per key group, one round trip). Its cost does
+        not grow with the sessions live workers hold."""
+        check_count("RedisSessionStore.claimable", "limit", limit)
 
         async def run(client: Any) -> list[str]:
-            return await self._link.ids(client, free_only=True)
+            return await self._link.free_ids(client, limit, self.owner_id)
 
         result: list[str] = await self._link.retrying("claimable", run)
         return result
 
     async def load_owned(
-        self, *, want: Callable[[str], bool] | None = None, ids: Sequence[str] | None = None
+        self,
+        *,
+        want: Callable[[str], bool] | None = None,
+        ids: Sequence[str] | None = None,
+        limit: int | None = None,
     ) -> list[SessionRecord]:
-        """Claim the stored sessions ``want`` accepts (all when ``None``; those already held always) and
-        return the records this worker holds afterwards, in one scan plus one pipeline per ``batch_size``.
+        """Claim the free sessions ``want`` accepts (all when ``None``) and those the store says this worker
+        holds already (a worker restarted with the same ``owner_id``; the ones ``want`` refuses are
+        released), and return the records this worker holds afterwards. At most ``limit`` free sessions are
+        claimed (``None``: every one found, see :meth:`claimable`); a few round trips, whatever the number
+        of sessions stored.
 
         With ``ids`` only those sessions are claimed and returned (no scan: what an adoption round that
         found them free sends)."""
+        if limit is not None:
+            check_count("RedisSessionStore.load_owned", "limit", limit, minimum=0)
         book = self._book
         chosen = list(dict.fromkeys(ids)) if ids is not None else None
 
         async def run(client: Any) -> list[SessionRecord]:
+            unwanted.clear()
             if chosen is not None:
                 todo = [sid for sid in chosen if want is None or want(sid)]
             else:
-                stored = await self._link.ids(client)
-                todo = [sid for sid in stored if book.get(sid) is not None or want is None or want(sid)]
+                mine = await book.stored_mine(client)
+                wanted = [sid for sid in mine if book.get(sid) is not None or want is None or want(sid)]
+                keep = set(wanted)
+                unwanted.extend(sid for sid in mine if sid not in keep)
+                seen = set(mine)
+                free = [sid for sid in await self._link.free_ids(client, 5000, self.owner_id) if sid not in seen]
+                free = [sid for sid in free if want is None or want(sid)]
+                todo = wanted + (free if limit is None else free[:limit])
+            todo += unwanted  # claimed (they are ours already) so that they can be released below
             sent_at = time.monotonic()
             answers = await book.claim_many(client, todo)
             records: list[SessionRecord] = []
             for sid, answer in zip(todo, answers, strict=True):
                 lease, text = book.take(sid, answer, sent_at)
-                if lease is None:
+                if lease is None or sid in unwanted:
                     continue
                 if chosen is not None and not text:
                     empty.append(sid)  # deleted since it was seen free: nothing to serve
@@ -210,8 +237,9 @@ class RedisSessionStore:
             return records
 
         empty: list[str] = []
+        unwanted: list[str] = []
         records: list[SessionRecord] = await self._link.retrying("load_owned", run)
-        for sid in empty:
+        for sid in empty + unwanted:
             await self.release(sid)
         log.debug("acp.store_loaded_owned", sessions=len(records), owner=self.owner_id)
         return records
@@ -269,9 +297,10 @@ class RedisSessionStore:
 
     async def describe(self) -> list[StoredSession]:
         """Every stored session with its lease: owner, token, time left, fencing counter and record, sorted
-        by owner (free ones last), then id. Read-only: it claims, renews and writes nothing (not even the
-        epochs), so an operator may run it against a store in use (``acp-client sessions --redis URL``).
-        One scan, then one pipeline per ``batch_size / 4`` sessions."""
+        by owner (free ones last), then id. A lease whose holder's heartbeat lapsed is shown free. Read-only:
+        it claims, renews and writes nothing (not even the epochs), so an operator may run it against a
+        store in use (``acp-client sessions --redis URL``). One scan, then one pipeline per ``batch_size / 4``
+        sessions and one for the heartbeats."""
         link = self._link
         names = link.keys
 
@@ -283,17 +312,28 @@ class RedisSessionStore:
                 commands += [("GET", (lease,)), ("PTTL", (lease,)), ("HGET", (names.key("rec", sid), "record"))]
                 commands.append(("GET", (names.key("fence", sid),)))
             values = await link.commands(client, commands)
-            found: list[StoredSession] = []
+            beats = sorted(
+                {(bucket_of(sid), str(v).split("|")[1]) for sid, v in zip(ids, values[::4], strict=True)
+                 if v and str(v).count("|") == 2}
+            )  # fmt: skip
+            beat_keys = [names.group_key(b, f"hb:{owner}") for b, owner in beats]
+            found = await link.commands(client, [(c, (k,)) for k in beat_keys for c in ("GET", "PTTL")])
+            heartbeat = {key: (found[2 * i], found[2 * i + 1]) for i, key in enumerate(beat_keys)}
+            sessions: list[StoredSession] = []
             for i, sid in enumerate(ids):
                 value, left, text, fence = values[4 * i : 4 * i + 4]
-                token = int(str(value).split("|", 1)[0]) if value and str(value).split("|", 1)[0].isdigit() else None
-                found.append(
+                parts = str(value).split("|") if value else []
+                if len(parts) == 3:  # layout 3: alive while the holder's heartbeat holds its incarnation
+                    inc, beat_left = heartbeat.get(names.group_key(bucket_of(sid), f"hb:{parts[1]}"), (None, -2))
+                    value = value if inc == parts[2] else None
+                    left = beat_left
+                sessions.append(
                     StoredSession(
-                        sid, holder_of(value), token, int(left) / 1000 if value and int(left) >= 0 else None,
+                        sid, holder_of(value), token_of(value), int(left) / 1000 if value and int(left) >= 0 else None,
                         int(fence or 0), self._record(sid, text),
                     )
                 )  # fmt: skip
-            return found
+            return sessions
 
         found: list[StoredSession] = await link.retrying("describe", run, epochs=False)
         found.sort(key=lambda s: (s.owner is None, s.owner or "", s.session_id))
@@ -324,7 +364,8 @@ class RedisSessionStore:
         bucket = bucket_of(sid)
         names = self._link.keys
         keys = (names.key("lease", sid), names.key("rec", sid), names.index_key(bucket), names.epoch_key(bucket))
-        return ("save", keys, (lease_value(lease), lease.token, self.owner_id, record.to_json(), sid, None))
+        args = (self._book.value(sid), lease.token, self.owner_id, record.to_json(), sid, names.prefix(bucket), None)
+        return ("save", keys, args)
 
     async def _hold(self, session_id: str) -> Lease:
         lease = self._book.get(session_id)
@@ -426,14 +467,14 @@ class RedisSessionStore:
     async def delete(self, session_id: str) -> None:
         """Remove the record, fenced like :meth:`save`; removing a missing one is not an error."""
         names = self._link.keys
-        lease = await self._hold(session_id)
+        await self._hold(session_id)
         sid = session_id
         bucket = bucket_of(sid)
         keys = (
             names.key("lease", sid), names.key("rec", sid), names.index_key(bucket), names.key("fence", sid),
             names.epoch_key(bucket),
         )  # fmt: skip
-        await self._write([("delete", keys, (lease_value(lease), sid, None))], "delete")
+        await self._write([("delete", keys, (self._book.value(sid), sid, names.prefix(bucket), None))], "delete")
         self._book.drop(session_id)
 
     async def migrate_layout_1(self) -> int:
@@ -474,14 +515,11 @@ class RedisSessionStore:
                     mine.append(record)  # claimed, and no record in the new layout yet
             results = await self._write_results([self._save_call(r) for r in mine], "migrate")
             moved = sum(1 for result in results if result is None)
-            held = [
-                lease for r in records
-                if (lease := book.get(r.session_id)) is not None and r.session_id not in before
-            ]  # fmt: skip
-            for lease in held:
-                book.drop(lease.session_id)
-            if held:
-                release = book.release_calls(held)
+            held = [r.session_id for r in records if book.get(r.session_id) is not None and r.session_id not in before]
+            release = book.release_calls(held)
+            for sid in held:
+                book.drop(sid)
+            if release:
                 await link.retrying("migrate", lambda c: link.scripts(c, release))
         old = [link.keys.legacy_key(kind + sid) for sid in ids for kind in ("rec:", "lease:", "fence:")]
         old += [link.keys.legacy_key("index"), link.keys.legacy_key("epoch")]
@@ -500,11 +538,11 @@ class RedisSessionStore:
             await asyncio.wait({flusher})  # saves already made are sent first
         try:
             if self._release_on_close and len(self._book) and self._link.connected:
-                held = list(self._book.copy().values())
+                held = len(self._book)
                 try:
-                    await self._link.send_once(self._book.release_calls(held))
+                    await self._link.send_once(self._book.release_all_calls())
                 except self._link.errors() as exc:
-                    log.warning("acp.store_release_on_close_failed", leases=len(held), error=str(exc))
+                    log.warning("acp.store_release_on_close_failed", leases=held, error=str(exc))
             self._book.clear()
         finally:
             await self._link.aclose()
