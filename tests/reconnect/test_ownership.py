@@ -18,11 +18,12 @@ from acp_client.reconnect import (
     Event,
     SessionForgotten,
     SessionRecovered,
+    SessionsAdopted,
     SessionStoreReset,
     SessionTakenOver,
 )
 from acp_client.sessions import MemorySessionStore, RedisSessionStore
-from acp_client.testing import FaultProxy, ReferenceAgent
+from acp_client.testing import FaultProxy, ProxyMode, ReferenceAgent
 from acp_client.testing.redis_server import RedisServer
 from tests.conftest import bound, raw_redis
 from tests.sessions._layout import session_key
@@ -291,6 +292,47 @@ async def test_partition_from_redis(
         finally:
             await store.close()
         assert records == ids | {fresh.id}
+
+
+async def test_a_lease_run_out_by_the_local_clock_is_given_back(
+    single_server_workers: Workers, agent: ReferenceAgent, redis_server: RedisServer
+) -> None:
+    """One renewal reaches the server (the heartbeat there lives on) but its answer misses the round's
+    deadline: the worker stops serving its sessions, whose leases ran out by its local clock. It must give
+    them back, since its next renewal succeeds and would otherwise keep them held, served by nobody (found
+    at 100,000 sessions with saturated loops, where one round in a few came back late)."""
+    workers = single_server_workers
+    async with FaultProxy("127.0.0.1", redis_server.port) as proxy:
+        late, late_events = await workers.start(
+            "late", url=f"redis://127.0.0.1:{proxy.port}/0", store_options={"socket_timeout": 4 * TTL}
+        )
+        ids = {(await late.new_session(f"/w/{i}")).id for i in range(2)}
+        other, other_events = await workers.start("other")
+        ownership = late._ownership
+        assert ownership is not None
+        # Right after a renewal, the links the worker has open turn slow both ways (new ones stay fast). The
+        # next renewal, due TTL/3 later with a deadline of 2/3 TTL, takes one of them: its command reaches
+        # the server after 0.45 TTL, while the heartbeat there still lives, and extends it; the answer would
+        # come after 0.9 TTL, past the deadline. The renewal after it, on a new link, succeeds.
+        await asyncio.wait_for(ownership.next_renewal(), bound(5))
+        for link in proxy.links:
+            proxy.set_mode(ProxyMode.delay(0.45 * TTL), "both", link=link)
+        await late_events.wait(lambda: {e.session_id for e in late_events.of(SessionTakenOver)} >= ids)
+        assert {e.reason for e in late_events.of(SessionTakenOver)} == {"lease_expired"}
+        proxy.restore()
+
+        def adopted() -> set[str]:
+            events = late_events.of(SessionsAdopted) + other_events.of(SessionsAdopted)
+            return {sid for event in events for sid in event.session_ids}
+
+        def served() -> bool:
+            return all(
+                any((h := c.sessions.get(sid)) is not None and h.link is SessionLink.ATTACHED for c in (late, other))
+                for sid in ids
+            )
+
+        # given back, so one of the two adopts each (either may: the late one wants its sessions back too)
+        await late_events.wait(lambda: adopted() >= ids and served(), timeout=10 * TTL, also=[other_events])
 
 
 async def test_redis_lost_its_data(agent: ReferenceAgent, redis_server: RedisServer) -> None:
