@@ -190,7 +190,7 @@ async def test_a_failing_disk_stops_the_log_not_the_client(tmp_path: Path) -> No
             for n in range(5):
                 result = await session.prompt(f"turn {n}")  # the link keeps working
                 assert result.stop_reason == "end_turn"
-            stats = client.wire_log_stats
+    stats = client.wire_log_stats  # read once the client closed: the log's writer has had every frame
     assert stats is not None and stats["errors"] == 1 and stats["lines"] == 0
     assert stream.calls == 1  # stopped after the first failure
     warnings = [entry for entry in logs if entry["event"] == "wire_log_failed"]

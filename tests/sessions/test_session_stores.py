@@ -355,8 +355,8 @@ async def test_stale_token_is_rejected(shared: Callable[..., RedisSessionStore],
 
 
 async def test_renewal_keeps_leases_and_release_hands_over(shared: Callable[..., RedisSessionStore]) -> None:
-    ttl = 0.8  # short enough to run out three times in the test, long enough for a renewal round trip to
-    # a cluster of three server processes on a busy 2-core machine
+    ttl = bound(2.0)  # short enough to run out three times in the test, long enough for the first saves and
+    # a renewal round trip to a cluster of three server processes on a busy 2-core machine (0.8 s was not)
     a = shared("A", lease_ttl=ttl)
     b = shared("B")
     try:
